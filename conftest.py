@@ -1,0 +1,154 @@
+"""Shared fixtures: the cast of people, their clients, and real processes for integration tests."""
+
+from __future__ import annotations
+
+import pytest
+import redis as redis_lib
+from django.conf import settings
+
+PASSWORD = "correct horse battery staple"
+
+pytest_plugins = [p for p in ("devices.emulator.fixtures",) if __import__("importlib").util.find_spec(p)]
+
+
+@pytest.fixture
+def redis_client():
+    client = redis_lib.Redis.from_url(settings.REDIS_URL)
+    yield client
+    client.close()
+
+
+def _person(username: str, role: str):
+    from hub.accounts.services import user_create_or_update
+
+    return user_create_or_update(username=username, role=role, password=PASSWORD).user
+
+
+@pytest.fixture
+def admin_user(db):
+    return _person("ada", "admin")
+
+
+@pytest.fixture
+def member(db):
+    return _person("mia", "member")
+
+
+@pytest.fixture
+def other_member(db):
+    return _person("otto", "member")
+
+
+@pytest.fixture
+def viewer(db):
+    return _person("vic", "viewer")
+
+
+def _client_for(user):
+    from django.test import Client
+
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+@pytest.fixture
+def admin_client(admin_user):
+    return _client_for(admin_user)
+
+
+@pytest.fixture
+def member_client(member):
+    return _client_for(member)
+
+
+@pytest.fixture
+def other_client(other_member):
+    return _client_for(other_member)
+
+
+@pytest.fixture
+def viewer_client(viewer):
+    return _client_for(viewer)
+
+
+# --- real processes ------------------------------------------------------------------------------------
+# Session-scoped: one ASGI server, worker and beat serve the whole run. Tests that use them also ask for
+# ``transactional_db`` so their rows are committed where those processes can read them.
+@pytest.fixture(scope="session")
+def live_worker(django_db_setup, django_db_blocker):
+    from hub.testing import start_worker
+
+    with django_db_blocker.unblock():
+        proc = start_worker("session")
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def live_beat(django_db_setup, django_db_blocker):
+    from hub.testing import start_beat
+
+    with django_db_blocker.unblock():
+        proc = start_beat()
+    yield proc
+    proc.stop()
+
+
+@pytest.fixture(scope="session")
+def live_server_asgi(django_db_setup, django_db_blocker):
+    from hub.testing import start_asgi_server
+
+    with django_db_blocker.unblock():
+        proc = start_asgi_server()
+    yield proc
+    proc.stop()
+
+
+# --- browser ---------------------------------------------------------------------------------------------
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                 "--autoplay-policy=no-user-gesture-required"]  # fmt: skip
+ARTIFACTS = __import__("pathlib").Path(__file__).resolve().parent / "test-artifacts"
+
+
+@pytest.fixture(scope="session")
+def browser():
+    import shutil
+
+    if not shutil.which(CHROMIUM):
+        pytest.fail(f"{CHROMIUM} is missing: install Debian's package with `apt-get install -y chromium` "
+                    "(make test does this when run as root)")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as pw:
+        instance = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield instance
+        instance.close()
+
+
+@pytest.fixture
+def signed_in_page(browser, live_server_asgi):
+    """A fresh browser context signed in as whoever the test names: ``page = signed_in_page(member)``."""
+    contexts = []
+
+    def open_as(user, *, width: int = 1280, height: int = 900):
+        context = browser.new_context(viewport={"width": width, "height": height}, base_url=live_server_asgi.extra["url"])
+        contexts.append(context)
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.fill("#id_username", user.username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url("**/")
+        return page
+
+    yield open_as
+    for context in contexts:
+        context.close()
+
+
+def save_screenshot(page, name: str) -> None:
+    ARTIFACTS.mkdir(exist_ok=True)
+    page.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)

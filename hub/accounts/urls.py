@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.contrib.auth import views as auth_views
+from django.contrib.auth.decorators import login_not_required
+from django.urls import path
+from django.utils.decorators import method_decorator
+
+LoginView = method_decorator(login_not_required, name="dispatch")(auth_views.LoginView)
+
+urlpatterns = [
+    path("login/", LoginView.as_view(redirect_authenticated_user=True), name="login"),
+    path("logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("password/", auth_views.PasswordChangeView.as_view(), name="password_change"),
+    path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+]

@@ -1,0 +1,90 @@
+"""The Celery app. Celery carries only short tasks; the job queue itself lives in the database.
+
+Two health signals are written to Redis for ``/healthz``:
+- each worker records a heartbeat every few seconds (a bootstep on the worker's timer), and
+- beat records its last tick (a scheduler subclass), so a stopped beat shows up even while workers run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+from celery import Celery, bootsteps
+from celery.beat import PersistentScheduler
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+
+app = Celery("hub")
+app.config_from_object("django.conf:settings", namespace="CELERY")
+app.autodiscover_tasks()
+
+WORKER_HEARTBEAT_KEY = "hub:health:workers"  # sorted set: hostname -> unix time of last heartbeat
+BEAT_TICK_KEY = "hub:health:beat"
+HEARTBEAT_EVERY_S = 5.0
+
+# Periodic tasks, declared in code. Other apps add their own entries here (one place to read them all).
+app.conf.beat_schedule = {
+    "hub-beat-alive": {"task": "hub.tasks.beat_alive", "schedule": 30.0},
+    # Devices: fan out metric polls (each device every 2 s while watched or busy, else 30 s); an expired
+    # tick is dropped rather than run late, so a busy worker never works through a backlog of them.
+    "devices-poll-all": {"task": "devices.tasks.poll_all", "schedule": 2.0, "options": {"expires": 2.0}},
+    "devices-prune-metrics": {"task": "devices.tasks.prune_metrics", "schedule": 3600.0},
+}
+app.conf.beat_scheduler = "hub.celery:HubScheduler"
+
+
+def _redis():
+    import redis
+    from django.conf import settings
+
+    return redis.Redis.from_url(settings.REDIS_URL, socket_connect_timeout=1, socket_timeout=2)
+
+
+class WorkerHeartbeat(bootsteps.StartStopStep):
+    """Write ``hostname -> now`` into a Redis sorted set every few seconds while the worker lives."""
+
+    requires = {"celery.worker.components:Timer"}
+
+    def __init__(self, worker, **kwargs):
+        self.tref = None
+        self.hostname = worker.hostname or socket.gethostname()
+
+    def start(self, worker):
+        self._beat()
+        self.tref = worker.timer.call_repeatedly(HEARTBEAT_EVERY_S, self._beat, priority=10)
+
+    def stop(self, worker):
+        if self.tref is not None:
+            self.tref.cancel()
+        try:
+            _redis().zrem(WORKER_HEARTBEAT_KEY, self.hostname)
+        except Exception:  # noqa: BLE001 - shutting down; Redis may already be gone
+            pass
+
+    def _beat(self):
+        try:
+            _redis().zadd(WORKER_HEARTBEAT_KEY, {self.hostname: time.time()})
+        except Exception:  # noqa: BLE001 - Redis down: /healthz reports it; the worker keeps going
+            pass
+
+
+app.steps["worker"].add(WorkerHeartbeat)
+
+
+class HubScheduler(PersistentScheduler):
+    """The default scheduler, plus a throttled "beat is alive" timestamp in Redis."""
+
+    _last_mark = 0.0
+
+    def tick(self, *args, **kwargs):
+        now = time.time()
+        if now - self._last_mark >= HEARTBEAT_EVERY_S:
+            try:
+                _redis().set(BEAT_TICK_KEY, now, ex=3600)
+                self._last_mark = now
+            except Exception:  # noqa: BLE001 - Redis down: beat itself will complain loudly
+                pass
+        # Wake at least every few seconds so the mark stays fresh between long-interval entries.
+        return min(super().tick(*args, **kwargs), HEARTBEAT_EVERY_S)

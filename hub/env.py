@@ -1,0 +1,123 @@
+"""Typed readers for settings that come from the environment.
+
+Every reader fails loudly with :class:`SettingError`, whose message is one line naming the
+variable and the expected form, so a bad value stops start-up before anything else happens.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+from django.core.exceptions import ImproperlyConfigured
+
+_TRUE = {"1", "true", "yes", "on"}
+_FALSE = {"0", "false", "no", "off", ""}
+
+
+class SettingError(ImproperlyConfigured):
+    """A setting is missing or malformed. ``str(err)`` is a one-line explanation."""
+
+
+def load_env_file(path: Path) -> None:
+    """Read KEY=VALUE lines from ``path`` into os.environ without overriding what is already set.
+
+    ``make up`` writes the generated secret key into this git-ignored file, so every process it
+    starts (and any later ``manage.py`` call) sees the same value.
+    """
+    if not path.is_file():
+        return
+    for lineno, raw in enumerate(path.read_text().splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        key, sep, value = line.partition("=")
+        key = key.strip().removeprefix("export ").strip()
+        if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+            raise SettingError(f"{path}:{lineno}: expected KEY=VALUE, got {raw!r}")
+        os.environ.setdefault(key, value.strip().strip("'\""))
+
+
+def env_str(name: str, default: str | None = None) -> str:
+    value = os.environ.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise SettingError(f"{name} is required (a non-empty string)")
+        return default
+    return value
+
+
+def env_bool(name: str, default: bool = False) -> bool:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    lowered = value.strip().lower()
+    if lowered in _TRUE:
+        return True
+    if lowered in _FALSE:
+        return False
+    raise SettingError(f"{name}={value!r} is not a boolean (use 1/0, true/false, yes/no, on/off)")
+
+
+def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = int(value)
+    except ValueError:
+        raise SettingError(f"{name}={value!r} is not an integer") from None
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        raise SettingError(f"{name}={number} is out of range ({minimum}..{maximum})")
+    return number
+
+
+def env_list(name: str, default: list[str]) -> list[str]:
+    value = os.environ.get(name)
+    if value is None:
+        return default
+    items = [item.strip() for item in value.split(",") if item.strip()]
+    if not items:
+        raise SettingError(f"{name} is empty (a comma-separated list, e.g. 'localhost,hub.lan')")
+    return items
+
+
+def env_choice(name: str, default: str, choices: tuple[str, ...]) -> str:
+    value = os.environ.get(name, default).strip()
+    if value not in choices:
+        raise SettingError(f"{name}={value!r} must be one of: {', '.join(choices)}")
+    return value
+
+
+def env_time_zone(name: str, default: str) -> str:
+    value = os.environ.get(name, default).strip()
+    try:
+        ZoneInfo(value)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise SettingError(f"{name}={value!r} is not an IANA time zone (e.g. Europe/Berlin, UTC)") from None
+    return value
+
+
+def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str | None:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    value = value.strip()
+    scheme = value.split("://", 1)[0] if "://" in value else ""
+    if scheme not in schemes:
+        raise SettingError(f"{name}={_redact(value)!r} must be a URL starting with one of: "
+                           + ", ".join(f"{s}://" for s in schemes))
+    return value
+
+
+def env_path(name: str, default: Path) -> Path:
+    value = os.environ.get(name)
+    path = Path(value).expanduser() if value else default
+    return path.resolve()
+
+
+def _redact(url: str) -> str:
+    """Hide a password in a URL so an error message never leaks it."""
+    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)

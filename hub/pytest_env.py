@@ -1,0 +1,32 @@
+"""Loaded with ``-p hub.pytest_env`` before pytest-django imports the settings.
+
+It gives every test run its own private Redis (never anyone else's), and a secret key.
+The Redis lives as long as the pytest process and is stopped by its pid at the end.
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+from pathlib import Path
+
+os.environ.setdefault("HUB_SECRET_KEY", "test-secret-key-not-for-production")
+os.environ["HUB_DEBUG"] = "0"
+os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
+
+_private = None
+if not os.environ.get("HUB_TEST_REDIS_URL"):
+    from hub.redis_server import start_private_redis
+
+    _run_dir = Path(os.environ.get("HUB_DATA_DIR", Path(__file__).resolve().parent.parent / "var")) / "run"
+    _private = start_private_redis(run_dir=_run_dir)
+    os.environ["HUB_TEST_REDIS_URL"] = _private.url
+    atexit.register(_private.stop)
+os.environ["REDIS_URL"] = os.environ["HUB_TEST_REDIS_URL"]
+
+# WhiteNoise warns when STATIC_ROOT is missing; tests serve static files through the finders.
+(Path(__file__).resolve().parent.parent / "staticfiles").mkdir(exist_ok=True)
+
+# Playwright's sync API runs an event loop in the test thread; the ORM calls tests make beside it are
+# still plain synchronous code. (Only the test process gets this; the servers it starts do not.)
+os.environ.setdefault("DJANGO_ALLOW_ASYNC_UNSAFE", "true")

@@ -1,0 +1,207 @@
+"""Tiiny Hub settings. Everything that differs between machines comes from the environment.
+
+See README.md ("Configuration") for the table of variables.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import dj_database_url
+
+from hub.env import (
+    SettingError,
+    env_bool,
+    env_int,
+    env_list,
+    env_path,
+    env_str,
+    env_time_zone,
+    env_url,
+    load_env_file,
+)
+
+BASE_DIR = Path(__file__).resolve().parent.parent
+load_env_file(BASE_DIR / ".env")
+
+DEBUG = env_bool("HUB_DEBUG", False)
+# Tests and one-off commands may run without a generated key; a served hub never does (see hub.checks).
+SECRET_KEY = env_str("HUB_SECRET_KEY", "insecure-dev-key-run-make-up" if DEBUG else None)
+SECRET_KEY_FALLBACKS = env_list("HUB_SECRET_KEY_FALLBACKS", [])
+ALLOWED_HOSTS = env_list("HUB_ALLOWED_HOSTS", ["127.0.0.1", "localhost", "[::1]"])
+CSRF_TRUSTED_ORIGINS = env_list("HUB_CSRF_TRUSTED_ORIGINS", [])
+
+HUB_HOST = env_str("HUB_HOST", "127.0.0.1")
+HUB_PORT = env_int("HUB_PORT", 8000, minimum=1, maximum=65535)
+DATA_DIR = env_path("HUB_DATA_DIR", BASE_DIR / "var")
+MEDIA_ROOT = DATA_DIR / "media"
+MEDIA_URL = "/media/"  # never served directly: results go through an authorizing view
+TIME_ZONE = env_time_zone("HUB_TIME_ZONE", "UTC")
+USE_TZ = True
+LANGUAGE_CODE = "en-us"
+USE_I18N = False
+
+INSTALLED_APPS = [
+    "daphne",
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "whitenoise.runserver_nostatic",
+    "django.contrib.staticfiles",
+    "channels",
+    "django_htmx",
+    "template_partials",
+    "hub",
+    "hub.accounts",
+    "devices",
+    "jobs",
+]
+
+MIDDLEWARE = [
+    "django.middleware.security.SecurityMiddleware",
+    "whitenoise.middleware.WhiteNoiseMiddleware",
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.common.CommonMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+    "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "django_htmx.middleware.HtmxMiddleware",
+]
+
+ROOT_URLCONF = "hub.urls"
+ASGI_APPLICATION = "hub.asgi.application"
+AUTH_USER_MODEL = "accounts.User"
+LOGIN_URL = "login"
+LOGIN_REDIRECT_URL = "dashboard"
+LOGOUT_REDIRECT_URL = "login"
+
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "DIRS": [BASE_DIR / "templates"],
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+                "hub.context_processors.hub",
+            ],
+        },
+    },
+]
+
+# --- Database -------------------------------------------------------------------------------------
+DATABASE_URL = env_url("DATABASE_URL", None, schemes=("sqlite", "postgres", "postgresql"))
+if DATABASE_URL:
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+else:
+    DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "hub.sqlite3"}}
+if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
+    # The web server, several workers and beat all write. WAL lets readers run beside the one writer;
+    # IMMEDIATE transactions take the write lock up front (no upgrade deadlock -> "database is locked"),
+    # and the busy timeout makes a writer wait its turn instead of failing.
+    DATABASES["default"]["OPTIONS"] = {
+        "init_command": "PRAGMA journal_mode=WAL; PRAGMA synchronous=NORMAL; PRAGMA busy_timeout=20000;",
+        "transaction_mode": "IMMEDIATE",
+        "timeout": 20,
+    }
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
+    # Tests share their database with a real worker and ASGI server in other processes: use a file.
+    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-hub.sqlite3")}
+DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
+
+# --- Redis: broker, channel layer, cache --------------------------------------------------------------
+REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "rediss", "unix"))
+CHANNEL_LAYERS = {
+    "default": {
+        "BACKEND": "channels_redis.core.RedisChannelLayer",
+        "CONFIG": {"hosts": [REDIS_URL], "capacity": 500, "expiry": 30, "prefix": "hub-ws:"},
+    }
+}
+CACHES = {
+    "default": {
+        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "LOCATION": REDIS_URL,
+        "KEY_PREFIX": "hub",
+        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+    }
+}
+
+CELERY_BROKER_URL = REDIS_URL
+CELERY_RESULT_BACKEND = None  # tasks write their outcome to the database, nobody waits on results
+CELERY_TASK_IGNORE_RESULT = True
+CELERY_ACCEPT_CONTENT = ["json"]
+CELERY_TASK_SERIALIZER = "json"
+CELERY_RESULT_SERIALIZER = "json"
+CELERY_TASK_SOFT_TIME_LIMIT = 120
+CELERY_TASK_TIME_LIMIT = 180
+CELERY_WORKER_PREFETCH_MULTIPLIER = 1
+CELERY_WORKER_HIJACK_ROOT_LOGGER = False
+CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
+CELERY_BROKER_TRANSPORT_OPTIONS = {"visibility_timeout": 3600}
+CELERY_TIMEZONE = TIME_ZONE
+CELERY_BEAT_SCHEDULE_FILENAME = str(DATA_DIR / "celerybeat-schedule")
+
+# --- Static files -------------------------------------------------------------------------------------
+STATIC_URL = "/static/"
+STATIC_ROOT = BASE_DIR / "staticfiles"
+STATICFILES_DIRS = [BASE_DIR / "static"]
+# After `collectstatic` (make up does it) files are served hashed and compressed from STATIC_ROOT;
+# before it (tests, a quick `runserver`) WhiteNoise finds them in the source folders instead.
+_COLLECTED = (STATIC_ROOT / "staticfiles.json").is_file()
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {
+        "BACKEND": "whitenoise.storage.CompressedManifestStaticFilesStorage"
+        if _COLLECTED and not DEBUG
+        else "django.contrib.staticfiles.storage.StaticFilesStorage"
+    },
+}
+WHITENOISE_USE_FINDERS = DEBUG or not _COLLECTED
+# Uploads (3D source images, start frames) are bounded; see jobs.forms for per-field limits.
+DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
+FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+
+# --- Security -------------------------------------------------------------------------------------------
+SESSION_COOKIE_HTTPONLY = True
+SESSION_COOKIE_SAMESITE = "Lax"
+CSRF_COOKIE_SAMESITE = "Lax"
+X_FRAME_OPTIONS = "DENY"
+SECURE_CONTENT_TYPE_NOSNIFF = True
+SECURE_REFERRER_POLICY = "same-origin"
+SESSION_COOKIE_SECURE = env_bool("HUB_SECURE_COOKIES", False)
+CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+
+# Test runs (and the processes they start) hash with MD5 for speed; never set this on a real hub.
+if env_bool("HUB_INSECURE_FAST_HASHER", False):
+    PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+AUTH_PASSWORD_VALIDATORS = [
+    {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+]
+
+# --- Logging: one line per event; device API keys never reach a log (see devices.crypto) ----------------
+LOGGING = {
+    "version": 1,
+    "disable_existing_loggers": False,
+    "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "root": {"handlers": ["console"], "level": "INFO"},
+    "loggers": {
+        "django": {"level": "INFO"},
+        "httpx": {"level": "WARNING"},
+        "httpcore": {"level": "WARNING"},
+    },
+}
+
+# The device the run command starts: "emulator" (the default) or "none".
+HUB_DEVICE = env_str("HUB_DEVICE", "emulator")
+if HUB_DEVICE not in ("emulator", "none"):
+    raise SettingError(f"HUB_DEVICE={HUB_DEVICE!r} must be one of: emulator, none")

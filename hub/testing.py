@@ -1,0 +1,156 @@
+"""Real processes for integration tests: an ASGI server, a Celery worker and beat.
+
+They run as separate OS processes against the test database (a file for SQLite, ``test_<name>`` on
+PostgreSQL) and the run's private Redis, exactly as in production. Tests that use them need
+``transactional_db`` so their writes are committed where the other processes can see them.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+from django.conf import settings
+from django.db import connection
+
+from hub.redis_server import free_port
+
+BASE_DIR = Path(settings.BASE_DIR)
+
+
+def test_database_url() -> str:
+    """The URL of the database pytest-django created, for the processes the tests start."""
+    db = connection.settings_dict
+    if db["ENGINE"].endswith("sqlite3"):
+        return f"sqlite:///{Path(db['NAME']).resolve()}"
+    user = db.get("USER") or ""
+    password = f":{db['PASSWORD']}" if db.get("PASSWORD") else ""
+    auth = f"{user}{password}@" if user else ""
+    return f"postgres://{auth}{db.get('HOST') or '127.0.0.1'}:{db.get('PORT') or 5432}/{db['NAME']}"
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env.pop("DJANGO_ALLOW_ASYNC_UNSAFE", None)  # the servers must keep Django's async safety checks
+    env.update(
+        {
+            "DATABASE_URL": test_database_url(),
+            "REDIS_URL": settings.REDIS_URL,
+            "HUB_SECRET_KEY": settings.SECRET_KEY,
+            "HUB_DATA_DIR": str(settings.DATA_DIR),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra)
+    return env
+
+
+@dataclass
+class Proc:
+    name: str
+    args: list[str]
+    env: dict[str, str]
+    log_path: Path
+    process: subprocess.Popen | None = None
+    extra: dict = field(default_factory=dict)
+
+    def start(self) -> Proc:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        self.process = subprocess.Popen(
+            self.args, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+        )
+        return self
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> None:
+        """Stop the whole process group (a prefork worker has children)."""
+        if not self.alive():
+            return
+        try:
+            os.killpg(self.process.pid, sig)
+            self.process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=5)
+        except ProcessLookupError:
+            pass
+
+    def kill(self) -> None:
+        """Simulate a crash: SIGKILL, no cleanup."""
+        self.stop(signal.SIGKILL)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, proc: Proc | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        if proc is not None and not proc.alive():
+            raise RuntimeError(f"{proc.name} exited while waiting for {what}:\n{proc.log_tail()}")
+        time.sleep(0.05)
+    tail = f"\n{proc.log_tail()}" if proc else ""
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what}{tail}")
+
+
+def log_dir() -> Path:
+    return Path(settings.DATA_DIR) / "test-logs"
+
+
+def start_asgi_server(**env: str) -> Proc:
+    port = free_port()
+    proc = Proc(
+        "web",
+        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hub.asgi:application"],
+        child_env(**env),
+        log_dir() / f"web-{port}.log",
+    ).start()
+    proc.extra["url"] = f"http://127.0.0.1:{port}"
+
+    def up() -> bool:
+        try:
+            return httpx.get(f"{proc.extra['url']}/accounts/login/", timeout=1).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    wait_for(up, timeout=30, what="the ASGI server", proc=proc)
+    return proc
+
+
+def start_worker(name: str = "w1", *, concurrency: int = 2, **env: str) -> Proc:
+    proc = Proc(
+        f"worker-{name}",
+        [sys.executable, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO", f"--hostname={name}@%h",
+         f"--concurrency={concurrency}", "--pool=prefork", "--without-gossip", "--without-mingle"],
+        child_env(**env),
+        log_dir() / f"worker-{name}.log",
+    ).start()
+    wait_for(lambda: "ready." in proc.log_tail(200), timeout=30, what=f"worker {name}", proc=proc)
+    return proc
+
+
+def start_beat(**env: str) -> Proc:
+    schedule = log_dir() / f"celerybeat-{free_port()}"
+    proc = Proc(
+        "beat",
+        [sys.executable, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO", f"--schedule={schedule}"],
+        child_env(**env),
+        log_dir() / "beat.log",
+    ).start()
+    wait_for(lambda: "beat: Starting" in proc.log_tail(200), timeout=30, what="beat", proc=proc)
+    return proc

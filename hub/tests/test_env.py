@@ -1,0 +1,72 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from hub.env import SettingError, env_bool, env_int, env_list, env_time_zone, env_url, load_env_file
+
+
+def test_it_reads_booleans(monkeypatch):
+    monkeypatch.setenv("X_FLAG", "yes")
+    assert env_bool("X_FLAG") is True
+    monkeypatch.setenv("X_FLAG", "0")
+    assert env_bool("X_FLAG", True) is False
+
+
+def test_it_names_the_variable_and_the_form_on_bad_values(monkeypatch):
+    monkeypatch.setenv("X_FLAG", "maybe")
+    with pytest.raises(SettingError, match=r"X_FLAG='maybe' is not a boolean"):
+        env_bool("X_FLAG")
+    monkeypatch.setenv("X_PORT", "80a")
+    with pytest.raises(SettingError, match="X_PORT='80a' is not an integer"):
+        env_int("X_PORT", 1)
+    monkeypatch.setenv("X_PORT", "70000")
+    with pytest.raises(SettingError, match="out of range"):
+        env_int("X_PORT", 1, minimum=1, maximum=65535)
+    monkeypatch.setenv("X_TZ", "Mars/Olympus")
+    with pytest.raises(SettingError, match="IANA time zone"):
+        env_time_zone("X_TZ", "UTC")
+    monkeypatch.setenv("X_LIST", " , ")
+    with pytest.raises(SettingError, match="comma-separated"):
+        env_list("X_LIST", [])
+
+
+def test_it_never_echoes_a_password_in_a_url_error(monkeypatch):
+    monkeypatch.setenv("X_DB", "mysql://hub:s3cret@db/hub")
+    with pytest.raises(SettingError) as err:
+        env_url("X_DB", None, schemes=("postgres",))
+    assert "s3cret" not in str(err.value)
+
+
+def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):
+    path = tmp_path / ".env"
+    path.write_text("# comment\nX_A=1\nexport X_B='two'\n")
+    monkeypatch.setenv("X_A", "kept")
+    monkeypatch.delenv("X_B", raising=False)
+    load_env_file(path)
+    import os
+
+    assert os.environ["X_A"] == "kept"
+    assert os.environ["X_B"] == "two"
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        ("HUB_PORT", "eighty", "HUB_PORT='eighty' is not an integer"),
+        ("HUB_TIME_ZONE", "Nowhere/Land", "HUB_TIME_ZONE='Nowhere/Land' is not an IANA time zone"),
+        ("REDIS_URL", "http://x", "REDIS_URL='http://x' must be a URL starting with one of"),
+        ("HUB_DEVICE", "tiiny", "HUB_DEVICE='tiiny' must be one of: emulator, none"),
+    ],
+)
+def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "k", "HUB_DATA_DIR": str(tmp_path), name: value}
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert result.returncode != 0
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert lines == [f"tiiny-hub: configuration error: {lines[0].split('error: ', 1)[1]}"]
+    assert expected in lines[0]

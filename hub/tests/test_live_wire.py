@@ -1,0 +1,114 @@
+"""The first live wire, for real: browser socket <- daphne <- Redis channel layer <- Celery worker."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+
+import httpx
+import pytest
+import websockets
+from django.test import Client
+
+from conftest import PASSWORD
+
+pytestmark = pytest.mark.django_db
+
+
+def sign_in(base_url: str) -> httpx.Client:
+    client = httpx.Client(base_url=base_url, timeout=10)
+    page = client.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    response = client.post(
+        "/accounts/login/",
+        data={"username": "mia", "password": PASSWORD, "csrfmiddlewaretoken": token},
+        headers={"Referer": f"{base_url}/accounts/login/"},
+    )
+    assert response.status_code == 302, response.text[:500]
+    return client
+
+
+async def _receive_until(ws, needle: str, timeout: float) -> str:
+    async def loop():
+        while True:
+            message = await ws.recv()
+            if needle in message:
+                return message
+
+    return await asyncio.wait_for(loop(), timeout)
+
+
+def test_it_refuses_a_socket_without_a_session(transactional_db, live_server_asgi):
+    url = live_server_asgi.extra["url"].replace("http", "ws") + "/ws/hub/"
+
+    async def attempt():
+        async with websockets.connect(url, origin=live_server_asgi.extra["url"]) as ws:
+            await ws.recv()
+
+    # Closing before accept() is a rejection: the handshake answers 403.
+    with pytest.raises(websockets.InvalidStatus) as rejected:
+        asyncio.run(attempt())
+    assert rejected.value.response.status_code == 403
+
+
+def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server_asgi, member):
+    client = sign_in(live_server_asgi.extra["url"])
+    url = live_server_asgi.extra["url"].replace("http", "ws") + "/ws/hub/"
+    cookie = f"sessionid={client.cookies['sessionid']}"
+
+    async def attempt():
+        async with websockets.connect(url, origin="http://evil.example", additional_headers={"Cookie": cookie}):
+            pass
+
+    with pytest.raises(websockets.InvalidStatus) as rejected:
+        asyncio.run(attempt())
+    assert rejected.value.response.status_code == 403
+
+
+@pytest.mark.integration
+def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_asgi, live_worker, member):
+    base = live_server_asgi.extra["url"]
+    client = sign_in(base)
+    cookie = f"sessionid={client.cookies['sessionid']}"
+    csrf = client.cookies["csrftoken"]
+
+    async def scenario() -> str:
+        async with websockets.connect(
+            base.replace("http", "ws") + "/ws/hub/", origin=base, additional_headers={"Cookie": cookie}
+        ) as ws:
+            response = await asyncio.to_thread(
+                client.post, "/live-wire/", headers={"X-CSRFToken": csrf, "HX-Request": "true"}
+            )
+            assert response.status_code == 202
+            return await _receive_until(ws, 'id="live-wire"', timeout=20)
+
+    fragment = asyncio.run(scenario())
+    assert 'hx-swap-oob="true"' in fragment
+    assert "A worker answered at" in fragment
+
+
+def test_the_live_wire_says_so_when_the_broker_is_down(member_client, settings):
+    from hub.celery import app
+    from hub.redis_server import free_port
+
+    dead = f"redis://127.0.0.1:{free_port()}/0"
+    original = app.conf.broker_url
+
+    def use(url: str) -> None:
+        app.pool.force_close_all()
+        app._pool = None  # the next publish opens a fresh pool on the new URL
+        app.conf.broker_url = url
+
+    use(dead)
+    try:
+        response = member_client.post("/live-wire/", HTTP_HX_REQUEST="true")
+    finally:
+        use(original)
+    assert response.status_code == 503
+    assert b"reach the background worker's queue (Redis)" in response.content
+
+
+def test_the_dashboard_opens_the_socket(member_client):
+    page = member_client.get("/")
+    assert b'hx-ext="ws"' in page.content and b'ws-connect="/ws/hub/"' in page.content
+    assert Client().get("/").status_code == 302
