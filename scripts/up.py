@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import secrets
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -107,6 +108,15 @@ def wait_then_announce(host: str, port: int, login: str) -> None:
     print(f"\n{bar}\n  Tiiny Hub is up:  {url}\n  {login}\n  Health: {url}/healthz   ·   Stop: Ctrl-C\n{bar}\n", flush=True)
 
 
+def stop_when_orphaned() -> None:
+    """If whatever ran us (make, a terminal) dies without passing the signal on, stop everything anyway."""
+    parent = os.getppid()
+    while os.getppid() == parent:
+        time.sleep(1)
+    say("parent process went away; stopping")
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
 def main() -> None:
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -150,6 +160,7 @@ def main() -> None:
     if device == "emulator":
         add_emulator(manager, env, data_dir)
     threading.Thread(target=wait_then_announce, args=(host, port, login), daemon=True).start()
+    threading.Thread(target=stop_when_orphaned, daemon=True).start()
     manager.loop()
     sys.exit(manager.returncode)
 

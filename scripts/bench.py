@@ -1,0 +1,48 @@
+#!/usr/bin/env python
+"""`make bench`: run every bench/bench_*.py and collect their markdown into bench/RESULTS.md.
+
+Each benchmark is a script that prints one markdown section (a heading, what was measured, the numbers and
+the target) to stdout and exits 0. Targets live here, never in timed tests.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent.parent
+BENCH = BASE / "bench"
+
+
+def main() -> int:
+    scripts = sorted(BENCH.glob("bench_*.py"))
+    sections = []
+    failed = 0
+    env = dict(os.environ, PYTHONPATH=str(BASE), DJANGO_SETTINGS_MODULE="hub.settings")
+    env.setdefault("HUB_SECRET_KEY", "bench-only-secret")
+    for script in scripts:
+        print(f"bench: {script.name} …", flush=True)
+        started = time.monotonic()
+        result = subprocess.run([sys.executable, str(script)], cwd=BASE, env=env, capture_output=True, text=True)
+        took = time.monotonic() - started
+        if result.returncode != 0:
+            failed += 1
+            sections.append(f"## {script.name}\n\nFAILED (exit {result.returncode}):\n\n```\n{result.stderr[-2000:]}\n```\n")
+        else:
+            sections.append(result.stdout.strip() + f"\n\n_(ran in {took:.1f} s)_\n")
+    header = (
+        "# Benchmark results\n\n"
+        f"Written by `make bench` on {time.strftime('%Y-%m-%d %H:%M %Z')} — {platform.machine()}, "
+        f"{os.cpu_count()} cores, Python {platform.python_version()}.\n"
+    )
+    (BENCH / "RESULTS.md").write_text(header + "\n" + "\n".join(sections))
+    print(f"bench: wrote bench/RESULTS.md ({len(scripts)} benchmarks, {failed} failed)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
