@@ -118,8 +118,10 @@ def browser():
     import shutil
 
     if not shutil.which(CHROMIUM):
-        pytest.fail(f"{CHROMIUM} is missing: install Debian's package with `apt-get install -y chromium` "
-                    "(make test does this when run as root)")
+        pytest.fail(
+            f"{CHROMIUM} is missing: install Debian's package with `apt-get install -y chromium` "
+            "(make test does this when run as root)"
+        )
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:
@@ -134,7 +136,9 @@ def signed_in_page(browser, live_server_asgi):
     contexts = []
 
     def open_as(user, *, width: int = 1280, height: int = 900):
-        context = browser.new_context(viewport={"width": width, "height": height}, base_url=live_server_asgi.extra["url"])
+        context = browser.new_context(
+            viewport={"width": width, "height": height}, base_url=live_server_asgi.extra["url"]
+        )
         contexts.append(context)
         page = context.new_page()
         page.goto("/accounts/login/")

@@ -83,5 +83,3 @@ def _parse_topics(query_string: bytes) -> list[tuple[str, str]]:
             if sep and kind.isidentifier() and object_id.isdigit():
                 topics.append((kind, object_id))
     return topics[:MAX_TOPICS]
-
-

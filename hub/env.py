@@ -107,8 +107,10 @@ def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str 
     value = value.strip()
     scheme = value.split("://", 1)[0] if "://" in value else ""
     if scheme not in schemes:
-        raise SettingError(f"{name}={_redact(value)!r} must be a URL starting with one of: "
-                           + ", ".join(f"{s}://" for s in schemes))
+        raise SettingError(
+            f"{name}={_redact(value)!r} must be a URL starting with one of: "
+            + ", ".join(f"{s}://" for s in schemes)
+        )
     return value
 
 

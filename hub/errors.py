@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+from django.http import HttpResponseServerError
 from django.shortcuts import render
 from django.template.loader import render_to_string
-from django.http import HttpResponseServerError
 
 
 def forbidden(request, exception=None):

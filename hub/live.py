@@ -68,7 +68,7 @@ def push(group: str, html: str) -> None:
     message: Fragment = {"type": "hub.fragment", "html": html}
     try:
         async_to_sync(get_channel_layer().group_send)(group, message)
-    except Exception:  # noqa: BLE001 - Redis down must not fail the job or the request that pushed
+    except Exception:
         log.warning("live push to %s failed", group, exc_info=True)
 
 
@@ -81,7 +81,7 @@ def mark_watched(topic: str) -> None:
     """A page is showing ``topic`` right now (device pollers speed up while someone watches)."""
     try:
         cache.set(f"watch:{topic}", time.time(), timeout=WATCH_TTL_S)
-    except Exception:  # noqa: BLE001
+    except Exception:
         log.warning("could not record a watcher for %s", topic, exc_info=True)
 
 

@@ -205,3 +205,13 @@ LOGGING = {
 HUB_DEVICE = env_str("HUB_DEVICE", "emulator")
 if HUB_DEVICE not in ("emulator", "none"):
     raise SettingError(f"HUB_DEVICE={HUB_DEVICE!r} must be one of: emulator, none")
+
+# --- Job engine (jobs/): intervals in real seconds; tests shorten them through the workers' environment -------
+JOBS_POLL_INTERVAL_S = float(env_str("JOBS_POLL_INTERVAL_S", "2"))  # poll a render this often while it moves
+JOBS_POLL_MAX_S = float(env_str("JOBS_POLL_MAX_S", "20"))  # back off to this when progress stalls
+JOBS_LEASE_TTL_S = float(env_str("JOBS_LEASE_TTL_S", "90"))  # a dead worker's lease lapses after this
+JOBS_DEVICE_POLL_S = float(env_str("JOBS_DEVICE_POLL_S", "3"))  # client: poll `running` while a model loads
+JOBS_LOAD_GRACE_S = float(env_str("JOBS_LOAD_GRACE_S", "10"))  # client: wait after a load (xh2a, 502)
+JOBS_RECONCILE_S = float(env_str("JOBS_RECONCILE_S", "5"))  # beat: how often reconcile repairs
+JOBS_SENDFILE = env_str("JOBS_SENDFILE", "")  # "" (Django streams) | "x-accel" | "x-sendfile"
+JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # nginx internal location

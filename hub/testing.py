@@ -65,7 +65,12 @@ class Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         self.process = subprocess.Popen(
-            self.args, cwd=BASE_DIR, env=self.env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+            self.args,
+            cwd=BASE_DIR,
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
         )
         return self
 
@@ -135,8 +140,20 @@ def start_asgi_server(**env: str) -> Proc:
 def start_worker(name: str = "w1", *, concurrency: int = 2, **env: str) -> Proc:
     proc = Proc(
         f"worker-{name}",
-        [sys.executable, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO", f"--hostname={name}@%h",
-         f"--concurrency={concurrency}", "--pool=prefork", "--without-gossip", "--without-mingle"],
+        [
+            sys.executable,
+            "-m",
+            "celery",
+            "-A",
+            "hub",
+            "worker",
+            "--loglevel=INFO",
+            f"--hostname={name}@%h",
+            f"--concurrency={concurrency}",
+            "--pool=prefork",
+            "--without-gossip",
+            "--without-mingle",
+        ],
         child_env(**env),
         log_dir() / f"worker-{name}.log",
     ).start()

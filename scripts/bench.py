@@ -27,11 +27,15 @@ def main() -> int:
     for script in scripts:
         print(f"bench: {script.name} …", flush=True)
         started = time.monotonic()
-        result = subprocess.run([sys.executable, str(script)], cwd=BASE, env=env, capture_output=True, text=True)
+        result = subprocess.run(
+            [sys.executable, str(script)], cwd=BASE, env=env, capture_output=True, text=True
+        )
         took = time.monotonic() - started
         if result.returncode != 0:
             failed += 1
-            sections.append(f"## {script.name}\n\nFAILED (exit {result.returncode}):\n\n```\n{result.stderr[-2000:]}\n```\n")
+            sections.append(
+                f"## {script.name}\n\nFAILED (exit {result.returncode}):\n\n```\n{result.stderr[-2000:]}\n```\n"
+            )
         else:
             sections.append(result.stdout.strip() + f"\n\n_(ran in {took:.1f} s)_\n")
     header = (

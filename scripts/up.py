@@ -80,7 +80,9 @@ def redis_process(data_dir: Path) -> tuple[str | None, str]:
         try:
             redis.Redis.from_url(url, socket_connect_timeout=2).ping()
         except Exception as exc:  # noqa: BLE001
-            fail(f"REDIS_URL={url} does not answer ({exc}). Start that Redis, or unset REDIS_URL to use a private one.")
+            fail(
+                f"REDIS_URL={url} does not answer ({exc}). Start that Redis, or unset REDIS_URL to use a private one."
+            )
         return None, url
     from hub.redis_server import free_port, redis_server_binary
 
@@ -105,7 +107,10 @@ def wait_then_announce(host: str, port: int, login: str) -> None:
         except httpx.HTTPError:
             time.sleep(0.2)
     bar = "=" * 64
-    print(f"\n{bar}\n  Tiiny Hub is up:  {url}\n  {login}\n  Health: {url}/healthz   ·   Stop: Ctrl-C\n{bar}\n", flush=True)
+    print(
+        f"\n{bar}\n  Tiiny Hub is up:  {url}\n  {login}\n  Health: {url}/healthz   ·   Stop: Ctrl-C\n{bar}\n",
+        flush=True,
+    )
 
 
 def stop_when_orphaned() -> None:
@@ -131,8 +136,10 @@ def main() -> None:
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
     if not port_free(host, port):
-        fail(f"port {port} on {host} is taken (another hub, or another program). "
-             f"Stop it, or run with another port: HUB_PORT=8001 make up")
+        fail(
+            f"port {port} on {host} is taken (another hub, or another program). "
+            f"Stop it, or run with another port: HUB_PORT=8001 make up"
+        )
     data_dir.mkdir(parents=True, exist_ok=True)
 
     redis_cmd, redis_url = redis_process(data_dir)
@@ -151,12 +158,43 @@ def main() -> None:
     env = dict(os.environ)
     if redis_cmd:
         manager.add_process("redis", redis_cmd, env=env)
-    manager.add_process("web", shlex.join([PY, "-m", "daphne", "-b", host, "-p", str(port), "hub.asgi:application"]),
-                        env=env)
-    manager.add_process("worker", shlex.join([PY, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO",
-                                              "--concurrency=2", "--without-gossip", "--without-mingle"]), env=env)
-    manager.add_process("beat", shlex.join([PY, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO",
-                                            f"--schedule={data_dir / 'celerybeat-schedule'}"]), env=env)
+    manager.add_process(
+        "web", shlex.join([PY, "-m", "daphne", "-b", host, "-p", str(port), "hub.asgi:application"]), env=env
+    )
+    manager.add_process(
+        "worker",
+        shlex.join(
+            [
+                PY,
+                "-m",
+                "celery",
+                "-A",
+                "hub",
+                "worker",
+                "--loglevel=INFO",
+                "--concurrency=2",
+                "--without-gossip",
+                "--without-mingle",
+            ]
+        ),
+        env=env,
+    )
+    manager.add_process(
+        "beat",
+        shlex.join(
+            [
+                PY,
+                "-m",
+                "celery",
+                "-A",
+                "hub",
+                "beat",
+                "--loglevel=INFO",
+                f"--schedule={data_dir / 'celerybeat-schedule'}",
+            ]
+        ),
+        env=env,
+    )
     if device == "emulator":
         add_emulator(manager, env, data_dir)
     threading.Thread(target=wait_then_announce, args=(host, port, login), daemon=True).start()
@@ -169,15 +207,45 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
     """Run the emulated Tiiny and register it as the default device through the normal add path."""
     emu_port = int(os.environ.get("HUB_EMULATOR_PORT", "8800"))
     if not port_free("127.0.0.1", emu_port):
-        fail(f"port {emu_port} (the emulated Tiiny) is taken. Set HUB_EMULATOR_PORT=8801, or HUB_DEVICE=none.")
+        fail(
+            f"port {emu_port} (the emulated Tiiny) is taken. Set HUB_EMULATOR_PORT=8801, or HUB_DEVICE=none."
+        )
     key = os.environ["HUB_EMULATOR_API_KEY"]
     speed = os.environ.get("HUB_EMULATOR_SPEED", "60")
-    cmd = [PY, "manage.py", "emulate_tiiny", "--host", "127.0.0.1", "--port", str(emu_port), "--speed", speed,
-           "--api-key", key, "--data-dir", str(data_dir / "emulator"), "--discovery-port", "0", "--udp-port", "0"]
+    cmd = [
+        PY,
+        "manage.py",
+        "emulate_tiiny",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(emu_port),
+        "--speed",
+        speed,
+        "--api-key",
+        key,
+        "--data-dir",
+        str(data_dir / "emulator"),
+        "--discovery-port",
+        "0",
+        "--udp-port",
+        "0",
+    ]
     if (BASE / "devices" / "management" / "commands" / "add_device.py").exists():
         # --no-check: the emulator starts beside the hub; the poller marks it online within seconds.
-        manage("add_device", "--name", "Tiiny (emulator)", "--kind", "tiiny", "--url", f"http://127.0.0.1:{emu_port}",
-               "--api-key", key, "--no-check", "--default")
+        manage(
+            "add_device",
+            "--name",
+            "Tiiny (emulator)",
+            "--kind",
+            "tiiny",
+            "--url",
+            f"http://127.0.0.1:{emu_port}",
+            "--api-key",
+            key,
+            "--no-check",
+            "--default",
+        )
     manager.add_process("emulator", shlex.join(cmd), env=env)
 
 

@@ -18,7 +18,9 @@ def test_the_dashboard_shows_a_worker_push_without_reload(signed_in_page, member
 
 
 def test_the_login_page_fits_a_phone(browser, live_server_asgi):
-    context = browser.new_context(viewport={"width": 390, "height": 844}, base_url=live_server_asgi.extra["url"])
+    context = browser.new_context(
+        viewport={"width": 390, "height": 844}, base_url=live_server_asgi.extra["url"]
+    )
     page = context.new_page()
     page.goto("/accounts/login/")
     assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")

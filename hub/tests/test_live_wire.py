@@ -57,7 +57,9 @@ def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server
     cookie = f"sessionid={client.cookies['sessionid']}"
 
     async def attempt():
-        async with websockets.connect(url, origin="http://evil.example", additional_headers={"Cookie": cookie}):
+        async with websockets.connect(
+            url, origin="http://evil.example", additional_headers={"Cookie": cookie}
+        ):
             pass
 
     with pytest.raises(websockets.InvalidStatus) as rejected:

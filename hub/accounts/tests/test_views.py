@@ -42,7 +42,11 @@ def test_it_changes_a_password(member_client, member):
     assert page.status_code == 200
     response = member_client.post(
         "/accounts/password/",
-        {"old_password": PASSWORD, "new_password1": "a-new-long-pass-9", "new_password2": "a-new-long-pass-9"},
+        {
+            "old_password": PASSWORD,
+            "new_password1": "a-new-long-pass-9",
+            "new_password2": "a-new-long-pass-9",
+        },
     )
     assert response.status_code == 302
     member.refresh_from_db()

@@ -21,4 +21,6 @@ class Command(BaseCommand):
         verb = "created" if result.created else "updated"
         self.stdout.write(f"{verb} {result.user.username} ({role})")
         if result.generated_password:
-            self.stdout.write(f"password: {result.generated_password}  (shown once; change it after signing in)")
+            self.stdout.write(
+                f"password: {result.generated_password}  (shown once; change it after signing in)"
+            )
