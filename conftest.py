@@ -11,6 +11,11 @@ PASSWORD = "correct horse battery staple"
 pytest_plugins = [p for p in ("devices.emulator.fixtures",) if __import__("importlib").util.find_spec(p)]
 
 
+def pytest_collection_modifyitems(config, items):
+    """Browser tests last: Playwright's session keeps an event loop in the main thread once it starts."""
+    items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
+
+
 @pytest.fixture
 def redis_client():
     client = redis_lib.Redis.from_url(settings.REDIS_URL)

@@ -171,3 +171,16 @@ def start_beat(**env: str) -> Proc:
     ).start()
     wait_for(lambda: "beat: Starting" in proc.log_tail(200), timeout=30, what="beat", proc=proc)
     return proc
+
+
+def run_async(coroutine_function, *args):
+    """Run ``coroutine_function(*args)`` to completion on a fresh event loop in its own thread.
+
+    Playwright's sync API keeps an event loop running in the test thread for the whole session, so a plain
+    ``asyncio.run`` there would fail; a worker thread has no loop of its own.
+    """
+    import asyncio
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        return pool.submit(asyncio.run, coroutine_function(*args)).result()

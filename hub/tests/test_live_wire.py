@@ -11,6 +11,7 @@ import websockets
 from django.test import Client
 
 from conftest import PASSWORD
+from hub.testing import run_async
 
 pytestmark = pytest.mark.django_db
 
@@ -47,7 +48,7 @@ def test_it_refuses_a_socket_without_a_session(transactional_db, live_server_asg
 
     # Closing before accept() is a rejection: the handshake answers 403.
     with pytest.raises(websockets.InvalidStatus) as rejected:
-        asyncio.run(attempt())
+        run_async(attempt)
     assert rejected.value.response.status_code == 403
 
 
@@ -63,7 +64,7 @@ def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server
             pass
 
     with pytest.raises(websockets.InvalidStatus) as rejected:
-        asyncio.run(attempt())
+        run_async(attempt)
     assert rejected.value.response.status_code == 403
 
 
@@ -84,7 +85,7 @@ def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_as
             assert response.status_code == 202
             return await _receive_until(ws, 'id="live-wire"', timeout=20)
 
-    fragment = asyncio.run(scenario())
+    fragment = run_async(scenario)
     assert 'hx-swap-oob="true"' in fragment
     assert "A worker answered at" in fragment
 
