@@ -174,8 +174,18 @@ CSRF_COOKIE_SAMESITE = "Lax"
 X_FRAME_OPTIONS = "DENY"
 SECURE_CONTENT_TYPE_NOSNIFF = True
 SECURE_REFERRER_POLICY = "same-origin"
-SESSION_COOKIE_SECURE = env_bool("HUB_SECURE_COOKIES", False)
-CSRF_COOKIE_SECURE = SESSION_COOKIE_SECURE
+# HUB_HTTPS=1 when the hub is served over HTTPS (usually behind a TLS reverse proxy that sets
+# X-Forwarded-Proto). Plain HTTP on a home LAN is the default.
+HUB_HTTPS = env_bool("HUB_HTTPS", False)
+SESSION_COOKIE_SECURE = CSRF_COOKIE_SECURE = HUB_HTTPS
+if HUB_HTTPS:
+    SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = True
+    SECURE_REDIRECT_EXEMPT = [r"^healthz$"]  # probes often speak plain HTTP from inside
+    SECURE_HSTS_SECONDS = env_int("HUB_HSTS_SECONDS", 3600, minimum=0)
+# A hub lives on one host name of a household's own domain: HSTS preload and includeSubDomains would
+# reach far beyond it, so they are deliberately off.
+SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 
 # Test runs (and the processes they start) hash with MD5 for speed; never set this on a real hub.
 if env_bool("HUB_INSECURE_FAST_HASHER", False):

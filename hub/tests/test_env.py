@@ -70,3 +70,13 @@ def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert lines == [f"tiiny-hub: configuration error: {lines[0].split('error: ', 1)[1]}"]
     assert expected in lines[0]
+
+
+def test_it_passes_the_deploy_checks_when_served_over_https(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "k" * 60 + "-Zq9!x", "HUB_DATA_DIR": str(tmp_path),
+           "HUB_HTTPS": "1", "REDIS_URL": "redis://127.0.0.1:1/0"}  # fmt: skip
+    result = subprocess.run(
+        [sys.executable, "manage.py", "check", "--deploy", "--fail-level", "WARNING"],
+        env=env, capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr + result.stdout
