@@ -1,0 +1,120 @@
+"""Admin for devices: the key is write-only (a password field that never renders a value)."""
+
+from __future__ import annotations
+
+from django import forms
+from django.contrib import admin
+
+from devices.clients.base import validate_base_url
+from devices.models import Device, DeviceMetric
+
+
+class DeviceAdminForm(forms.ModelForm):
+    new_api_key = forms.CharField(
+        label="API key",
+        required=False,
+        widget=forms.PasswordInput(render_value=False, attrs={"autocomplete": "off"}),
+        help_text="Leave empty to keep the stored key. The stored key is never shown.",
+    )
+
+    class Meta:
+        model = Device
+        fields = [
+            "name",
+            "kind",
+            "base_url",
+            "night_start",
+            "night_end",
+            "time_zone",
+            "queue_paused",
+            "is_default",
+        ]
+
+    def clean_base_url(self) -> str:
+        try:
+            return validate_base_url(self.cleaned_data["base_url"])
+        except ValueError as exc:
+            raise forms.ValidationError(str(exc)) from None
+
+    def save(self, commit: bool = True) -> Device:
+        device = super().save(commit=False)
+        if self.cleaned_data.get("new_api_key"):
+            device.api_key = self.cleaned_data["new_api_key"]
+        if commit:
+            device.save()
+        return device
+
+
+@admin.register(Device)
+class DeviceAdmin(admin.ModelAdmin):
+    form = DeviceAdminForm
+    list_display = ["name", "kind", "state", "last_seen", "queue_paused", "is_default"]
+    list_filter = ["kind", "state"]
+    search_fields = ["name"]
+    readonly_fields = [
+        "key_status",
+        "state",
+        "state_message",
+        "state_fix",
+        "last_seen",
+        "versions",
+        "capabilities_at",
+        "reading_at",
+        "hub_loaded_models",
+        "created",
+        "updated",
+    ]
+    fieldsets = [
+        (
+            None,
+            {
+                "fields": [
+                    "name",
+                    "kind",
+                    "base_url",
+                    "new_api_key",
+                    "key_status",
+                    "is_default",
+                    "queue_paused",
+                ]
+            },
+        ),
+        ("Night window", {"fields": ["night_start", "night_end", "time_zone"]}),
+        (
+            "Status (read only)",
+            {
+                "fields": [
+                    "state",
+                    "state_message",
+                    "state_fix",
+                    "last_seen",
+                    "versions",
+                    "capabilities_at",
+                    "reading_at",
+                    "hub_loaded_models",
+                    "created",
+                    "updated",
+                ]
+            },
+        ),
+    ]
+
+    @admin.display(description="Stored API key")
+    def key_status(self, obj: Device) -> str:
+        return "set" if obj.has_api_key else "not set"
+
+
+@admin.register(DeviceMetric)
+class DeviceMetricAdmin(admin.ModelAdmin):
+    list_display = ["device", "resolution", "bucket", "samples"]
+    list_filter = ["resolution"]
+    readonly_fields = [
+        "device",
+        "resolution",
+        "bucket",
+        "samples",
+        "npu_util_sum",
+        "npu_mem_sum",
+        "cpu_sum",
+        "mem_sum",
+    ]

@@ -1,0 +1,15 @@
+from __future__ import annotations
+
+from django.apps import AppConfig
+
+
+class DevicesConfig(AppConfig):
+    name = "devices"
+    verbose_name = "Devices"
+    default_auto_field = "django.db.models.BigAutoField"
+
+    def ready(self) -> None:
+        from devices import live as devices_live
+        from hub import live
+
+        live.register_topic("device", devices_live.device_topic)

@@ -1,0 +1,264 @@
+"""The one HTTP seam for device protocols: httpx, explicit timeouts, no foreign redirects, typed errors.
+
+Rules enforced here so that both clients get them for free:
+
+* ``follow_redirects=False``. A redirect to our own host is followed; a redirect to another host (the Tiiny
+  gateway redirects ``/api/v1/models`` to ``http://p8800.api.tiiny/...``) is *re-issued against our own base
+  URL* with the redirect's path, so headers (the API key) are never sent anywhere but the configured device.
+* Timeouts are explicit per call type (``Timeouts``); nothing uses httpx's default.
+* Every failure becomes a ``devices.errors`` class; the API key is scrubbed from any text that could reach an
+  exception or a log line (it is only ever in the Authorization header, but a device could echo it back).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urljoin, urlsplit
+
+import httpx
+
+from devices import errors
+
+logger = logging.getLogger("devices.clients")
+
+
+@dataclass(frozen=True)
+class Timeouts:
+    """(connect, read) seconds per call type."""
+
+    connect: float = 3.0
+    probe: float = 5.0  # status, health, info: the poller's calls; short so a dead device is noticed fast
+    manage: float = 30.0  # models, running, unload_candidate, launch, 3D/video submit and get
+    submit: float = 60.0
+    download: float = 60.0  # between two chunks, not for the whole file
+
+    def of(self, read: float) -> httpx.Timeout:
+        return httpx.Timeout(connect=self.connect, read=read, write=max(read, 30.0), pool=self.connect)
+
+
+DEFAULT_TIMEOUTS = Timeouts()
+MAX_REDIRECTS = 3
+
+
+def validate_base_url(base_url: str) -> str:
+    """Scheme http(s), a host, no credentials, no query or fragment. Returns it without a trailing slash.
+
+    A device URL is a server-side request target (only admins set it); credentials in it would end up in logs.
+    """
+    parts = urlsplit(base_url.strip())
+    if parts.scheme not in ("http", "https"):
+        raise ValueError("The URL must start with http:// or https://.")
+    if not parts.hostname:
+        raise ValueError("The URL must name a host.")
+    if parts.username or parts.password or "@" in parts.netloc:
+        raise ValueError(
+            "The URL must not contain a user name or password; the API key goes in its own field."
+        )
+    if parts.query or parts.fragment:
+        raise ValueError("The URL must not have a query string or fragment.")
+    try:
+        parts.port  # noqa: B018 - raises ValueError on a bad port
+    except ValueError:
+        raise ValueError("The URL has an invalid port.") from None
+    return base_url.strip().rstrip("/")
+
+
+def _same_origin(a: httpx.URL, b: httpx.URL) -> bool:
+    return (a.scheme, a.host, a.port) == (b.scheme, b.host, b.port)
+
+
+def error_text(resp: httpx.Response) -> str:
+    """The device's own message from any of its error envelopes (see field notes §6)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        text = resp.text.strip()
+        if not text or text.startswith("<"):  # an HTML error page (nginx): the status line says it all
+            return f"HTTP {resp.status_code} {resp.reason_phrase}".strip()
+        return text[:500]
+    return json_error_text(body)
+
+
+def json_error_text(body: Any) -> str:
+    if isinstance(body, str):
+        return body
+    if not isinstance(body, dict):
+        return str(body)[:500]
+    err = body.get("error")
+    if isinstance(err, dict):
+        msg = err.get("message") or err.get("detail") or ""
+        code = err.get("code") or err.get("type")
+        return f"{msg}" if not code or str(code) in str(msg) else f"{msg} [{code}]"
+    parts = [str(body[k]) for k in ("msg", "message", "detail", "error") if body.get(k)]
+    if body.get("error_code"):
+        parts.append(f"[{body['error_code']}]")
+    return " — ".join(dict.fromkeys(parts))[:500] or str(body)[:500]
+
+
+class HttpDevice:
+    """Shared HTTP plumbing. Subclasses map statuses to typed errors in ``_raise_for``."""
+
+    #: Header sent with every request (only to our own base URL).
+    def __init__(
+        self,
+        base_url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        transport: httpx.BaseTransport | None = None,
+        timeouts: Timeouts = DEFAULT_TIMEOUTS,
+        secret: str = "",
+    ) -> None:
+        self.base_url = validate_base_url(base_url)
+        self.timeouts = timeouts
+        self._secret = secret
+        self._http = httpx.Client(
+            base_url=self.base_url + "/",
+            headers=headers or {},
+            transport=transport,
+            follow_redirects=False,
+            timeout=timeouts.of(timeouts.manage),
+        )
+        self._origin = httpx.URL(self.base_url + "/")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(base_url={self.base_url!r})"
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # -- scrubbing ---------------------------------------------------------------------------------------
+    def scrub(self, text: str | None) -> str | None:
+        if text and self._secret and self._secret in text:
+            return text.replace(self._secret, "[redacted]")
+        return text
+
+    # -- requests ----------------------------------------------------------------------------------------
+    def _url(self, path: str) -> str:
+        # Relative to base_url (which may carry a path prefix behind a reverse proxy).
+        return path.lstrip("/")
+
+    def request(self, method: str, path: str, *, read: float, **kw: Any) -> httpx.Response:
+        """One request with redirects handled by hand; raises typed errors for transport failures only."""
+        timeout = self.timeouts.of(read)
+        url: str = self._url(path)
+        for _ in range(MAX_REDIRECTS + 1):
+            started = time.monotonic()
+            try:
+                resp = self._http.request(method, url, timeout=timeout, **kw)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, method, path) from None
+            logger.debug("%s %s -> %s in %.2fs", method, path, resp.status_code, time.monotonic() - started)
+            if resp.status_code not in (301, 302, 303, 307, 308) or "location" not in resp.headers:
+                return resp
+            url = self._redirect_target(resp, path)
+        raise errors.BadRequest("The device redirected too many times.", detail=path)
+
+    def _redirect_target(self, resp: httpx.Response, path: str) -> str:
+        target = resp.request.url.join(resp.headers["location"])
+        if _same_origin(target, self._origin):
+            return str(target)
+        # A foreign host: keep our host, take only the path. Never send the key to ``target``.
+        base_path = self._origin.path.rstrip("/")
+        if base_path and not target.path.startswith(base_path + "/"):
+            rel = target.path
+        else:
+            rel = target.path[len(base_path) :] if base_path else target.path
+        logger.info(
+            "device redirected %s to another host (%s); re-issuing on our own host", path, target.host
+        )
+        return rel.lstrip("/") + (f"?{target.query.decode()}" if target.query else "")
+
+    @contextmanager
+    def stream(self, method: str, path: str, *, read: float, **kw: Any) -> Iterator[httpx.Response]:
+        """Streaming request (downloads, SSE). No redirects are followed on streams."""
+        try:
+            with self._http.stream(method, self._url(path), timeout=self.timeouts.of(read), **kw) as resp:
+                if resp.status_code in (301, 302, 303, 307, 308):
+                    raise errors.BadRequest(
+                        "The device redirected a download; refusing to follow.",
+                        detail=self.scrub(resp.headers.get("location")),
+                    )
+                yield resp
+        except httpx.HTTPError as exc:
+            raise self._transport_error(exc, method, path) from None
+
+    def _transport_error(self, exc: httpx.HTTPError, method: str, path: str) -> errors.DeviceError:
+        where = f"{method} {path}"
+        if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
+            return errors.DeviceUnreachable(detail=self.scrub(f"{where}: {type(exc).__name__}: {exc}"))
+        if isinstance(exc, httpx.TimeoutException):
+            return errors.DeviceTimeout(detail=self.scrub(f"{where}: no answer in time"))
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError)):
+            return errors.Transient(
+                "The connection to the device broke.",
+                detail=self.scrub(f"{where}: {type(exc).__name__}: {exc}"),
+            )
+        return errors.Transient(detail=self.scrub(f"{where}: {type(exc).__name__}: {exc}"))
+
+    # -- helpers -----------------------------------------------------------------------------------------
+    def json(self, resp: httpx.Response) -> Any:
+        try:
+            return resp.json()
+        except ValueError:
+            raise errors.Transient(
+                "The device sent an answer the hub cannot read.", detail=self.scrub(resp.text[:200])
+            ) from None
+
+    def save_stream(self, resp: httpx.Response, dest: Path) -> int:
+        """Write a streamed body to ``dest`` via a temp file; returns the byte count."""
+        dest = Path(dest)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        tmp = dest.with_name(dest.name + ".part")
+        size = 0
+        try:
+            with open(tmp, "wb") as fh:
+                for chunk in resp.iter_bytes(64 * 1024):
+                    fh.write(chunk)
+                    size += len(chunk)
+        except httpx.HTTPError as exc:
+            tmp.unlink(missing_ok=True)
+            raise self._transport_error(exc, "GET", str(resp.request.url.path)) from None
+        tmp.replace(dest)
+        return size
+
+    def resolve_own(self, url_or_path: str) -> str:
+        """A device-given result URL, resolved against our base URL only; another origin is refused."""
+        target = httpx.URL(urljoin(self.base_url + "/", url_or_path))
+        if not _same_origin(target, self._origin):
+            raise errors.BadRequest(
+                "The device pointed to a file on another host; refusing to fetch it.",
+                detail=self.scrub(str(url_or_path)),
+            )
+        return str(target)
+
+
+def retry_call(
+    fn: Callable[[], Any],
+    *,
+    retry_on: tuple[type[BaseException], ...],
+    attempts: int,
+    wait_s: float,
+    sleep: Callable[[float], None],
+) -> Any:
+    """Call ``fn``; on one of ``retry_on`` wait and try again, at most ``attempts`` calls in all."""
+    for attempt in range(1, attempts + 1):
+        try:
+            return fn()
+        except retry_on as exc:
+            if attempt == attempts:
+                raise
+            logger.info("retrying after %s (attempt %d/%d)", exc.__class__.__name__, attempt, attempts)
+            sleep(wait_s)
+    raise AssertionError("unreachable")

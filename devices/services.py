@@ -1,0 +1,367 @@
+"""Every change to a Device goes through here (views, tasks, commands and the job engine are ways in).
+
+Network I/O (device calls) always happens *outside* a transaction: call the device first, then write the
+outcome in one short UPDATE.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.core.exceptions import ValidationError
+from django.db import transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from devices import errors
+from devices.capabilities import Capabilities
+from devices.clients import TensorSharpClient, TiinyClient, client_for
+from devices.clients.base import validate_base_url
+from devices.clients.tiiny import Reading
+from devices.crypto import KeyUnreadable
+from devices.metrics import Sample, metric_add
+from devices.models import Device
+
+logger = logging.getLogger("devices")
+
+CAPABILITIES_MAX_AGE = dt.timedelta(minutes=5)
+POLL_FAST = dt.timedelta(seconds=2)
+POLL_SLOW = dt.timedelta(seconds=30)
+POLL_CLAIM = dt.timedelta(seconds=35)  # longer than poll_device's hard time limit (30 s)
+_KEEP = object()
+
+FIX_LOCKED = (
+    "Run `tiiny login` on a computer signed in to TiinyOS, or open the TiinyOS desktop app; "
+    "either unlocks it within seconds. TiinyOS “Auto Start” avoids this after a power cycle."
+)
+FIX_UNREACHABLE = "Check that the device is switched on and on this network, and that its URL is right."
+FIX_AUTH = "An admin should enter the API key TiinyOS shows for this device (Devices → Edit)."
+
+
+@dataclass
+class ConnectionReport:
+    """What a connection test found; ``human`` + ``fix`` are shown as is, ``detail`` is the device's words."""
+
+    ok: bool
+    state: str
+    human: str
+    fix: str = ""
+    detail: str | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    models: int = 0
+    loaded: list[str] = field(default_factory=list)
+
+
+# -- create / update ---------------------------------------------------------------------------------------
+
+
+def _clean_url(base_url: str) -> str:
+    try:
+        return validate_base_url(base_url)
+    except ValueError as exc:
+        raise ValidationError({"base_url": str(exc)}) from None
+
+
+def device_register(
+    *,
+    name: str,
+    kind: str,
+    base_url: str,
+    api_key: str = "",
+    night_start: dt.time | None = None,
+    night_end: dt.time | None = None,
+    time_zone: str | None = None,
+    is_default: bool = False,
+) -> Device:
+    device = Device(name=name.strip(), kind=kind, base_url=_clean_url(base_url))
+    device.api_key = api_key
+    for attr, value in (("night_start", night_start), ("night_end", night_end), ("time_zone", time_zone)):
+        if value is not None:
+            setattr(device, attr, value)
+    device.is_default = is_default or not Device.objects.exists()
+    device.full_clean()
+    with transaction.atomic():
+        if device.is_default:
+            Device.objects.filter(is_default=True).update(is_default=False)
+        device.save()
+    return device
+
+
+def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Device:
+    """Change fields; ``api_key`` left out keeps the stored key, ``""`` clears it.
+
+    Changing the URL, kind or key resets the state to "unknown" until the next poll or test.
+    """
+    if "base_url" in fields:
+        fields["base_url"] = _clean_url(fields["base_url"])
+    reset = any(fields.get(k, getattr(device, k)) != getattr(device, k) for k in ("base_url", "kind"))
+    for key, value in fields.items():
+        setattr(device, key, value)
+    if api_key is not _KEEP:
+        device.api_key = api_key
+        reset = True
+    if reset:
+        device.state, device.state_message, device.state_fix = Device.State.UNKNOWN, "", ""
+        device.next_poll_at = None  # poll at the next beat
+    device.full_clean()
+    with transaction.atomic():
+        if device.is_default:
+            Device.objects.filter(is_default=True).exclude(pk=device.pk).update(is_default=False)
+        device.save()
+    return device
+
+
+# -- state -------------------------------------------------------------------------------------------------
+
+
+def state_for_error(exc: errors.DeviceError, *, base_url: str = "") -> tuple[str, str, str]:
+    """(state, human message, fix) for a failed call; the state is ``""`` when it says nothing about it."""
+    if isinstance(exc, errors.DeviceLocked):
+        return (
+            Device.State.LOCKED,
+            "Locked after a restart: every call answers 502 until it is unlocked.",
+            FIX_LOCKED,
+        )
+    if isinstance(exc, errors.DeviceUnreachable):
+        return (
+            Device.State.UNREACHABLE,
+            f"{exc.human} ({base_url})" if base_url else exc.human,
+            FIX_UNREACHABLE,
+        )
+    if isinstance(exc, errors.AuthFailed):
+        return Device.State.AUTH_FAILED, exc.human, FIX_AUTH
+    return "", f"{exc.human}" + (f": {exc.detail}" if exc.detail else ""), ""
+
+
+def device_set_state(
+    *, device_id: int, state: str, message: str = "", fix: str = "", seen: bool = False
+) -> bool:
+    """Record the state; returns True when it changed (the caller then refreshes capabilities, pushes...)."""
+    now = timezone.now()
+    changes: dict[str, Any] = {"state_message": message[:500], "state_fix": fix[:500]}
+    if seen:
+        changes["last_seen"] = now
+    changed = (
+        Device.objects.filter(pk=device_id)
+        .exclude(state=state)
+        .update(state=state, state_changed_at=now, **changes)
+    )
+    if not changed:
+        Device.objects.filter(pk=device_id).update(**changes)
+    return bool(changed)
+
+
+def device_note_loaded(*, device_id: int, model_id: str) -> None:
+    """The hub launched ``model_id`` (polite mode may evict it later)."""
+    with transaction.atomic():
+        device = Device.objects.select_for_update().get(pk=device_id)
+        if model_id not in device.hub_loaded_models:
+            device.hub_loaded_models = [*device.hub_loaded_models, model_id]
+            device.save(update_fields=["hub_loaded_models", "updated"])
+
+
+def device_note_unloaded(*, device_id: int, model_ids: list[str]) -> None:
+    with transaction.atomic():
+        device = Device.objects.select_for_update().get(pk=device_id)
+        device.hub_loaded_models = [m for m in device.hub_loaded_models if m not in model_ids]
+        device.save(update_fields=["hub_loaded_models", "updated"])
+
+
+def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
+    """A job runs on the device until ``until``: poll it at the fast rate (renew while working)."""
+    Device.objects.filter(pk=device_id).update(active_until=until, next_poll_at=None)
+
+
+def device_set_queue_paused(*, device_id: int, paused: bool) -> None:
+    Device.objects.filter(pk=device_id).update(queue_paused=paused)
+
+
+# -- readings ----------------------------------------------------------------------------------------------
+
+
+def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime | None = None) -> None:
+    at = at or timezone.now()
+    Device.objects.filter(pk=device_id).update(
+        npu_util=reading.npu_util,
+        npu_mem_used_mb=reading.npu_mem_used_mb,
+        npu_mem_total_mb=reading.npu_mem_total_mb,
+        npu_units_used=reading.npu_units_used,
+        npu_units_total=reading.npu_units_total,
+        cpu_percent=reading.cpu_percent,
+        mem_percent=reading.mem_percent,
+        loaded_models=reading.models,
+        reading_at=at,
+        last_seen=at,
+    )
+    mem_pct = (
+        100.0 * reading.npu_mem_used_mb / reading.npu_mem_total_mb
+        if reading.npu_mem_used_mb is not None and reading.npu_mem_total_mb
+        else None
+    )
+    metric_add(
+        device_id=device_id,
+        sample=Sample(reading.npu_util, mem_pct, reading.cpu_percent, reading.mem_percent),
+        at=at,
+    )
+
+
+def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
+    Device.objects.filter(pk=device_id).update(
+        capabilities=caps.to_dict(), capabilities_at=timezone.now(), versions=caps.versions
+    )
+
+
+# -- talking to the device (never inside a transaction) ----------------------------------------------------
+
+
+def _reading_for(client: TiinyClient | TensorSharpClient) -> Reading:
+    if isinstance(client, TiinyClient):
+        return client.reading()
+    client.health()
+    models = client.models()
+    loaded = models.get("loaded")
+    return Reading(models=[{"model_id": loaded, "npu_usage": None, "status": "running"}] if loaded else [])
+
+
+def _capabilities_due(device: Device, reading: Reading, became_online: bool) -> bool:
+    if became_online or not device.capabilities_at:
+        return True
+    if timezone.now() - device.capabilities_at > CAPABILITIES_MAX_AGE:
+        return True
+    # What is loaded changed: video options are only readable for a loaded model.
+    before = {m.get("model_id") for m in device.loaded_models or []}
+    return before != {m.get("model_id") for m in reading.models}
+
+
+def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | None = None) -> str:
+    """Poll the device once: reading → state → capabilities when due. Returns the resulting state.
+
+    The caller (``tasks.poll_device``) holds the per-device claim; this function does the I/O and the writes.
+    """
+    device = Device.objects.get(pk=device_id)
+    try:
+        client = client or client_for(device)
+    except KeyUnreadable as exc:  # the secret was rotated without keeping the old one as a fallback
+        device_set_state(device_id=device_id, state=Device.State.AUTH_FAILED, message=str(exc), fix=FIX_AUTH)
+        return Device.State.AUTH_FAILED
+    try:
+        reading = _reading_for(client)
+    except errors.DeviceError as exc:
+        state, message, fix = state_for_error(exc, base_url=device.base_url)
+        if state:
+            device_set_state(device_id=device_id, state=state, message=message, fix=fix)
+        else:
+            logger.info("device %s poll failed: %s", device_id, exc.human)
+            device_set_state(device_id=device_id, state=device.state, message=message, fix=fix)
+        return state or device.state
+    became_online = device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True)
+    device_record_reading(device_id=device_id, reading=reading)
+    if _capabilities_due(device, reading, became_online):
+        previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None
+        try:
+            caps = client.capabilities(previous=previous)
+        except errors.DeviceError as exc:
+            logger.info("device %s capabilities failed: %s", device_id, exc.human)
+        else:
+            device_save_capabilities(device_id=device_id, caps=caps)
+    return Device.State.ONLINE
+
+
+def device_test_connection(
+    *, kind: str, base_url: str, api_key: str = "", transport: Any = None
+) -> ConnectionReport:
+    """Try the device as configured (nothing is saved). Says exactly what failed."""
+    try:
+        url = validate_base_url(base_url)
+    except ValueError as exc:
+        return ConnectionReport(False, Device.State.UNKNOWN, str(exc))
+    try:
+        if kind == Device.Kind.TENSORSHARP:
+            with TensorSharpClient(url, transport=transport) as ts:
+                ts.health()
+                m = ts.models()
+                loaded = [m["loaded"]] if m.get("loaded") else []
+                return ConnectionReport(
+                    True,
+                    Device.State.ONLINE,
+                    "Connected.",
+                    models=len(m.get("models") or []),
+                    loaded=loaded,
+                    versions={"architecture": str(m.get("architecture") or "")},
+                )
+        with TiinyClient(url, api_key, transport=transport) as tiiny:
+            info = tiiny.device_info()
+            # device_info may be served without a key (field notes §1.3): prove the key on a guarded route.
+            rows = tiiny.models()
+            running = tiiny.running().running
+    except errors.DeviceError as exc:
+        state, message, fix = state_for_error(exc, base_url=url)
+        return ConnectionReport(False, state or Device.State.UNKNOWN, message, fix=fix, detail=exc.detail)
+    versions = {k: str(info[k]) for k in ("tiiny_os", "version", "device_name") if info.get(k)}
+    return ConnectionReport(
+        True, Device.State.ONLINE, "Connected.", versions=versions, models=len(rows), loaded=running
+    )
+
+
+def device_check_now(*, device: Device) -> ConnectionReport:
+    """The admin's "Test connection" on a saved device: test, then record the state it found."""
+    try:
+        key = device.api_key
+    except KeyUnreadable as exc:  # show it rather than a 500
+        return ConnectionReport(False, Device.State.AUTH_FAILED, str(exc), fix=FIX_AUTH)
+    report = device_test_connection(kind=device.kind, base_url=device.base_url, api_key=key)
+    if report.state != Device.State.UNKNOWN:
+        device_set_state(
+            device_id=device.pk,
+            state=report.state,
+            message="" if report.ok else report.human,
+            fix=report.fix,
+            seen=report.ok,
+        )
+        Device.objects.filter(pk=device.pk).update(next_poll_at=None)  # refresh readings and caps now
+    return report
+
+
+# -- polling bookkeeping -----------------------------------------------------------------------------------
+
+
+def device_poll_interval(*, device: Device, watched: bool, now: dt.datetime) -> dt.timedelta:
+    busy = device.active_until is not None and device.active_until > now
+    return POLL_FAST if watched or busy else POLL_SLOW
+
+
+def device_claim_enqueue(*, device: Device, interval: dt.timedelta, now: dt.datetime) -> bool:
+    """poll_all's claim: move ``next_poll_at`` forward iff nobody else did (one enqueue per due poll)."""
+    return bool(
+        Device.objects.filter(pk=device.pk, next_poll_at=device.next_poll_at).update(
+            next_poll_at=now + interval
+        )
+    )
+
+
+def device_claim_poll(*, device_id: int, now: dt.datetime | None = None) -> bool:
+    """poll_device's claim: at most one poller per device at a time, whatever the number of workers."""
+    now = now or timezone.now()
+    return bool(
+        Device.objects.filter(pk=device_id)
+        .filter(Q(poll_claimed_until__isnull=True) | Q(poll_claimed_until__lt=now))
+        .update(poll_claimed_until=now + POLL_CLAIM)
+    )
+
+
+def device_release_poll(*, device_id: int) -> None:
+    Device.objects.filter(pk=device_id).update(poll_claimed_until=None)
+
+
+def device_rekey_all() -> int:
+    """Re-encrypt every stored key under the current SECRET_KEY (after rotating it; see devices.crypto)."""
+    from devices import crypto
+
+    n = 0
+    for device in Device.objects.exclude(api_key_encrypted=""):
+        Device.objects.filter(pk=device.pk).update(api_key_encrypted=crypto.rotate(device.api_key_encrypted))
+        n += 1
+    return n

@@ -1,0 +1,67 @@
+"""poll_all: who is due, at which rate, and that browsers watching never add device requests."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from devices import tasks
+from devices.models import Device
+from devices.services import device_mark_active
+from hub import live
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def enqueued(monkeypatch):
+    sent: list[int] = []
+    monkeypatch.setattr(tasks.poll_device, "apply_async", lambda args, **kw: sent.append(args[0]))
+    return sent
+
+
+@pytest.fixture
+def device():
+    from django.core.cache import cache
+
+    d = Device.objects.create(name="d", kind="tiiny", base_url="http://x")
+    cache.delete(f"watch:device:{d.pk}")
+    return d
+
+
+def test_it_polls_a_new_device_then_waits_30_seconds(device, enqueued):
+    assert tasks.poll_all() == 1
+    assert tasks.poll_all() == 0  # the next beat two seconds later: not due
+    device.refresh_from_db()
+    assert 28 <= (device.next_poll_at - timezone.now()).total_seconds() <= 30
+    assert enqueued == [device.pk]
+
+
+def test_it_polls_every_2_seconds_while_watched_however_many_watch(device, enqueued):
+    tasks.poll_all()
+    for _ in range(5):  # five browsers announce themselves
+        live.mark_watched(f"device:{device.pk}")
+    assert tasks.poll_all() == 1  # on the slow schedule, but watched now: due at once, once
+    assert tasks.poll_all() == 0
+    device.refresh_from_db()
+    assert (device.next_poll_at - timezone.now()).total_seconds() <= 2
+
+
+def test_it_polls_fast_while_a_job_runs(device, enqueued):
+    device_mark_active(device_id=device.pk, until=timezone.now() + dt.timedelta(minutes=5))
+    assert tasks.poll_all() == 1
+    device.refresh_from_db()
+    assert (device.next_poll_at - timezone.now()).total_seconds() <= 2
+
+
+def test_it_pushes_the_card_and_gauges_after_a_poll(pocket, monkeypatch):
+    pushed: list[tuple[str, str]] = []
+    monkeypatch.setattr(live, "push", lambda group, html: pushed.append((group, html)))
+    tasks.poll_device(pocket.pk)
+    groups = [g for g, _ in pushed]
+    assert groups.count(live.EVERYONE) == 1 and groups.count(f"device.{pocket.pk}") == 2
+    card = next(h for g, h in pushed if g == live.EVERYONE)
+    assert f'id="device-{pocket.pk}-card"' in card and 'hx-swap-oob="true"' in card and "Online" in card
+    assert pocket.base_url not in "".join(h for _, h in pushed)

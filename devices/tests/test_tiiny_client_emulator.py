@@ -1,0 +1,158 @@
+"""The Tiiny client against the emulator over HTTP: loading through each quirk, capabilities, errors."""
+
+from __future__ import annotations
+
+import logging
+
+import pytest
+
+from devices import errors
+from devices.clients import tiiny as tiiny_mod
+from devices.clients.tiiny import TiinyClient
+
+VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"
+CHAT = "Qwen/Qwen3.6-35B-A3B-turbo"
+IMAGE = "Tongyi-MAI/Z-Image-Turbo"
+CODER = "Qwen/Qwen3-Coder-Next"
+LOOPS = "RoyalCities/Foundation-1"
+
+
+@pytest.fixture
+def c(tiiny) -> TiinyClient:
+    # The emulator runs thousands of times faster than a device: poll and wait in milliseconds.
+    return TiinyClient(tiiny.base_url, tiiny.api_key, poll_interval=0.01, load_grace_s=0.02)
+
+
+def test_it_loads_a_model_and_reports_it_already_loaded_next_time(tiiny, c):
+    tiiny.set_quirks("none")
+    first = c.ensure_loaded(VIDEO, deadline_s=30)
+    assert not first.already_loaded
+    assert first.launch_attempts == 1
+    assert VIDEO in c.running().running
+    assert c.ensure_loaded(VIDEO).already_loaded
+
+
+def test_it_unloads_first_when_the_npu_is_nearly_full_despite_a_fits_answer(tiiny, c):
+    tiiny.set_quirks(["fake_fit"])
+    tiiny.load(CHAT)  # 55 units used, 45 free; the video model needs 45: "fits", but the load would vanish
+    assert not c.unload_candidate(VIDEO)["unload_required"]
+    result = c.ensure_loaded(VIDEO, deadline_s=30)
+    assert result.evicted == [CHAT]
+    assert c.running().running == [VIDEO]
+
+
+def test_it_recovers_when_a_fake_fit_load_silently_vanishes(tiiny, c, monkeypatch):
+    monkeypatch.setattr(tiiny_mod, "NPU_MARGIN", 0)  # trust the "fits" answer, to see the rollback path
+    tiiny.set_quirks(["fake_fit"])
+    tiiny.load(CHAT)
+    result = c.ensure_loaded(VIDEO, deadline_s=60)
+    assert result.launch_attempts == 2
+    assert CHAT in result.evicted
+    assert c.running().running == [VIDEO]
+
+
+def test_it_evicts_what_unload_candidate_names(tiiny, c):
+    tiiny.set_quirks("none")
+    tiiny.load(CODER)  # 94 units
+    result = c.ensure_loaded(IMAGE, deadline_s=30)
+    assert result.evicted == [CODER]
+    assert c.running().running == [IMAGE]
+
+
+def test_it_refuses_politely_to_evict_a_model_someone_else_loaded(tiiny, c):
+    tiiny.set_quirks("none")
+    tiiny.load(CODER)
+    with pytest.raises(errors.PoliteRefusal) as info:
+        c.ensure_loaded(IMAGE, polite=True, hub_models=[])
+    assert info.value.blocking == [CODER]
+    assert not info.value.permanent
+    assert c.running().running == [CODER]  # nothing was touched
+    assert c.ensure_loaded(IMAGE, polite=True, hub_models=[CODER]).evicted == [CODER]
+
+
+def test_it_retries_xh2a_backend_fail_on_the_first_inference(tiiny, c):
+    tiiny.set_quirks(["xh2a_after_load"])
+    c.ensure_loaded(IMAGE, deadline_s=30)
+    calls = []
+
+    def first_use() -> bytes:
+        calls.append(1)
+        return c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30)
+
+    png = c.with_load_grace(first_use, attempts=4, wait_s=0.01)
+    assert png[:8] == b"\x89PNG\r\n\x1a\n"
+    assert len(calls) == 2
+
+
+def test_it_retries_an_early_502_after_a_load_without_calling_the_device_locked(tiiny, c):
+    tiiny.set_quirks(["bad_gateway_after_load"])
+    tiiny.set_speed(100)  # 10 device seconds of 502s = 0.1 s real
+    c.ensure_loaded(IMAGE, deadline_s=30, settle=False)
+    with pytest.raises(errors.Transient):
+        c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30)
+    png = c.with_load_grace(
+        lambda: c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30),
+        attempts=10,
+        wait_s=0.05,
+    )
+    assert png[:4] == b"\x89PNG"
+
+
+def test_it_retries_a_409_cleanup_failed_launch(tiiny, c):
+    tiiny.set_quirks(["slow_stop_cleanup_failed"])
+    c.ensure_loaded(VIDEO, deadline_s=30)
+    c.stop(VIDEO)  # slow, unloads everything, and leaves the next launch to fail once with 409
+    result = c.ensure_loaded(VIDEO, deadline_s=30)
+    assert result.launch_attempts == 2
+    assert VIDEO in c.running().running
+
+
+def test_it_reads_capabilities(tiiny, c):
+    tiiny.load(VIDEO)
+    caps = c.capabilities()
+    assert caps.kind == "tiiny"
+    video = caps.video_for(VIDEO)
+    assert video.canvases == ["1344x768", "768x1344", "832x480", "480x832"]
+    assert video.max_seconds == 7
+    assert video.source == "device"
+    assert caps.model(VIDEO).loaded
+    assert caps.npu_cost(IMAGE) == 32
+    assert "vivian" in caps.voices_for("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice").voices
+    assert caps.voices_for("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign").mode == "instruct"
+    assert "background" not in caps.stages_3d
+    assert caps.versions["tiiny_os"]
+    assert caps.to_dict() == type(caps).from_dict(caps.to_dict()).to_dict()
+
+
+def test_it_reads_3d_stages_from_a_loaded_3d_model(tiiny, c):
+    tiiny.load("tencent/Hunyuan3D-2.1")
+    stages = c.capabilities().stages_3d
+    assert "shape" in stages
+    assert "background" not in stages
+
+
+def test_it_follows_the_state_of_the_device(tiiny, c):
+    assert c.reading().npu_units_total == 100
+    tiiny.power_cycle()
+    with pytest.raises(errors.DeviceLocked):
+        c.sys_status()
+    with pytest.raises(errors.DeviceLocked):
+        c.models()
+    tiiny.unlock()
+    assert c.sys_status()
+    with pytest.raises(errors.AuthFailed):
+        TiinyClient(tiiny.base_url, "wrong-key").models()
+
+
+def test_it_keeps_the_key_out_of_logs_during_a_whole_load(tiiny, c, caplog):
+    caplog.set_level(logging.DEBUG)
+    c.ensure_loaded(LOOPS, deadline_s=30)
+    c.with_load_grace(
+        lambda: c.music_wav(model=LOOPS, prompt="drums", seconds=2, steps=8, cfg_scale=7, seed=1, timeout=30),
+        attempts=6,
+        wait_s=0.02,
+    )
+    with pytest.raises(errors.AuthFailed) as info:
+        TiinyClient(tiiny.base_url, "wrong-key").models()
+    assert tiiny.api_key not in caplog.text
+    assert tiiny.api_key not in repr(info.value)
