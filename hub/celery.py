@@ -31,6 +31,10 @@ app.conf.beat_schedule = {
     # tick is dropped rather than run late, so a busy worker never works through a backlog of them.
     "devices-poll-all": {"task": "devices.tasks.poll_all", "schedule": 2.0, "options": {"expires": 2.0}},
     "devices-prune-metrics": {"task": "devices.tasks.prune_metrics", "schedule": 3600.0},
+    # Jobs: the safety net after any crash (dead poll chains, lapsed leases, idle queues). Countdown polls live in
+    # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
+    "jobs-reconcile": {"task": "jobs.tasks.reconcile", "schedule": float(os.environ.get("JOBS_RECONCILE_S", "5")),
+                       "options": {"expires": float(os.environ.get("JOBS_RECONCILE_S", "5"))}},
 }
 app.conf.beat_scheduler = "hub.celery:HubScheduler"
 

@@ -24,6 +24,19 @@ if not os.environ.get("HUB_TEST_REDIS_URL"):
     atexit.register(_private.stop)
 os.environ["REDIS_URL"] = os.environ["HUB_TEST_REDIS_URL"]
 
+# One SQLite test database per run (the worker and ASGI server the tests start open the same file).
+if not os.environ.get("HUB_TEST_DB"):
+    _db = Path(os.environ.get("HUB_DATA_DIR", Path(__file__).resolve().parent.parent / "var")) / "run"
+    _db.mkdir(parents=True, exist_ok=True)
+    _db_path = _db / f"test-hub-{os.getpid()}.sqlite3"
+    os.environ["HUB_TEST_DB"] = str(_db_path)
+
+    def _remove_test_db() -> None:
+        for suffix in ("", "-wal", "-shm", "-journal"):
+            Path(f"{_db_path}{suffix}").unlink(missing_ok=True)
+
+    atexit.register(_remove_test_db)
+
 # WhiteNoise warns when STATIC_ROOT is missing; tests serve static files through the finders.
 (Path(__file__).resolve().parent.parent / "staticfiles").mkdir(exist_ok=True)
 

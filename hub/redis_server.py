@@ -25,6 +25,7 @@ class PrivateRedis:
     def stop(self, timeout: float = 5.0) -> None:
         stop_pid(self.pid, timeout=timeout)
         self.pidfile.unlink(missing_ok=True)
+        self.pidfile.with_suffix(".log").unlink(missing_ok=True)
 
 
 def redis_server_binary() -> str:

@@ -112,7 +112,8 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     }
     DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Tests share their database with a real worker and ASGI server in other processes: use a file.
-    DATABASES["default"]["TEST"] = {"NAME": str(DATA_DIR / "test-hub.sqlite3")}
+    # (hub.pytest_env gives each test run its own file, so two runs on one machine never collide.)
+    DATABASES["default"]["TEST"] = {"NAME": env_str("HUB_TEST_DB", str(DATA_DIR / "test-hub.sqlite3"))}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache --------------------------------------------------------------

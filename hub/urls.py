@@ -11,6 +11,7 @@ urlpatterns = [
     path("healthz", views.healthz, name="healthz"),
     path("accounts/", include("hub.accounts.urls")),
     path("devices/", include("devices.urls")),
+    path("jobs/", include("jobs.urls")),
     path("admin/", admin.site.urls),
 ]
 

@@ -15,5 +15,4 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 mkdir -p var test-artifacts
-rm -f var/test-hub.sqlite3 var/test-hub.sqlite3-wal var/test-hub.sqlite3-shm
 exec .venv/bin/python -m pytest "$@"
