@@ -1,0 +1,748 @@
+"""The job engine: dispatch, run, poll, finish, recover. Tasks (``jobs.tasks``) are thin ways in to these.
+
+Invariants:
+* One job per device at a time, its model load included: the device lease (``jobs.lease``) is held by the job
+  from the claim (queued → preparing) to its end; nothing else starts while any job of the device is active.
+* Every state change is a CAS (``jobs.transitions``); a runner that finds its job moved on (cancelled,
+  recovered by reconcile) stops without side effects beyond cleaning up what it created.
+* No device I/O inside a transaction.
+* Poll style stores the device-side id right after the create call. The window between the call and that write
+  is covered by ``submit_started_at``: a job found ``submitted`` with no ``remote_id`` and a lapsed lease is
+  matched against the device's own list (``Runner.find_lost``) before anything is resubmitted.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import time
+from typing import Any
+
+from django.conf import settings
+from django.db.models import F, Q
+from django.utils import timezone
+
+from devices import errors
+from devices.models import Device
+from jobs import lease
+from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState
+from jobs.runners import PollResult, Stopped, runner_for, style_of
+from jobs.transitions import job_note, job_set, job_transition
+
+logger = logging.getLogger("jobs.engine")
+S = JobState
+POLLING_STATES = (S.SUBMITTED, S.RUNNING, S.COLLECTING)
+MAX_ATTEMPTS = 4  # transient failures before a job is failed for good
+MAX_AUTO_REQUEUES = 1  # interrupted jobs are re-queued once
+PROGRESS_EVERY_S = 0.5  # stream/blocking progress: at most two DB writes and broadcasts per second
+
+
+# -- helpers ---------------------------------------------------------------------------------------------------
+
+
+def _now() -> dt.datetime:
+    return timezone.now()
+
+
+def _enqueue_dispatch(device_id: int) -> None:
+    from jobs.tasks import dispatch
+
+    dispatch.delay(device_id)
+
+
+def _replan(device_id: int) -> None:
+    from jobs.eta import plan_device
+
+    try:
+        plan_device(device_id)
+    except Exception:
+        logger.exception("planning device %s failed", device_id)
+
+
+def _backoff(attempt: int, *, base: float = 5.0, cap: float = 300.0) -> dt.timedelta:
+    return dt.timedelta(seconds=min(cap, base * 2 ** max(0, attempt - 1)))
+
+
+def _device_state_from(device_id: int, exc: errors.DeviceError) -> None:
+    from devices.live import device_push
+    from devices.services import device_set_state, state_for_error
+
+    state, message, fix = state_for_error(exc)
+    if state:
+        if device_set_state(device_id=device_id, state=state, message=message, fix=fix):
+            try:
+                device_push(device_id)
+            except Exception:
+                logger.warning("device push failed", exc_info=True)
+
+
+def _watch_device(device_id: int) -> None:
+    """A job waits for this device to come back: have the metric poller check it at its fast rate."""
+    from devices.services import device_mark_active
+
+    device_mark_active(device_id=device_id, until=_now() + dt.timedelta(minutes=30))
+
+
+def _device_online(device_id: int) -> None:
+    """The device answered a job call: it is reachable and unlocked whatever the last poll said."""
+    from devices.services import device_set_state
+
+    if Device.objects.filter(pk=device_id).exclude(state=Device.State.ONLINE).exists():
+        device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True)
+
+
+def _device_seconds(job: Job, end: dt.datetime) -> float:
+    return max(0.0, (end - job.started_at).total_seconds()) if job.started_at else 0.0
+
+
+def _error_fields(exc: errors.DeviceError | None, human: str = "") -> dict[str, Any]:
+    if exc is None:
+        return {"error_code": "hub", "error_human": human[:500], "error_detail": ""}
+    return {
+        "error_code": exc.code[:50],
+        "error_human": (human or exc.human)[:500],
+        "error_detail": (exc.detail or "")[:5000],
+    }
+
+
+def end_job(job: Job) -> None:
+    """After a final state: free the device, learn the time, plan and start the next job."""
+    lease.lease_release(job.device_id, job_id=job.pk)
+    _replan(job.device_id)
+    _enqueue_dispatch(job.device_id)
+
+
+def finish_done(job: Job) -> bool:
+    now = _now()
+    ok = job_transition(
+        job.pk,
+        from_states=[S.COLLECTING],
+        to=S.DONE,
+        message="Done.",
+        progress=100.0,
+        phase="Done",
+        finished_at=now,
+        device_seconds=_device_seconds(job, now),
+        next_poll_at=None,
+    )
+    if ok:
+        from jobs.eta import learn
+
+        job.refresh_from_db()
+        try:
+            learn(job)
+        except Exception:
+            logger.exception("learning from job %s failed", job.pk)
+        end_job(job)
+    return ok
+
+
+def fail(job: Job, exc: errors.DeviceError | None, *, human: str = "", data: dict | None = None) -> bool:
+    now = _now()
+    fields = _error_fields(exc, human)
+    ok = job_transition(
+        job.pk,
+        from_states=ACTIVE_STATES,
+        to=S.FAILED,
+        message=f"Failed: {fields['error_human']}" + (f" — {exc.detail}" if exc and exc.detail else ""),
+        data=data or {},
+        finished_at=now,
+        device_seconds=_device_seconds(job, now),
+        next_poll_at=None,
+        phase="Failed",
+        **fields,
+    )
+    if ok:
+        end_job(job)
+    return ok
+
+
+def back_to_queue(
+    job: Job, message: str, *, retry_after: dt.datetime | None = None, data: dict | None = None
+) -> bool:
+    """Not the job's fault (device locked, unreachable, busy, polite wait): it waits in the queue again."""
+    ok = job_transition(
+        job.pk,
+        from_states=ACTIVE_STATES,
+        to=S.QUEUED,
+        message=message,
+        data=data or {},
+        retry_after=retry_after,
+        progress=0.0,
+        phase="Waiting",
+        next_poll_at=None,
+        remote_id="",
+        submit_started_at=None,
+    )
+    if ok:
+        end_job(job)
+    return ok
+
+
+def interrupt(job: Job, message: str, *, data: dict | None = None) -> bool:
+    """The render was lost (power cycle, hub restart mid-call): ``interrupted``, then re-queued once."""
+    if not job_transition(
+        job.pk,
+        from_states=ACTIVE_STATES,
+        to=S.INTERRUPTED,
+        message=message,
+        data=data or {},
+        next_poll_at=None,
+        phase="Interrupted",
+    ):
+        return False
+    job.refresh_from_db()
+    if job.requeues < MAX_AUTO_REQUEUES:
+        job_transition(
+            job.pk,
+            from_states=[S.INTERRUPTED],
+            to=S.QUEUED,
+            message="Re-queued automatically (an interrupted job is retried once).",
+            requeues=F("requeues") + 1,
+            remote_id="",
+            remote_data={},
+            progress=0.0,
+            phase="Waiting",
+            submit_started_at=None,
+            retry_after=None,
+        )
+    else:
+        now = _now()
+        job_transition(
+            job.pk,
+            from_states=[S.INTERRUPTED],
+            to=S.FAILED,
+            message="Failed: interrupted again after its automatic retry.",
+            finished_at=now,
+            error_code="interrupted",
+            error_human="The render was interrupted twice.",
+            device_seconds=_device_seconds(job, now),
+        )
+    end_job(job)
+    return True
+
+
+def handle_error(job: Job, exc: errors.DeviceError, *, where: str) -> None:
+    """Policy for an error raised while preparing or submitting (nothing is rendering for this job)."""
+    job.refresh_from_db()
+    if isinstance(exc, (errors.DeviceLocked, errors.DeviceUnreachable, errors.AuthFailed)):
+        _device_state_from(job.device_id, exc)
+        _watch_device(job.device_id)
+        retry = _now() + _backoff(job.attempts, base=2.0, cap=60.0)
+        back_to_queue(
+            job, f"Waiting: {exc.human}", retry_after=retry, data={"code": exc.code, "where": where}
+        )
+        return
+    if isinstance(exc, errors.PoliteRefusal):
+        back_to_queue(
+            job,
+            f"Waiting politely: {', '.join(exc.blocking) or 'another model'} is in use and was "
+            "not loaded by the hub. It runs tonight, or untick “Polite”.",
+            retry_after=_now() + dt.timedelta(minutes=10),
+            data={"blocking": exc.blocking},
+        )
+        return
+    if not exc.permanent and job.attempts < MAX_ATTEMPTS:
+        back_to_queue(
+            job,
+            f"Will try again: {exc.human}" + (f" ({exc.detail})" if exc.detail else ""),
+            retry_after=_now() + _backoff(job.attempts),
+            data={"code": exc.code, "where": where},
+        )
+        return
+    fail(job, exc, data={"where": where})
+
+
+# -- dispatch ----------------------------------------------------------------------------------------------------
+
+
+def dispatch_device(device_id: int) -> int | None:
+    """Start the device's next job if the device is free. Returns the started job's id."""
+    from jobs.scheduler import next_job, snapshot_for
+
+    if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
+        return None  # busy (or an orphan reconcile is about to recover)
+    token = lease.lease_acquire(device_id)
+    if token is None:
+        return None
+    started = None
+    try:
+        if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
+            return None
+        snap = snapshot_for(device_id)
+        waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES))
+        job, jumped = next_job(snap, waiting)
+        if job is None:
+            return None
+        now = _now()
+        if not job_transition(
+            job.pk,
+            from_states=WAITING_STATES,
+            to=S.PREPARING,
+            message=f"Started (attempt {job.attempts + 1}).",
+            attempts=F("attempts") + 1,
+            started_at=now,
+            phase="Preparing",
+            retry_after=None,
+            progress=0.0,
+        ):
+            return None
+        lease.lease_assign(device_id, token, job.pk)
+        started = job.pk
+        if jumped:
+            Job.objects.filter(pk__in=[j.pk for j in jumped]).update(bypassed=F("bypassed") + 1)
+    finally:
+        if started is None:
+            lease.lease_release(device_id, token=token)
+    from jobs.tasks import run_job
+
+    job.refresh_from_db()
+    limit = max(600, int(3 * (job.estimate_s or 60)) + 600)
+    run_job.apply_async((started,), soft_time_limit=limit, time_limit=limit + 60)
+    _replan(device_id)
+    return started
+
+
+# -- run (prepare + submit, or the whole blocking/stream call) -------------------------------------------------
+
+
+def _polite_now(job: Job) -> bool:
+    from jobs.scheduler import in_night
+
+    d = job.device
+    return job.polite and not in_night(_now(), d.night_start, d.night_end, d.time_zone or "UTC")
+
+
+def run(job_id: int) -> None:
+    job = Job.objects.select_related("device").filter(pk=job_id).first()
+    if job is None or job.state != S.PREPARING:
+        return
+    runner = runner_for(job)
+    with lease.keep_alive(job.device_id, job.pk) as lost:
+        try:
+            evicted = runner.prepare(polite=_polite_now(job))
+        except errors.DeviceError as exc:
+            handle_error(job, exc, where="prepare")
+            return
+        if evicted:
+            job_note(
+                job.pk,
+                f"Unloaded {', '.join(evicted)} to make room.",
+                data={"evicted": evicted},
+                evicted=evicted,
+            )
+        if lost.is_set():
+            return
+        if runner.style == "poll":
+            _submit_poll(job, runner)
+        else:
+            _execute(job, runner, lost)
+
+
+def _submit_poll(job: Job, runner) -> None:
+    """preparing → submitted (nonce time) → device create → store remote_id → first poll."""
+    now = _now()
+    if not job_transition(
+        job.pk,
+        from_states=[S.PREPARING],
+        to=S.SUBMITTED,
+        message="Sending to the device.",
+        submit_started_at=now,
+        phase="Sending",
+    ):
+        _cleanup_abandoned(job)
+        return
+    job.refresh_from_db()
+    try:
+        remote_id, data = runner.submit()
+    except errors.DeviceError as exc:
+        if exc.status is None and not isinstance(exc, (errors.DeviceUnreachable, errors.DeviceLocked)):
+            # The connection broke mid-request: the device may have created the render. Look before resubmitting.
+            _recover_submission(job.pk)
+            return
+        handle_error(job, exc, where="submit")
+        return
+    _adopt(job, runner, remote_id, data)
+
+
+def _adopt(job: Job, runner, remote_id: str, data: dict[str, Any]) -> None:
+    stored = Job.objects.filter(pk=job.pk, state=S.SUBMITTED, remote_id="").update(
+        remote_id=remote_id, remote_data={**job.remote_data, **data}, updated=_now()
+    )
+    if not stored:
+        # Cancelled while the create call ran: cancel what we just created on the device.
+        job.remote_id = remote_id
+        try:
+            runner.job = job
+            runner.cancel()
+        except errors.DeviceError as exc:
+            logger.warning("job %s: cancelling the abandoned render failed: %s", job.pk, exc)
+        _cleanup_abandoned(job)
+        return
+    job_note(job.pk, f"The device accepted it (id {remote_id}).", data={"remote_id": remote_id})
+    schedule_poll(job.pk, countdown=settings.JOBS_POLL_INTERVAL_S)
+
+
+def _cleanup_abandoned(job: Job) -> None:
+    job.refresh_from_db()
+    if job.state in FINAL_STATES or job.state in WAITING_STATES:
+        end_job(job)
+
+
+def _execute(job: Job, runner, lost) -> None:
+    """Blocking and stream runners: preparing → running → (runner saves results) → collecting → done."""
+    if not job_transition(
+        job.pk,
+        from_states=[S.PREPARING],
+        to=S.RUNNING,
+        message="Rendering.",
+        phase="Rendering",
+        submit_started_at=_now(),
+    ):
+        _cleanup_abandoned(job)
+        return
+    job.refresh_from_db()
+    runner.job = job
+    last = [0.0]
+
+    def progress(pct: float, phase: str) -> bool:
+        if lost.is_set():
+            return True
+        t = time.monotonic()
+        if t - last[0] < PROGRESS_EVERY_S and pct < 95:
+            return False
+        last[0] = t
+        if not job_set(job.pk, only_in=[S.RUNNING], progress=round(min(pct, 99.9), 1), phase=phase[:100]):
+            return True  # cancelled: stop
+        from jobs.broadcast import broadcast_job
+
+        broadcast_job(job.pk)
+        return False
+
+    try:
+        runner.execute(progress)
+    except Stopped:
+        _cleanup_abandoned(job)
+        return
+    except errors.DeviceError as exc:
+        job.refresh_from_db()
+        if job.state != S.RUNNING:
+            _cleanup_abandoned(job)
+        elif isinstance(exc, (errors.DeviceLocked, errors.DeviceUnreachable)) or (
+            isinstance(exc, errors.Transient) and exc.status is None
+        ):
+            _device_state_from(job.device_id, exc)
+            interrupt(job, f"Interrupted: {exc.human}", data={"code": exc.code, "detail": exc.detail})
+        elif exc.permanent:
+            fail(job, exc)
+        else:
+            handle_error(job, exc, where="run")
+        return
+    if job_transition(
+        job.pk, from_states=[S.RUNNING], to=S.COLLECTING, message="Saved the result.", phase="Saving"
+    ):
+        finish_done(job)
+    else:
+        _cleanup_abandoned(job)
+
+
+# -- poll chain ----------------------------------------------------------------------------------------------------
+
+
+def schedule_poll(job_id: int, *, countdown: float, ticket: int | None = None) -> int | None:
+    """Move the poll chain on: bump the ticket (CAS on the one we hold) and enqueue the next poll."""
+    from jobs.tasks import poll_job
+
+    qs = Job.objects.filter(pk=job_id, state__in=POLLING_STATES)
+    if ticket is not None:
+        qs = qs.filter(poll_ticket=ticket)
+    current = qs.values_list("poll_ticket", flat=True).first()
+    if current is None:
+        return None
+    new = current + 1
+    if not Job.objects.filter(pk=job_id, poll_ticket=current).update(
+        poll_ticket=new, next_poll_at=_now() + dt.timedelta(seconds=countdown)
+    ):
+        return None
+    poll_job.apply_async((job_id, new), countdown=countdown)
+    return new
+
+
+def _claim_poll(job_id: int, ticket: int) -> bool:
+    # How long a claimed poll may take before reconcile revives the chain. Short is safe: a revived chain moves
+    # the ticket on, so a slow old poll can no longer schedule, and every transition it might make is a CAS.
+    stall = dt.timedelta(seconds=max(2.0, 2 * settings.JOBS_POLL_MAX_S))
+    return bool(
+        Job.objects.filter(pk=job_id, poll_ticket=ticket, state__in=POLLING_STATES).update(
+            poll_ticket=ticket + 1, next_poll_at=_now() + stall
+        )
+    )
+
+
+def _next_interval(job: Job, moved: bool) -> float:
+    base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
+    stalls = 0 if moved else int(job.remote_data.get("stalls", 0)) + 1
+    Job.objects.filter(pk=job.pk).update(remote_data={**job.remote_data, "stalls": stalls})
+    job.remote_data = {**job.remote_data, "stalls": stalls}
+    return min(cap, base * (1.5**stalls))
+
+
+def poll(job_id: int, ticket: int) -> None:
+    """One step of a poll-style job. Runs only with the current ticket; schedules the next step itself."""
+    if not _claim_poll(job_id, ticket):
+        return
+    ticket += 1
+    job = Job.objects.select_related("device").get(pk=job_id)
+    if not lease.lease_renew(job.device_id, job.pk):
+        logger.warning("job %s: the device lease is held by another job; polling later", job_id)
+        schedule_poll(job_id, countdown=settings.JOBS_POLL_MAX_S, ticket=ticket)
+        return
+    lease._mark_device_active(job.device_id)
+    runner = runner_for(job)
+    if job.state == S.COLLECTING:
+        _collect(job, runner)
+        return
+    try:
+        result = runner.poll()
+    except errors.NotFound as exc:
+        _device_online(job.device_id)
+        interrupt(
+            job,
+            "The device no longer knows this render (it was restarted?).",
+            data={"remote_id": job.remote_id, "detail": exc.detail},
+        )
+        return
+    except (errors.DeviceLocked, errors.DeviceUnreachable, errors.AuthFailed) as exc:
+        _device_state_from(job.device_id, exc)
+        _watch_device(job.device_id)
+        if job.remote_data.get("waiting_on") != exc.code:
+            job_note(
+                job.pk,
+                f"Waiting for the device: {exc.human}",
+                data={"code": exc.code},
+                remote_data={**job.remote_data, "waiting_on": exc.code},
+                phase=exc.human[:100],
+            )
+        job.refresh_from_db()
+        schedule_poll(job_id, countdown=_next_interval(job, moved=False), ticket=ticket)
+        return
+    except errors.DeviceError as exc:  # transient: try again a bit later
+        logger.info("job %s poll: %s", job_id, exc)
+        schedule_poll(job_id, countdown=_next_interval(job, moved=False), ticket=ticket)
+        return
+    _on_poll(job, runner, result, ticket)
+
+
+def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
+    if job.remote_data.get("waiting_on"):
+        _device_online(job.device_id)
+        job.remote_data = {k: v for k, v in job.remote_data.items() if k != "waiting_on"}
+        job_note(job.pk, "The device answers again.", remote_data=job.remote_data)
+    if result.status == "failed":
+        _on_remote_failure(job, runner, result)
+        return
+    if result.status == "done":
+        nxt = None
+        try:
+            nxt = runner.advance()
+        except errors.DeviceError as exc:
+            handle_poll_error(job, exc, ticket)
+            return
+        if nxt is not None:  # a multi-stage job submitted its next stage
+            remote_id, data = nxt
+            Job.objects.filter(pk=job.pk).update(
+                remote_id=remote_id,
+                remote_data={**job.remote_data, **data},
+                progress=result.progress,
+                submit_started_at=_now(),
+            )
+            job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
+            schedule_poll(job.pk, countdown=settings.JOBS_POLL_INTERVAL_S, ticket=ticket)
+            return
+        if job_transition(
+            job.pk,
+            from_states=[S.SUBMITTED, S.RUNNING],
+            to=S.COLLECTING,
+            message="Rendered; downloading the result.",
+            progress=result.progress,
+            phase="Saving",
+        ):
+            job.refresh_from_db()
+            _collect(job, runner_for(job))
+        return
+    moved = result.progress > job.progress
+    if job.state == S.SUBMITTED and (result.started or result.progress > 0):
+        job_transition(
+            job.pk,
+            from_states=[S.SUBMITTED],
+            to=S.RUNNING,
+            message="Rendering.",
+            progress=result.progress,
+            phase=result.phase[:100],
+        )
+    elif moved or result.phase != job.phase:
+        job_set(job.pk, only_in=POLLING_STATES, progress=result.progress, phase=result.phase[:100])
+        from jobs.broadcast import broadcast_job
+
+        broadcast_job(job.pk)
+    schedule_poll(job.pk, countdown=_next_interval(job, moved=moved), ticket=ticket)
+
+
+def handle_poll_error(job: Job, exc: errors.DeviceError, ticket: int) -> None:
+    if exc.permanent:
+        fail(job, exc)
+    else:
+        schedule_poll(job.pk, countdown=_next_interval(job, moved=False), ticket=ticket)
+
+
+def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
+    exc = result.error or errors.BadRequest("The device reported the render as failed.")
+    if isinstance(exc, errors.GenerationTimeout):
+        story: list[str] = []
+        try:
+            with lease.keep_alive(job.device_id, job.pk):
+                story = runner.recover_after_timeout()
+        except errors.DeviceError as cleanup_exc:
+            story.append(f"Cleaning up the device failed: {cleanup_exc.human}")
+        fail(
+            job,
+            exc,
+            human="The device stopped the render after its one-hour limit. The hub stopped the video "
+            "model and relaunched it so the next job can run. Try a shorter or smaller video.",
+            data={"cleanup": story},
+        )
+        return
+    fail(job, exc)
+
+
+def _collect(job: Job, runner) -> None:
+    try:
+        with lease.keep_alive(job.device_id, job.pk, poll_chain=True):
+            runner.collect()
+    except errors.DeviceError as exc:
+        job.refresh_from_db()
+        if exc.permanent or job.attempts >= MAX_ATTEMPTS:
+            fail(job, exc, human=f"Downloading the result failed: {exc.human}")
+        else:
+            schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
+        return
+    finish_done(job)
+
+
+# -- recovery after a crash --------------------------------------------------------------------------------------
+
+
+def _recover_submission(job_id: int) -> None:
+    """A poll-style job is ``submitted`` without a remote id and nobody works on it: did the create reach the
+    device? Adopt the render if the device lists it, else send it (that is the only resubmission path)."""
+    job = Job.objects.select_related("device").get(pk=job_id)
+    if job.state != S.SUBMITTED or job.remote_id:
+        return
+    runner = runner_for(job)
+    try:
+        found = runner.find_lost()
+    except errors.DeviceError as exc:
+        logger.info("job %s: cannot look for its render yet: %s", job_id, exc)
+        return  # reconcile tries again
+    if found:
+        job_note(
+            job.pk,
+            "Found the render the device had already started (after a hub restart).",
+            data={"remote_id": found},
+        )
+        _adopt(job, runner, found, {})
+        return
+    job_note(job.pk, "The device has no render for this job; sending it (once).")
+    try:
+        remote_id, data = runner.submit()
+    except errors.DeviceError as exc:
+        handle_error(job, exc, where="resubmit")
+        return
+    _adopt(job, runner, remote_id, data)
+
+
+def recover(job_id: int) -> None:
+    """Reconcile found an active job whose lease lapsed (its worker died). Take the lease for it and repair."""
+    job = Job.objects.select_related("device").filter(pk=job_id).first()
+    if job is None or job.state not in ACTIVE_STATES:
+        return
+    if lease.lease_is_live(job.device_id, job.pk):
+        return
+    if not lease.lease_renew(job.device_id, job.pk):
+        return  # someone else holds it
+    style = style_of(job.device.kind, job.kind)
+    if job.state == S.PREPARING:
+        back_to_queue(job, "The hub restarted while preparing; starting again.")
+        return
+    if style == "poll":
+        if job.remote_id:
+            schedule_poll(job.pk, countdown=0)
+        elif job.state == S.SUBMITTED:
+            _recover_submission(job.pk)
+        return
+    # Blocking and stream calls die with the worker that held them.
+    interrupt(job, "Interrupted: the hub lost the connection to the render (a worker restarted).")
+
+
+def cancel_on_device(job_id: int) -> None:
+    """After a cancel of a poll-style job that the device is rendering: stop it there, then free the device."""
+    job = Job.objects.select_related("device").filter(pk=job_id).first()
+    if job is None or job.state != S.CANCELLED:
+        return
+    lease.lease_renew(job.device_id, job.pk)
+    runner = runner_for(job)
+    try:
+        with lease.keep_alive(job.device_id, job.pk):
+            runner.cancel()
+        job_note(job.pk, "Stopped on the device.")
+    except errors.DeviceError as exc:
+        job_note(job.pk, f"Stopping it on the device failed: {exc.human}", data={"detail": exc.detail})
+    end_job(job)
+
+
+def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
+    """The safety net (beat, every few seconds). Cheap: a few indexed queries when all is well."""
+    from jobs.tasks import recover_job
+
+    now = now or _now()
+    counts = {"polls": 0, "recovered": 0, "released": 0, "dispatched": 0}
+    grace = dt.timedelta(seconds=max(3.0, 2 * settings.JOBS_POLL_INTERVAL_S))
+    active = list(
+        Job.objects.filter(state__in=ACTIVE_STATES)
+        .select_related("device")
+        .only("pk", "state", "remote_id", "next_poll_at", "poll_ticket", "kind", "device_id", "device__kind")
+    )
+    leases = {row.device_id: row for row in lease.DeviceLease.objects.all()}
+    for job in active:
+        poll_style = style_of(job.device.kind, job.kind) == "poll"
+        if poll_style and job.remote_id and job.state in POLLING_STATES:
+            if job.next_poll_at is None or job.next_poll_at < now - grace:
+                if schedule_poll(job.pk, countdown=0, ticket=job.poll_ticket):
+                    counts["polls"] += 1
+            continue
+        held = leases.get(job.device_id)
+        if held is None or held.job_id != job.pk or held.expires_at is None or held.expires_at < now:
+            recover_job.delay(job.pk)
+            counts["recovered"] += 1
+    busy = {j.device_id for j in active}
+    # Leases left by jobs that ended without releasing (a runner died after a cancel).
+    for device_id, row in leases.items():
+        if row.job_id and device_id not in busy and row.expires_at and row.expires_at < now:
+            counts["released"] += lease.lease_release(device_id, job_id=row.job_id)
+    waiting_devices = set(
+        Job.objects.filter(state__in=WAITING_STATES).values_list("device_id", flat=True).distinct()
+    )
+    for device_id in waiting_devices - busy:
+        device = Device.objects.filter(pk=device_id).only("state", "queue_paused").first()
+        if device is None or device.queue_paused or device.state in ("locked", "unreachable", "auth_failed"):
+            continue
+        row = leases.get(device_id)
+        if row and row.expires_at and row.expires_at >= now:
+            continue
+        _enqueue_dispatch(device_id)
+        counts["dispatched"] += 1
+    return counts
+
+
+def active_q() -> Q:
+    return Q(state__in=ACTIVE_STATES)

@@ -1,0 +1,182 @@
+"""Render-time predictions and the queue plan.
+
+A ``RenderStat`` per (device, kind, model, shape) learns from finished jobs (EWMA of the device-seconds they
+took). Until a shape has history, the seed comes from the reference's measured times:
+MiniMax-H3-Turbo 2 s @832x480/4 steps ≈ 7 min, 7 s ≈ 12 min, 5 s @1344x768 ≈ 32 min (the same anchors as the
+emulator's ``video_render_seconds``); Hunyuan3D shape ≈ 7 min; Z-Image ≈ 7.9 s per 512² image at 8 steps;
+Foundation-1 ≈ 68 s per 20 s loop; TensorSharp's own examples (H3 640x384x22f/8 steps ≈ 63 s, Wan 832x480x81f/
+50 steps ≈ 270 s, Qwen-Image-Edit ≈ 40 s).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from typing import Any
+
+from django.db import transaction
+from django.utils import timezone
+
+EWMA_ALPHA = 0.3
+LOAD_SECONDS = 30.0  # a model that is not loaded yet: launch + warm-up
+VIDEO_REFUSE_OVER_S = 55 * 60  # the device cuts renders off at 60 min (GENERATION_TIMEOUT)
+_BASE_PX = 832 * 480
+_PX_EXP = math.log(31 / 9) / math.log((1344 * 768) / _BASE_PX)  # fitted to the 1344x768 anchor
+STAGE_3D_SECONDS = {"shape": 420.0, "simplify": 40.0, "texture": 540.0, "export": 15.0}
+
+
+def tiiny_video_seconds(width: int, height: int, seconds: float, steps: int) -> float:
+    return 60.0 + 15.0 * steps * ((width * height) / _BASE_PX) ** _PX_EXP * (seconds + 4.0)
+
+
+def _wh(size: str, default: tuple[int, int] = (512, 512)) -> tuple[int, int]:
+    try:
+        w, h = str(size).lower().split("x", 1)
+        return int(w), int(h)
+    except (ValueError, AttributeError):
+        return default
+
+
+def _words(text: str) -> int:
+    return max(1, len(str(text or "").split()))
+
+
+def shape_of(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> str:
+    """The key that groups renders of comparable cost."""
+    p = params
+    if kind == "video":
+        if device_kind == "tensorsharp":
+            return f"{p.get('width')}x{p.get('height')}:{p.get('frames')}f:{p.get('steps')}st"
+        return f"{p.get('size')}:{p.get('seconds')}s:{p.get('steps')}st"
+    if kind == "image":
+        if device_kind == "tensorsharp":
+            return f"edit:{p.get('steps')}st"
+        return f"{p.get('size')}:{p.get('steps')}st:x{p.get('n', 1)}"
+    if kind == "mesh":
+        return "+".join(p.get("stages") or ["shape"])
+    if kind == "music":
+        return f"{p.get('seconds')}s:{p.get('steps', '')}"
+    if kind == "speech":
+        words = _words(p.get("input", ""))
+        return f"w{10 * (words // 10)}"  # per 10 words
+    return "default"
+
+
+def seed_seconds(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> float:
+    """Device-seconds from the reference's numbers, before any history exists."""
+    p = params
+    if kind == "video" and device_kind == "tensorsharp":
+        w, h, frames, steps = (
+            int(p.get("width", 640)),
+            int(p.get("height", 384)),
+            int(p.get("frames", 22)),
+            int(p.get("steps", 20)),
+        )
+        mpf = w * h * max(frames, 1) / 1e6
+        if "wan" in model_id.lower():
+            return 3.0 + steps * mpf * 0.153 + mpf * 0.6
+        return 2.0 + steps * mpf * 1.23 + mpf * 1.2 + 1.5
+    if kind == "video":
+        w, h = _wh(p.get("size", "832x480"), (832, 480))
+        return tiiny_video_seconds(w, h, float(p.get("seconds", 2)), int(p.get("steps", 7)))
+    if kind == "image" and device_kind == "tensorsharp":
+        return 3.0 + int(p.get("steps") or 30) * 1.05 * 1.88 + 1.5
+    if kind == "image":
+        w, h = _wh(p.get("size", "512x512"))
+        per = max(1.0, 7.9 * (w * h) / (512 * 512) * int(p.get("steps") or 9) / 8)
+        return (per + 1.0) * int(p.get("n", 1) or 1)
+    if kind == "mesh":
+        return sum(STAGE_3D_SECONDS.get(s, 60.0) for s in p.get("stages") or ["shape"])
+    if kind == "music":
+        seconds = float(p.get("seconds", 20))
+        if "songgeneration" in model_id.lower():
+            return 2 * 20.0 + 1.5 * (float(p.get("preview_seconds", 10)) + seconds)
+        return 68.0 * seconds / 20.0
+    if kind == "speech":
+        return 0.5 + _words(p.get("input", "")) * 0.4 / 2.1 + 1.0
+    return 60.0
+
+
+def estimate(*, device_id: int, device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> float:
+    from jobs.models import RenderStat
+
+    shape = shape_of(kind, model_id, params, device_kind)
+    stat = RenderStat.objects.filter(device_id=device_id, kind=kind, model_id=model_id, shape=shape).first()
+    if stat and stat.samples:
+        return stat.mean_s
+    return seed_seconds(kind, model_id, params, device_kind)
+
+
+def learn(job: Any) -> None:
+    """Fold a finished job's device time into its shape's EWMA (first sample replaces the seed)."""
+    from jobs.models import RenderStat
+
+    if not job.device_seconds or job.device_seconds <= 0:
+        return
+    shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
+    with transaction.atomic():
+        stat, _ = RenderStat.objects.select_for_update().get_or_create(
+            device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape
+        )
+        if stat.samples == 0:
+            stat.mean_s = job.device_seconds
+        else:
+            stat.mean_s = EWMA_ALPHA * job.device_seconds + (1 - EWMA_ALPHA) * stat.mean_s
+        stat.samples += 1
+        stat.save()
+
+
+def plan(device_id: int, *, now: dt.datetime | None = None) -> list[tuple[Any, dt.datetime, dt.datetime]]:
+    """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order."""
+    from devices.models import Device
+    from jobs.models import ACTIVE_STATES, Job
+    from jobs.scheduler import opens_at, order_jobs, snapshot_for
+
+    now = now or timezone.now()
+    device = Device.objects.get(pk=device_id)
+    snap = snapshot_for(device_id, now=now)
+    out = []
+    cursor = now
+    loaded = set(snap.loaded)
+    for job in Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at"):
+        est = job.estimate_s or 0.0
+        start = job.started_at or now
+        done = max(
+            now,
+            start + dt.timedelta(seconds=est * (1 - (job.progress or 0) / 100.0) if job.progress else est),
+        )
+        out.append((job, start, done))
+        cursor = max(cursor, done)
+        loaded = {job.model_id}
+    waiting = list(Job.objects.filter(device_id=device_id, state__in=("queued", "scheduled")))
+    for job in order_jobs(snap, waiting):
+        est = job.estimate_s or estimate(
+            device_id=device_id,
+            device_kind=device.kind,
+            kind=job.kind,
+            model_id=job.model_id,
+            params=job.params,
+        )
+        if job.model_id not in loaded:
+            est += LOAD_SECONDS
+        start = max(cursor, opens_at(job, snap))
+        finish = start + dt.timedelta(seconds=est)
+        out.append((job, start, finish))
+        cursor = finish
+        loaded = {job.model_id}
+    return out
+
+
+def plan_device(device_id: int) -> None:
+    """Recompute and store every queued job's predicted start/finish, then push the queue."""
+    from jobs.broadcast import broadcast_queue
+    from jobs.models import Job
+
+    rows = plan(device_id)
+    changed = []
+    for job, start, finish in rows:
+        if job.predicted_start != start or job.predicted_finish != finish:
+            changed.append(Job(pk=job.pk, predicted_start=start, predicted_finish=finish))
+    if changed:
+        Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish"])
+    transaction.on_commit(lambda: broadcast_queue(device_id))

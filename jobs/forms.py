@@ -1,0 +1,733 @@
+"""Submit forms, one per kind, built from the device's reported capabilities.
+
+Every field the device would reject is refused here with a message a person understands, so nothing reaches
+the device that it will turn down (reference: tiiny-device-api.md, field notes §11). Usage in a view::
+
+    form = form_class_for(kind, device)(request.POST or None, request.FILES or None, device=device, user=user)
+    if form.is_valid():
+        admission = form.admission()          # estimate, start/ready times, warnings, or a refusal
+        job = job_submit(owner=user, device=device, kind=kind, model_id=form.cleaned_data["model"],
+                         params=form.cleaned_params(), upload_files=form.upload_files(), **form.schedule())
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from devices.capabilities import BROKEN_3D_STAGES, Capabilities, voices_for_model
+from jobs.models import JobKind, When
+
+MAX_IMAGE_BYTES = 10 * 1024 * 1024
+MAX_AUDIO_BYTES = 10 * 1024 * 1024
+IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
+AUDIO_TYPES = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/vnd.wave": "wav"}
+SUPERTONIC_WHY = (
+    "Supertonic-3 fails through the device's API: the API passes the full id "
+    "“Supertone/supertonic-3” and the model's own server only accepts “Supertonic-3”. "
+    "Choose another speech model."
+)
+
+
+@dataclass
+class Admission:
+    """What the hub expects if the job is queued now."""
+
+    estimate_s: float
+    starts_at: dt.datetime | None
+    ready_at: dt.datetime | None
+    warnings: list[str] = field(default_factory=list)
+    refused: str | None = None
+
+
+def _sniff_image(head: bytes) -> str | None:
+    if head.startswith(b"\x89PNG\r\n\x1a\n"):
+        return "image/png"
+    if head.startswith(b"\xff\xd8\xff"):
+        return "image/jpeg"
+    if head[:4] == b"RIFF" and head[8:12] == b"WEBP":
+        return "image/webp"
+    return None
+
+
+def clean_image_upload(f, *, label: str = "The image") -> Any:
+    """Bounded size, and the bytes must really be PNG/JPEG/WebP (the name and the browser's type are ignored)."""
+    if f is None:
+        return None
+    if f.size > MAX_IMAGE_BYTES:
+        raise ValidationError(
+            f"{label} is {f.size / 1e6:.1f} MB; the limit is {MAX_IMAGE_BYTES // 10**6} MB."
+        )
+    head = f.read(16)
+    f.seek(0)
+    mime = _sniff_image(head)
+    if mime is None:
+        raise ValidationError(f"{label} must be a PNG, JPEG or WebP image.")
+    f.sniffed_mime = mime
+    return f
+
+
+def clean_wav_upload(f, *, label: str = "The recording") -> Any:
+    if f is None:
+        return None
+    if f.size > MAX_AUDIO_BYTES:
+        raise ValidationError(
+            f"{label} is {f.size / 1e6:.1f} MB; the limit is {MAX_AUDIO_BYTES // 10**6} MB."
+        )
+    head = f.read(12)
+    f.seek(0)
+    if not (head[:4] == b"RIFF" and head[8:12] == b"WAVE"):
+        raise ValidationError(f"{label} must be a WAV file.")
+    f.sniffed_mime = "audio/wav"
+    return f
+
+
+class JobForm(forms.Form):
+    """Fields every kind shares: the model, when to run, politeness, sharing."""
+
+    kind: str = ""
+    model = forms.ChoiceField(label="Model")
+    when = forms.ChoiceField(choices=When.choices, initial=When.ASAP, label="When")
+    not_before = forms.DateTimeField(
+        required=False, label="Not before", help_text="Only with “Not before a time”."
+    )
+    polite = forms.BooleanField(
+        required=False,
+        initial=True,
+        label="Polite",
+        help_text="By day, don't unload a model someone else loaded (e.g. a chat).",
+    )
+    shared = forms.BooleanField(required=False, initial=False, label="Share with the household")
+
+    def __init__(self, data=None, files=None, *, device, user=None, **kw: Any) -> None:
+        super().__init__(data, files, **kw)
+        self.device = device
+        self.user = user
+        self.caps = Capabilities.from_dict(device.capabilities)
+        self.fields["model"].choices = [(m, label) for m, label in self.model_choices()]
+        if len(self.fields["model"].choices) == 1:
+            self.fields["model"].initial = self.fields["model"].choices[0][0]
+
+    # -- to override --------------------------------------------------------------------------------------
+    def model_choices(self) -> list[tuple[str, str]]:
+        return []
+
+    def cleaned_params(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+    def upload_files(self) -> dict[str, Any]:
+        """Files the job keeps as inputs (saved under its folder by ``job_submit``)."""
+        return {}
+
+    # -- shared ------------------------------------------------------------------------------------------
+    def _name(self, model_id: str) -> str:
+        m = self.caps.model(model_id)
+        name = (m.name if m else model_id.rsplit("/", 1)[-1]) or model_id
+        return f"{name} (loaded)" if m and m.loaded else name
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.fields["model"].choices:
+            raise ValidationError(
+                f"This device has no model for {JobKind(self.kind).label.lower()} right now."
+            )
+        when = data.get("when")
+        nb = data.get("not_before")
+        if when == When.NOT_BEFORE:
+            if not nb:
+                self.add_error("not_before", "Give the time the job may start.")
+            elif nb < timezone.now() - dt.timedelta(minutes=1):
+                self.add_error("not_before", "That time has already passed.")
+        return data
+
+    def schedule(self) -> dict[str, Any]:
+        """``when``, ``not_before``, ``polite``, ``shared`` for ``job_submit``."""
+        d = self.cleaned_data
+        return {
+            "when": d.get("when") or When.ASAP,
+            "not_before": d.get("not_before") if d.get("when") == When.NOT_BEFORE else None,
+            "polite": bool(d.get("polite")),
+            "shared": bool(d.get("shared")),
+        }
+
+    def admission(self) -> Admission:
+        """Estimate, predicted start/ready time and warnings for this request on this device now."""
+        from jobs import eta
+        from jobs.scheduler import blocked_reason, opens_at, polite_blocked, snapshot_for
+
+        model_id = self.cleaned_data["model"]
+        params = self.cleaned_params()
+        est = eta.estimate(
+            device_id=self.device.pk,
+            device_kind=self.device.kind,
+            kind=self.kind,
+            model_id=model_id,
+            params=params,
+        )
+        warnings: list[str] = []
+        snap = snapshot_for(self.device.pk)
+        if reason := blocked_reason(snap):
+            warnings.append(f"{reason} The job will wait until that changes.")
+        load = 0.0
+        if model_id not in snap.loaded:
+            load = eta.LOAD_SECONDS
+            warnings.append("The model is not loaded yet; loading it adds a little time.")
+        probe = _Probe(model_id=model_id, **self.schedule())
+        if polite_blocked(probe, snap):
+            warnings.append(
+                "Loading this model by day would unload a model someone else is using; with "
+                "“Polite” on, the job waits for the night window."
+            )
+        rows = eta.plan(self.device.pk, now=snap.now)
+        busy_until = max([finish for _job, _start, finish in rows], default=snap.now)
+        starts = max(busy_until, opens_at(probe, snap))
+        ready = starts + dt.timedelta(seconds=est + load)
+        refused = self.refusal(est)
+        return Admission(estimate_s=est, starts_at=starts, ready_at=ready, warnings=warnings, refused=refused)
+
+    def refusal(self, estimate_s: float) -> str | None:
+        return None
+
+
+@dataclass
+class _Probe:
+    """A not-yet-saved job as the scheduler's pure functions see it."""
+
+    model_id: str
+    when: str
+    not_before: dt.datetime | None
+    polite: bool
+    shared: bool = False
+    retry_after: dt.datetime | None = None
+    priority: int = 0
+
+
+# ======================================================================================================
+# Video
+# ======================================================================================================
+
+
+def snap_frames(frames: int, grid: str) -> int:
+    """TensorSharp snaps frames to its grid: 17k+5 (MiniMax-H3) or 4k+1 (Wan); we snap the same way, nearest."""
+    if grid == "17k+5":
+        k = max(0, round((frames - 5) / 17))
+        return 17 * k + 5
+    if grid == "4k+1":
+        k = max(0, round((frames - 1) / 4))
+        return 4 * k + 1
+    return frames
+
+
+class VideoForm(JobForm):
+    kind = JobKind.VIDEO
+    prompt = forms.CharField(widget=forms.Textarea, max_length=4000, label="Prompt")
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
+    start_image = forms.FileField(required=False, label="Start image (optional)")
+    # Tiiny
+    size = forms.ChoiceField(required=False, label="Size")
+    seconds = forms.IntegerField(required=False, min_value=1, max_value=7, initial=2, label="Length (s)")
+    steps = forms.TypedChoiceField(required=False, coerce=int, label="Steps")
+    # TensorSharp
+    width = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=640, label="Width")
+    height = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=384, label="Height")
+    frames = forms.IntegerField(required=False, min_value=1, max_value=481, initial=22, label="Frames")
+    ts_steps = forms.IntegerField(required=False, min_value=1, max_value=100, initial=8, label="Steps")
+    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
+    video_mode = forms.ChoiceField(required=False, label="Mode")
+    end_image = forms.FileField(required=False, label="End image (optional)")
+    generate_audio = forms.BooleanField(required=False, initial=True, label="Audio track")
+
+    TIINY_ONLY = ("size", "seconds", "steps")
+    TS_ONLY = ("width", "height", "frames", "ts_steps", "cfg", "video_mode", "end_image", "generate_audio")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.is_ts = self.device.kind == "tensorsharp"
+        for name in self.TIINY_ONLY if self.is_ts else self.TS_ONLY:
+            del self.fields[name]
+        if self.is_ts:
+            ts = self.caps.tensorsharp
+            block = (ts.video if ts else None) or {}
+            modes = [("t2v", "Text to video")]
+            if block.get("supportsImageConditioning"):
+                modes.append(("i2v", "Start image to video"))
+            if block.get("supportsEndImageConditioning"):
+                modes.append(("fl2v", "First and last frame"))
+            self.fields["video_mode"].choices = modes
+            self.fields["video_mode"].initial = "t2v"
+            if not block.get("supportsEndImageConditioning"):
+                del self.fields["end_image"]
+            if not block.get("supportsAudio"):
+                del self.fields["generate_audio"]
+            if not block.get("supportsImageConditioning"):
+                del self.fields["start_image"]
+            if ts and ts.max_cfg is not None:
+                self.fields["cfg"].help_text = f"At most {ts.max_cfg:g} for this model (it is CFG-distilled)."
+        else:
+            cap = self._cap(self.data.get("model") or self.fields["model"].initial)
+            canvases = cap.canvases if cap else []
+            steps = cap.step_options if cap else []
+            self.fields["size"].choices = [(c, c) for c in canvases]
+            self.fields["steps"].choices = [(s, str(s)) for s in steps]
+            if cap:
+                self.fields["steps"].initial = cap.default_steps
+                self.fields["seconds"].max_value = cap.max_seconds
+                self.fields["seconds"].help_text = f"1 to {cap.max_seconds} seconds (the device's limit)."
+
+    def _cap(self, model_id: str | None):
+        if model_id:
+            return self.caps.video_for(model_id)
+        vids = self.caps.video_models()
+        return vids[0] if vids else None
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        if self.device.kind == "tensorsharp":
+            ts = self.caps.tensorsharp
+            return [(ts.loaded, ts.loaded)] if ts and ts.video is not None and ts.loaded else []
+        ids = list(self.caps.video) or [m.id for m in self.caps.models_of_kind("video")]
+        return [(i, self._name(i)) for i in ids]
+
+    def clean_start_image(self):
+        return clean_image_upload(self.cleaned_data.get("start_image"), label="The start image")
+
+    def clean_end_image(self):
+        return clean_image_upload(self.cleaned_data.get("end_image"), label="The end image")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        return self._clean_ts(data) if self.is_ts else self._clean_tiiny(data)
+
+    def _clean_tiiny(self, data: dict[str, Any]) -> dict[str, Any]:
+        cap = self._cap(data.get("model"))
+        if cap is None:
+            return data
+        if not data.get("size"):
+            self.add_error("size", f"Choose one of the sizes this model renders: {', '.join(cap.canvases)}.")
+        elif data["size"] not in cap.canvases:
+            self.add_error("size", f"This model only renders {', '.join(cap.canvases)}.")
+        seconds = data.get("seconds")
+        if seconds is None:
+            self.add_error("seconds", "Give the length in seconds.")
+        elif not 1 <= seconds <= cap.max_seconds:
+            self.add_error(
+                "seconds", f"The device renders 1 to {cap.max_seconds} seconds; longer fails at once."
+            )
+        if data.get("steps") in (None, ""):
+            data["steps"] = cap.default_steps
+        elif cap.step_options and data["steps"] not in cap.step_options:
+            self.add_error("steps", f"Steps must be one of {', '.join(map(str, cap.step_options))}.")
+        return data
+
+    def _clean_ts(self, data: dict[str, Any]) -> dict[str, Any]:
+        ts = self.caps.tensorsharp
+        block = (ts.video if ts else None) or {}
+        for dim in ("width", "height"):
+            v = data.get(dim)
+            if v is None:
+                self.add_error(dim, f"Give the {dim} in pixels.")
+            elif v % 32:
+                self.add_error(dim, f"The {dim} must be a multiple of 32 (e.g. {32 * round(v / 32) or 32}).")
+        if data.get("frames") is None:
+            self.add_error("frames", "Give the number of frames.")
+        elif ts and ts.frame_grid:
+            data["frames"] = snap_frames(data["frames"], ts.frame_grid)
+        if data.get("ts_steps") is None:
+            self.add_error("ts_steps", "Give the number of steps.")
+        cfg = data.get("cfg")
+        if cfg is not None and ts and ts.max_cfg is not None and cfg > ts.max_cfg:
+            self.add_error(
+                "cfg",
+                f"This model is CFG-distilled: guidance above {ts.max_cfg:g} is refused. "
+                "Leave it at 1 and raise the steps for quality.",
+            )
+        mode = data.get("video_mode") or "t2v"
+        if mode == "i2v" and not data.get("start_image"):
+            self.add_error("start_image", "“Start image to video” needs a start image.")
+        if mode == "fl2v" and not (data.get("start_image") and data.get("end_image")):
+            self.add_error("end_image", "“First and last frame” needs both a start and an end image.")
+        if mode == "t2v" and (data.get("start_image") or data.get("end_image")):
+            self.add_error("video_mode", "Images were given: choose a mode that uses them.")
+        if not block:
+            raise ValidationError("The model loaded on this server is not a video model.")
+        return data
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        if self.is_ts:
+            p = {
+                "prompt": d["prompt"],
+                "width": d["width"],
+                "height": d["height"],
+                "frames": d["frames"],
+                "steps": d["ts_steps"],
+                "video_mode": d.get("video_mode") or "t2v",
+            }
+            if d.get("cfg") is not None:
+                p["cfg"] = d["cfg"]
+            if "generate_audio" in self.fields:
+                p["generate_audio"] = bool(d.get("generate_audio"))
+        else:
+            p = {
+                "prompt": d["prompt"],
+                "size": d["size"],
+                "seconds": int(d["seconds"]),
+                "steps": int(d["steps"]),
+            }
+        if d.get("seed") is not None:
+            p["seed"] = d["seed"]
+        return p
+
+    def upload_files(self) -> dict[str, Any]:
+        return {k: self.cleaned_data[k] for k in ("start_image", "end_image") if self.cleaned_data.get(k)}
+
+    def refusal(self, estimate_s: float) -> str | None:
+        from jobs.eta import VIDEO_REFUSE_OVER_S
+
+        if not self.is_ts and estimate_s > VIDEO_REFUSE_OVER_S:
+            return (
+                f"This render would take about {estimate_s / 60:.0f} minutes; the device cuts renders off "
+                f"after an hour, so the hub refuses anything over {VIDEO_REFUSE_OVER_S // 60} minutes. "
+                "Choose a smaller size, fewer seconds or fewer steps."
+            )
+        return None
+
+
+# ======================================================================================================
+# 3D
+# ======================================================================================================
+
+
+class MeshForm(JobForm):
+    kind = JobKind.MESH
+    image = forms.FileField(label="Picture of the object", help_text="PNG, JPEG or WebP, up to 10 MB.")
+    simplify = forms.BooleanField(required=False, initial=True, label="Simplify the mesh")
+    texture = forms.BooleanField(required=False, initial=True, label="Paint a texture")
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
+    steps = forms.IntegerField(required=False, min_value=5, max_value=100, initial=30, label="Shape steps")
+    target_faces = forms.IntegerField(
+        required=False, min_value=1000, max_value=500000, initial=40000, label="Faces after simplifying"
+    )
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        return [(m.id, self._name(m.id)) for m in self.caps.models_of_kind("3d")]
+
+    def clean_image(self):
+        return clean_image_upload(self.cleaned_data.get("image"), label="The picture")
+
+    def stages(self) -> list[str]:
+        offered = [
+            s
+            for s in (self.caps.stages_3d or ["shape", "simplify", "texture", "export"])
+            if s not in BROKEN_3D_STAGES
+        ]  # never the broken background stage
+        want = ["shape"]
+        if self.cleaned_data.get("simplify") and "simplify" in offered:
+            want.append("simplify")
+        if self.cleaned_data.get("texture") and "texture" in offered:
+            want.append("texture")
+        want.append("export")
+        return want
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        p: dict[str, Any] = {"stages": self.stages(), "format": "glb", "steps": d.get("steps") or 30}
+        if d.get("seed") is not None:
+            p["seed"] = d["seed"]
+        if "simplify" in p["stages"]:
+            p["target_faces"] = d.get("target_faces") or 40000
+        return p
+
+    def upload_files(self) -> dict[str, Any]:
+        return {"image": self.cleaned_data["image"]}
+
+
+# ======================================================================================================
+# Music
+# ======================================================================================================
+
+
+class MusicForm(JobForm):
+    kind = JobKind.MUSIC
+    prompt = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Describe the sound",
+        help_text="Foundation-1: instruments, tempo, key, mood.",
+    )
+    caption = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="Describe the song",
+        help_text="SongGeneration: style, mood, instruments.",
+    )
+    lyrics = forms.CharField(required=False, widget=forms.Textarea, max_length=6000, label="Lyrics")
+    generation_type = forms.ChoiceField(
+        required=False,
+        initial="mixed",
+        label="Tracks",
+        choices=[
+            ("mixed", "Song (vocals and music)"),
+            ("bgm", "Music only"),
+            ("vocal", "Vocals only"),
+            ("separate", "Separate tracks"),
+        ],
+    )
+    seconds = forms.IntegerField(min_value=1, max_value=240, initial=20, label="Length (s)")
+    steps = forms.IntegerField(required=False, min_value=10, max_value=250, initial=75, label="Steps")
+    cfg_scale = forms.FloatField(required=False, min_value=1, max_value=15, initial=7, label="Guidance")
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        return [
+            (m.id, self._name(m.id))
+            for m in self.caps.models_of_kind("music") + self.caps.models_of_kind("song")
+        ]
+
+    def _is_song(self, model_id: str | None) -> bool:
+        m = self.caps.model(model_id or "")
+        return bool(m and m.kind == "song") or "songgeneration" in str(model_id).lower()
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        mid = data.get("model")
+        seconds = data.get("seconds")
+        if self._is_song(mid):
+            if not (data.get("caption") or "").strip() and not (data.get("lyrics") or "").strip():
+                self.add_error("caption", "Describe the song or give lyrics.")
+            if seconds is not None and not 10 <= seconds <= 240:
+                self.add_error("seconds", "SongGeneration makes songs of 10 to 240 seconds.")
+        elif mid:
+            if not (data.get("prompt") or "").strip():
+                self.add_error("prompt", "Describe the sound.")
+            if seconds is not None and not 1 <= seconds <= 47:
+                self.add_error("seconds", "Foundation-1 makes loops of 1 to 47 seconds.")
+        return data
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        if self._is_song(d["model"]):
+            # The device ignores seconds_total on resume, so the preview already asks for the full length.
+            p = {
+                "caption": d.get("caption") or "",
+                "lyrics": d.get("lyrics") or "",
+                "generation_type": d.get("generation_type") or "mixed",
+                "seconds": d["seconds"],
+                "preview_seconds": min(10, d["seconds"]),
+            }
+        else:
+            p = {
+                "prompt": d["prompt"],
+                "seconds": d["seconds"],
+                "steps": d.get("steps") or 75,
+                "cfg_scale": d.get("cfg_scale") or 7.0,
+            }
+        if d.get("seed") is not None:
+            p["seed"] = d["seed"]
+        return p
+
+
+# ======================================================================================================
+# Image
+# ======================================================================================================
+
+
+class ImageForm(JobForm):
+    kind = JobKind.IMAGE
+    prompt = forms.CharField(widget=forms.Textarea, max_length=4000, label="Prompt")
+    seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
+    steps = forms.IntegerField(required=False, min_value=1, max_value=100, label="Steps")
+    # Tiiny
+    negative_prompt = forms.CharField(required=False, max_length=2000, label="Avoid")
+    width = forms.IntegerField(required=False, min_value=256, max_value=2048, initial=1024, label="Width")
+    height = forms.IntegerField(required=False, min_value=256, max_value=2048, initial=1024, label="Height")
+    n = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=8,
+        initial=1,
+        label="How many",
+        help_text="The device makes one image per request; the hub asks once per image.",
+    )
+    # TensorSharp image edit
+    image = forms.FileField(required=False, label="Picture to edit")
+    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.is_ts = self.device.kind == "tensorsharp"
+        drop = ("negative_prompt", "width", "height", "n") if self.is_ts else ("image", "cfg")
+        for name in drop:
+            del self.fields[name]
+        if self.is_ts:
+            self.fields["image"].required = True
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        if self.device.kind == "tensorsharp":
+            return [(m.id, m.name) for m in self.caps.models_of_kind("image_edit") if m.loaded]
+        return [(m.id, self._name(m.id)) for m in self.caps.models_of_kind("image")]
+
+    def clean_image(self):
+        return clean_image_upload(self.cleaned_data.get("image"), label="The picture")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if not self.is_ts:
+            for dim in ("width", "height"):
+                v = data.get(dim)
+                if v is None:
+                    self.add_error(dim, f"Give the {dim} in pixels.")
+                elif v % 16:
+                    self.add_error(dim, f"The {dim} must be a multiple of 16 (e.g. {16 * round(v / 16)}).")
+        return data
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        p: dict[str, Any] = {"prompt": d["prompt"]}
+        if self.is_ts:
+            p["steps"] = d.get("steps") or 30
+            if d.get("cfg") is not None:
+                p["cfg"] = d["cfg"]
+        else:
+            p.update(size=f"{d['width']}x{d['height']}", n=d.get("n") or 1, steps=d.get("steps") or 9)
+            if d.get("negative_prompt"):
+                p["negative_prompt"] = d["negative_prompt"]
+        if d.get("seed") is not None:
+            p["seed"] = d["seed"]
+        return p
+
+    def upload_files(self) -> dict[str, Any]:
+        return {"image": self.cleaned_data["image"]} if self.cleaned_data.get("image") else {}
+
+
+# ======================================================================================================
+# Speech
+# ======================================================================================================
+
+
+class SpeechForm(JobForm):
+    kind = JobKind.SPEECH
+    input = forms.CharField(widget=forms.Textarea, max_length=5000, label="Text to speak")
+    voice = forms.CharField(required=False, max_length=100, label="Voice")
+    instruct = forms.CharField(
+        required=False,
+        max_length=500,
+        label="Describe the voice",
+        help_text="For VoiceDesign, e.g. “A calm, warm female voice.”",
+    )
+    ref_audio = forms.FileField(required=False, label="Voice to clone (WAV)")
+    ref_text = forms.CharField(required=False, max_length=2000, label="What the recording says")
+    language = forms.CharField(required=False, max_length=20, label="Language")
+    response_format = forms.ChoiceField(
+        choices=[("wav", "WAV"), ("mp3", "MP3")], initial="wav", label="Format"
+    )
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        # Supertonic is never offered: it fails through the API whatever is sent (see SUPERTONIC_WHY).
+        return [
+            (m.id, self._name(m.id))
+            for m in self.caps.tts_models()
+            if voices_for_model(m.id).mode != "broken"
+        ]
+
+    def voice_spec(self, model_id: str):
+        return voices_for_model(model_id)
+
+    def full_clean(self) -> None:
+        # A posted Supertonic id isn't among the choices; say why instead of "not one of the choices".
+        if self.is_bound and "supertonic" in str(self.data.get("model", "")).lower():
+            super().full_clean()
+            self._errors["model"] = self.error_class([SUPERTONIC_WHY])
+            self.cleaned_data.pop("model", None)
+            return
+        super().full_clean()
+
+    def clean_ref_audio(self):
+        return clean_wav_upload(self.cleaned_data.get("ref_audio"))
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        mid = data.get("model")
+        if not mid:
+            return data
+        spec = self.voice_spec(mid)
+        voice = (data.get("voice") or "").strip()
+        if spec.mode == "preset":
+            if spec.voices and not voice:
+                data["voice"] = spec.voices[0]
+            elif voice and spec.voices and voice not in spec.voices and "vibevoice" not in mid.lower():
+                self.add_error("voice", f"This model's voices are: {', '.join(spec.voices)}.")
+            elif voice and "vibevoice" in mid.lower() and not _vibevoice_like(voice):
+                self.add_error(
+                    "voice", "VibeVoice speakers look like “en-Emma_woman” (language-Name_gender)."
+                )
+        elif spec.mode == "instruct":
+            if voice:
+                self.add_error("voice", "This model has no preset voices; describe the voice instead.")
+            if not (data.get("instruct") or "").strip():
+                self.add_error("instruct", "Describe the voice you want.")
+        elif spec.mode == "clone":
+            if voice:
+                self.add_error("voice", "This model only clones: give a recording and its transcript.")
+            if not data.get("ref_audio"):
+                self.add_error("ref_audio", "Give a short WAV recording of the voice to clone.")
+            if not (data.get("ref_text") or "").strip():
+                self.add_error("ref_text", "Type what the recording says.")
+        return data
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        spec = self.voice_spec(d["model"])
+        p: dict[str, Any] = {"input": d["input"], "response_format": d.get("response_format") or "wav"}
+        if spec.mode == "preset" and d.get("voice"):
+            p["voice"] = d["voice"]
+        if spec.mode == "instruct":
+            p["instruct"] = d["instruct"]
+        if spec.mode == "clone":
+            p["ref_text"] = d["ref_text"]
+        if d.get("language"):
+            p["language"] = d["language"]
+        return p
+
+    def upload_files(self) -> dict[str, Any]:
+        return {"ref_audio": self.cleaned_data["ref_audio"]} if self.cleaned_data.get("ref_audio") else {}
+
+
+def _vibevoice_like(voice: str) -> bool:
+    head, _, tail = voice.partition("-")
+    return bool(head) and bool(tail) and (tail.endswith("_woman") or tail.endswith("_man"))
+
+
+FORMS: dict[str, type[JobForm]] = {
+    JobKind.VIDEO: VideoForm,
+    JobKind.MESH: MeshForm,
+    JobKind.MUSIC: MusicForm,
+    JobKind.IMAGE: ImageForm,
+    JobKind.SPEECH: SpeechForm,
+}
+
+
+def form_class_for(kind: str, device) -> type[JobForm]:
+    """The form for ``kind``; it adapts its fields to ``device`` (Tiiny or TensorSharp) when instantiated."""
+    try:
+        return FORMS[kind]
+    except KeyError:
+        raise ValueError(f"unknown job kind {kind!r}") from None
+
+
+def kinds_for(device) -> list[str]:
+    """Kinds the device can run right now (what the submit page offers)."""
+    if device.kind == "tensorsharp":
+        caps = Capabilities.from_dict(device.capabilities)
+        ts = caps.tensorsharp
+        out = []
+        if ts and ts.video is not None:
+            out.append(JobKind.VIDEO)
+        if caps.models_of_kind("image_edit"):
+            out.append(JobKind.IMAGE)
+        return out
+    return list(FORMS)

@@ -1,0 +1,232 @@
+"""Jobs: the database is the truth. A Job row holds state, the device-side id, progress and its story.
+
+States (see ../shared/design/architecture.md):
+    queued → scheduled (waiting for its window) → preparing (model load) → submitted → running → collecting → done
+    plus failed, cancelled and interrupted (the render was lost on the device, or the hub lost a blocking/stream call;
+    requeued once automatically).
+Every transition is a compare-and-set UPDATE (``jobs.services``) plus a JobEvent with a monotonic ``seq``.
+"""
+
+from __future__ import annotations
+
+import secrets
+
+from django.conf import settings
+from django.db import models
+from django.db.models import Q
+
+
+class JobKind(models.TextChoices):
+    VIDEO = "video", "Video"
+    MESH = "mesh", "3D model"
+    MUSIC = "music", "Music"
+    IMAGE = "image", "Image"
+    SPEECH = "speech", "Speech"
+
+
+class JobState(models.TextChoices):
+    QUEUED = "queued", "Queued"
+    SCHEDULED = "scheduled", "Waiting for its time"
+    PREPARING = "preparing", "Loading the model"
+    SUBMITTED = "submitted", "Sent to the device"
+    RUNNING = "running", "Rendering"
+    COLLECTING = "collecting", "Saving the result"
+    DONE = "done", "Done"
+    FAILED = "failed", "Failed"
+    CANCELLED = "cancelled", "Cancelled"
+    INTERRUPTED = "interrupted", "Interrupted"
+
+
+WAITING_STATES = (JobState.QUEUED, JobState.SCHEDULED)
+ACTIVE_STATES = (JobState.PREPARING, JobState.SUBMITTED, JobState.RUNNING, JobState.COLLECTING)
+FINAL_STATES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+
+
+class When(models.TextChoices):
+    ASAP = "asap", "As soon as possible"
+    TONIGHT = "tonight", "Tonight (the device's night window)"
+    NOT_BEFORE = "not_before", "Not before a time"
+
+
+def new_share_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+class Job(models.Model):
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    device = models.ForeignKey("devices.Device", on_delete=models.PROTECT, related_name="jobs")
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    model_id = models.CharField(max_length=200)
+    params = models.JSONField(default=dict)  # validated parameters, exactly what the runner sends
+    prompt = models.TextField(blank=True, default="")  # the searchable text (prompt / caption / speech input)
+
+    state = models.CharField(max_length=12, choices=JobState.choices, default=JobState.QUEUED)
+    priority = models.IntegerField(default=0)  # admins' "run next" raises it; higher runs first
+    when = models.CharField(max_length=12, choices=When.choices, default=When.ASAP)
+    not_before = models.DateTimeField(null=True, blank=True)
+    polite = models.BooleanField(default=True)  # by day, don't evict models the hub did not load
+
+    remote_id = models.CharField(max_length=200, blank=True, default="")  # stored before anything can fail
+    remote_data = models.JSONField(default=dict, blank=True)  # runner bookkeeping (e.g. image i of n, stage)
+    progress = models.FloatField(default=0)  # 0..100
+    phase = models.CharField(max_length=100, blank=True, default="")
+    next_poll_at = models.DateTimeField(null=True, blank=True)  # reconcile revives dead poll chains
+    # The poll chain's ticket: a poll task runs only if it holds the current ticket (CAS), so a revived chain
+    # and a late redelivery of the old countdown task can never both poll.
+    poll_ticket = models.PositiveIntegerField(default=0)
+    # Set just before the device call that creates a render (poll style). If the worker dies between that call
+    # and storing ``remote_id``, recovery looks for a render created after this instant instead of resubmitting.
+    submit_started_at = models.DateTimeField(null=True, blank=True)
+    retry_after = models.DateTimeField(null=True, blank=True)  # backoff (unreachable, polite wait)
+    bypassed = models.PositiveSmallIntegerField(default=0)  # times a loaded-model job jumped ahead of it
+
+    estimate_s = models.FloatField(null=True, blank=True)  # predicted render time
+    predicted_start = models.DateTimeField(null=True, blank=True)
+    predicted_finish = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    started_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    attempts = models.PositiveIntegerField(default=0)
+    requeues = models.PositiveIntegerField(default=0)  # automatic requeues after an interruption
+    error_code = models.CharField(max_length=50, blank=True, default="")
+    error_human = models.CharField(max_length=500, blank=True, default="")
+    error_detail = models.TextField(blank=True, default="")  # the device's raw error
+    device_seconds = models.FloatField(default=0)  # device time used (fair share counts it)
+    evicted = models.JSONField(default=list, blank=True)  # models unloaded to make room for this job
+    cancel_reason = models.CharField(max_length=300, blank=True, default="")
+
+    shared = models.BooleanField(default=False)  # visible to the whole household
+    share_token = models.CharField(max_length=64, blank=True, default="")  # read-only link; "" = revoked
+    last_seq = models.PositiveIntegerField(default=0)
+
+    class Meta:
+        ordering = ["-created"]
+        indexes = [
+            # The scheduler: waiting jobs of one device in priority/FIFO order.
+            models.Index(
+                fields=["device", "-priority", "created"],
+                name="jobs_queue_idx",
+                condition=Q(state__in=["queued", "scheduled"]),
+            ),
+            # The dashboard's "running now" and reconcile's sweep of active jobs.
+            models.Index(
+                fields=["device", "state"],
+                name="jobs_active_idx",
+                condition=Q(state__in=["preparing", "submitted", "running", "collecting"]),
+            ),
+            models.Index(fields=["owner", "-created"], name="jobs_owner_hist_idx"),
+            models.Index(fields=["-created"], name="jobs_created_idx"),
+            models.Index(fields=["owner", "finished_at"], name="jobs_fairshare_idx"),
+            models.Index(fields=["share_token"], name="jobs_share_idx", condition=~Q(share_token="")),
+            # History pages filtered by device and state ("failed jobs on the Tiiny").
+            models.Index(fields=["device", "-created"], name="jobs_device_hist_idx"),
+            # Fair share: device-seconds per owner on one device over the last 7 days.
+            models.Index(fields=["device", "finished_at"], name="jobs_device_fair_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.get_kind_display()} #{self.pk}"
+
+    @property
+    def is_final(self) -> bool:
+        return self.state in FINAL_STATES
+
+    @property
+    def is_active(self) -> bool:
+        return self.state in ACTIVE_STATES
+
+    @property
+    def is_waiting(self) -> bool:
+        return self.state in WAITING_STATES
+
+
+class JobEvent(models.Model):
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="events")
+    seq = models.PositiveIntegerField()
+    at = models.DateTimeField(auto_now_add=True)
+    state = models.CharField(max_length=12, choices=JobState.choices)
+    message = models.CharField(max_length=500)
+    data = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["job", "seq"]
+        constraints = [models.UniqueConstraint(fields=["job", "seq"], name="jobs_event_seq_uniq")]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id}.{self.seq} {self.state}: {self.message}"
+
+
+class Artifact(models.Model):
+    class Kind(models.TextChoices):
+        VIDEO = "video", "Video"
+        AUDIO = "audio", "Audio"
+        MESH = "mesh", "3D model"
+        IMAGE = "image", "Image"
+        SIDECAR = "sidecar", "Sidecar"  # e.g. MiniMax-H3's WAV track beside the MP4
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="artifacts")
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    file = models.FileField(max_length=300)  # relative to MEDIA_ROOT: results/<owner>/<job>/<name>
+    name = models.CharField(max_length=200)
+    mime = models.CharField(max_length=100)
+    bytes = models.PositiveBigIntegerField()
+    sha256 = models.CharField(max_length=64)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["job", "id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class DeviceLease(models.Model):
+    """One job at a time per device, model loads included. Expires, so a crashed worker can't keep it.
+
+    Taken and renewed with conditional UPDATEs (``jobs.lease``); the row exists once per device.
+    """
+
+    device = models.OneToOneField(
+        "devices.Device", on_delete=models.CASCADE, primary_key=True, related_name="lease"
+    )
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    token = models.CharField(max_length=64, blank=True, default="")
+    expires_at = models.DateTimeField(null=True, blank=True)
+
+    def __str__(self) -> str:
+        return f"lease on device {self.device_id}: job {self.job_id}"
+
+
+class RenderStat(models.Model):
+    """What renders of one shape really took on one device: the ETA model learns from finished jobs."""
+
+    device = models.ForeignKey("devices.Device", on_delete=models.CASCADE, related_name="+")
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    model_id = models.CharField(max_length=200)
+    shape = models.CharField(max_length=100)  # e.g. "832x480:2s:4steps"
+    samples = models.PositiveIntegerField(default=0)
+    mean_s = models.FloatField(default=0)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["device", "kind", "model_id", "shape"], name="jobs_renderstat_uniq"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.model_id} {self.shape}: {self.mean_s:.0f} s ({self.samples})"
+
+
+class Bookmark(models.Model):
+    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="bookmarks")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="bookmarks")
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["user", "job"], name="jobs_bookmark_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} ★ {self.job_id}"

@@ -1,0 +1,229 @@
+"""Which job a device runs next: pure functions over rows plus a snapshot with an injectable clock.
+
+Policy (architecture.md "Scheduling policy"), in order:
+1. A paused queue or a locked/unreachable/unauthorised device starts nothing.
+2. Windows: ``asap``; ``tonight`` = the device's night window in its own time zone; ``not_before``. A job in
+   backoff (``retry_after``: unreachable device, polite wait) is not eligible until then.
+3. Polite mode by day: a job that would have to evict a model the hub did not load (someone's chat) waits,
+   unless its owner unticked "polite".
+4. Base order: admin priority (run next / reorder), then fair share (the owner's device-seconds on this device
+   over the last 7 days, least first), then FIFO.
+5. Model affinity: among the first K+1 eligible jobs, prefer one whose model is already loaded; it jumps at most
+   K places, and a job that has been jumped K times is never jumped again (no starvation).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from zoneinfo import ZoneInfo
+
+K_MAX_JUMP = 3
+FAIR_WINDOW = dt.timedelta(days=7)
+NPU_MARGIN = 5  # the client's "fake fit" margin: an eviction is needed below it
+BLOCKING_DEVICE_STATES = frozenset({"locked", "unreachable", "auth_failed"})
+
+
+@dataclass(frozen=True)
+class DeviceSnapshot:
+    device_id: int
+    now: dt.datetime
+    state: str = "online"
+    paused: bool = False
+    night_start: dt.time = dt.time(23, 0)
+    night_end: dt.time = dt.time(7, 0)
+    time_zone: str = "UTC"
+    loaded: frozenset[str] = frozenset()
+    foreign_loaded: frozenset[str] = frozenset()  # running models the hub did not load
+    npu_free: int | None = None
+    npu_cost: dict[str, int] = field(default_factory=dict)
+    usage: dict[int, float] = field(default_factory=dict)  # owner id -> device-seconds in FAIR_WINDOW
+
+
+# -- device and windows --------------------------------------------------------------------------------------
+
+
+def blocked_reason(snap: DeviceSnapshot) -> str:
+    """Why nothing may start on the device now ("" when something may)."""
+    if snap.paused:
+        return "The queue is paused by an admin."
+    if snap.state in BLOCKING_DEVICE_STATES:
+        return {
+            "locked": "The device is locked after a restart.",
+            "unreachable": "The device cannot be reached.",
+            "auth_failed": "The device rejects the hub's API key.",
+        }[snap.state]
+    return ""
+
+
+def in_night(now: dt.datetime, start: dt.time, end: dt.time, tz: str) -> bool:
+    local = now.astimezone(ZoneInfo(tz)).time()
+    if start <= end:
+        return start <= local < end
+    return local >= start or local < end  # crosses midnight (23:00-07:00)
+
+
+def next_night_start(now: dt.datetime, start: dt.time, end: dt.time, tz: str) -> dt.datetime:
+    """``now`` if the window is open, else the next time it opens (aware, in UTC-compatible form)."""
+    if in_night(now, start, end, tz):
+        return now
+    zone = ZoneInfo(tz)
+    local = now.astimezone(zone)
+    candidate = local.replace(hour=start.hour, minute=start.minute, second=0, microsecond=0)
+    if candidate <= local:
+        candidate += dt.timedelta(days=1)
+    return candidate.astimezone(dt.UTC)
+
+
+def opens_at(job: Any, snap: DeviceSnapshot) -> dt.datetime:
+    """The earliest time ``job`` may start by its window and backoff alone."""
+    t = snap.now
+    if job.when == "tonight":
+        t = next_night_start(snap.now, snap.night_start, snap.night_end, snap.time_zone)
+    elif job.when == "not_before" and job.not_before and job.not_before > t:
+        t = job.not_before
+    if job.retry_after and job.retry_after > t:
+        t = job.retry_after
+    return t
+
+
+def window_open(job: Any, snap: DeviceSnapshot) -> bool:
+    return opens_at(job, snap) <= snap.now
+
+
+def polite_blocked(job: Any, snap: DeviceSnapshot) -> bool:
+    """By day, a polite job that would have to evict someone else's model waits for the night (or the owner)."""
+    if not job.polite or job.model_id in snap.loaded or not snap.foreign_loaded:
+        return False
+    if in_night(snap.now, snap.night_start, snap.night_end, snap.time_zone):
+        return False
+    cost = snap.npu_cost.get(job.model_id)
+    if cost is None or snap.npu_free is None:
+        return False  # unknown: let the runner find out (ensure_loaded(polite=True) refuses, then backoff)
+    return snap.npu_free - cost < NPU_MARGIN
+
+
+def eligible(job: Any, snap: DeviceSnapshot) -> bool:
+    return window_open(job, snap) and not polite_blocked(job, snap)
+
+
+# -- order ---------------------------------------------------------------------------------------------------
+
+
+def base_key(job: Any, snap: DeviceSnapshot) -> tuple:
+    return (-job.priority, snap.usage.get(job.owner_id, 0.0), job.created, job.pk)
+
+
+def base_order(jobs: Iterable[Any], snap: DeviceSnapshot) -> list[Any]:
+    return sorted(jobs, key=lambda j: base_key(j, snap))
+
+
+def pick(
+    candidates: Sequence[Any], loaded: Iterable[str], k: int = K_MAX_JUMP
+) -> tuple[Any | None, list[Any]]:
+    """From eligible jobs in base order: the next one and the jobs it jumps over (at most ``k``).
+
+    A loaded-model job may only jump jobs that have been jumped fewer than ``k`` times.
+    """
+    if not candidates:
+        return None, []
+    loaded = set(loaded)
+    head = candidates[0]
+    if head.model_id in loaded:
+        return head, []
+    for i, job in enumerate(candidates[1 : k + 1], start=1):
+        jumped = list(candidates[:i])
+        if any(j.bypassed >= k for j in jumped):
+            break
+        if job.model_id in loaded:
+            return job, jumped
+    return head, []
+
+
+def next_job(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> tuple[Any | None, list[Any]]:
+    """The job to start now (or None) and the jobs it jumps. ``jobs`` = the device's waiting jobs."""
+    if blocked_reason(snap):
+        return None, []
+    candidates = [j for j in base_order(jobs, snap) if eligible(j, snap)]
+    return pick(candidates, snap.loaded, k)
+
+
+def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> list[Any]:
+    """The whole waiting queue in the order it is expected to run (for the plan and the ETA).
+
+    Simulates repeated picks: after each pick that job's model counts as loaded. Jobs whose window is not open
+    yet follow in the order their windows open (ties in base order).
+    """
+    rest = base_order(jobs, snap)
+    ready = [j for j in rest if window_open(j, snap)]
+    later = sorted(
+        (j for j in rest if not window_open(j, snap)), key=lambda j: (opens_at(j, snap), *base_key(j, snap))
+    )
+    out: list[Any] = []
+    loaded = set(snap.loaded)
+    bypassed = {j.pk: j.bypassed for j in ready}
+    while ready:
+        view = [_Bypass(j, bypassed[j.pk]) for j in ready]
+        chosen, jumped = pick(view, loaded, k)
+        job = chosen.job
+        for j in jumped:
+            bypassed[j.job.pk] += 1
+        ready.remove(job)
+        out.append(job)
+        loaded = {job.model_id}
+    return out + later
+
+
+@dataclass
+class _Bypass:
+    job: Any
+    bypassed: int
+
+    @property
+    def model_id(self) -> str:
+        return self.job.model_id
+
+
+# -- snapshot from the database --------------------------------------------------------------------------------
+
+
+def snapshot_for(device_id: int, *, now: dt.datetime | None = None) -> DeviceSnapshot:
+    from django.db.models import Sum
+    from django.utils import timezone
+
+    from devices.models import Device
+    from jobs.models import Job
+
+    now = now or timezone.now()
+    device = Device.objects.get(pk=device_id)
+    loaded = {str(m.get("model_id")) for m in device.loaded_models or [] if m.get("model_id")}
+    hub = set(device.hub_loaded_models or [])
+    costs = {}
+    for m in (device.capabilities or {}).get("models", []):
+        if m.get("npu_usage") is not None:
+            costs[m["id"]] = int(m["npu_usage"])
+    free = None
+    if device.npu_units_total is not None and device.npu_units_used is not None:
+        free = device.npu_units_total - device.npu_units_used
+    usage = dict(
+        Job.objects.filter(device_id=device_id, finished_at__gte=now - FAIR_WINDOW)
+        .values_list("owner_id")
+        .annotate(s=Sum("device_seconds"))
+        .values_list("owner_id", "s")
+    )
+    return DeviceSnapshot(
+        device_id=device_id,
+        now=now,
+        state=device.state,
+        paused=device.queue_paused,
+        night_start=device.night_start,
+        night_end=device.night_end,
+        time_zone=device.time_zone or "UTC",
+        loaded=frozenset(loaded),
+        foreign_loaded=frozenset(loaded - hub),
+        npu_free=free,
+        npu_cost=costs,
+        usage={k: float(v or 0) for k, v in usage.items()},
+    )

@@ -1,0 +1,77 @@
+"""Reads for views, fragments and the engine. No device I/O here."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.db.models import Q, QuerySet
+from django.http import Http404
+
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+
+
+def jobs_visible_to(user: Any) -> QuerySet[Job]:
+    """Jobs ``user`` may see: their own, shared ones, and everything for admins (newest first)."""
+    qs = Job.objects.select_related("owner", "device")
+    if not getattr(user, "is_authenticated", False):
+        return qs.none()
+    if user.is_admin:
+        return qs
+    return qs.filter(Q(owner=user) | Q(shared=True))
+
+
+def can_view(user: Any, job: Job) -> bool:
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return user.is_admin or job.owner_id == user.pk or job.shared
+
+
+def can_manage(user: Any, job: Job) -> bool:
+    """Cancel, retry, share: the owner (if they may still submit) and admins."""
+    if not getattr(user, "is_authenticated", False):
+        return False
+    return user.is_admin or (job.owner_id == user.pk and user.can_submit)
+
+
+def job_for(user: Any, job_id: int | str) -> Job:
+    """The job, or Http404 when it doesn't exist *or* ``user`` may not see it (no existence leak)."""
+    try:
+        job = Job.objects.select_related("owner", "device").get(pk=int(job_id))
+    except (Job.DoesNotExist, ValueError, TypeError):
+        raise Http404("No such job.") from None
+    if not can_view(user, job):
+        raise Http404("No such job.")
+    return job
+
+
+def job_by_share_token(token: str) -> Job:
+    if not token:
+        raise Http404("No such job.")
+    job = Job.objects.select_related("owner", "device").filter(share_token=token).first()
+    if job is None:
+        raise Http404("No such job.")
+    return job
+
+
+def running_job(device: Any) -> Job | None:
+    device_id = getattr(device, "pk", device)
+    return Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at").first()
+
+
+def queue_plan(device: Any) -> list[Job]:
+    """The device's active job(s) then waiting jobs, in the order the scheduler will run them, each with the
+    ``predicted_start``/``predicted_finish`` that ``jobs.eta.plan_device`` stored last."""
+    from jobs.scheduler import order_jobs, snapshot_for
+
+    device_id = getattr(device, "pk", device)
+    active = list(
+        Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES)
+        .select_related("owner")
+        .order_by("started_at")
+    )
+    waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).select_related("owner"))
+    if not waiting:
+        return active
+    snap = snapshot_for(device_id)
+    order = order_jobs(snap, waiting)
+    return active + order

@@ -1,0 +1,66 @@
+"""Celery tasks: thin, id-taking ways into ``jobs.engine``. Each is safe to run twice (CAS claims inside)."""
+
+from __future__ import annotations
+
+import logging
+
+from celery import shared_task
+
+logger = logging.getLogger("jobs.tasks")
+
+
+@shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
+def dispatch(device_id: int) -> int | None:
+    """Short: take the device lease, pick the next job, claim it (queued → preparing), start its runner."""
+    from jobs.engine import dispatch_device
+
+    return dispatch_device(device_id)
+
+
+@shared_task(ignore_result=True)
+def run_job(job_id: int) -> None:
+    """Prepare (model load under the lease) and submit; for blocking/stream runners, the whole call.
+
+    Its time limits are set per call by dispatch from the job's estimate (a long render needs a long limit).
+    """
+    from jobs.engine import run
+
+    run(job_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
+def poll_job(job_id: int, ticket: int) -> None:
+    """One poll of a poll-style job; only the holder of the current ticket polls, then it re-enqueues itself."""
+    from jobs.engine import poll
+
+    poll(job_id, ticket)
+
+
+@shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
+def recover_job(job_id: int) -> None:
+    from jobs.engine import recover
+
+    recover(job_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=400, time_limit=460)
+def cancel_on_device(job_id: int) -> None:
+    """Stop a cancelled render on the device (for video: DELETE, then stop the model — slow), free the device."""
+    from jobs.engine import cancel_on_device as run_cancel
+
+    run_cancel(job_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
+def reconcile() -> dict[str, int]:
+    """Beat, every few seconds: revive dead poll chains, recover jobs whose worker died, start idle queues."""
+    from jobs.engine import reconcile as run_reconcile
+
+    return run_reconcile()
+
+
+@shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
+def plan(device_id: int) -> None:
+    from jobs.eta import plan_device
+
+    plan_device(device_id)

@@ -1,0 +1,145 @@
+"""Fixtures for the job engine's integration tests: our own workers and beat, devices backed by emulators.
+
+The engine tests control workers (SIGKILL one mid-render, run two at once), so they must be the only consumers
+of the broker: if the session's ``live_worker``/``live_beat`` are running, they are stopped for the duration
+and started again afterwards. Short intervals reach the workers through their environment.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+import pytest
+
+from hub.testing import Proc, start_beat, start_worker, wait_for
+
+ENGINE_ENV = {
+    "JOBS_POLL_INTERVAL_S": "0.2",
+    "JOBS_POLL_MAX_S": "0.6",
+    "JOBS_LEASE_TTL_S": "3",
+    "JOBS_DEVICE_POLL_S": "0.05",
+    "JOBS_LOAD_GRACE_S": "0.05",
+    "JOBS_RECONCILE_S": "1",
+}
+
+
+@dataclass
+class Engine:
+    workers: dict[str, Proc] = field(default_factory=dict)
+    beat: Proc | None = None
+
+    def start_worker(self, name: str, concurrency: int = 2) -> Proc:
+        proc = start_worker(name, concurrency=concurrency, **ENGINE_ENV)
+        self.workers[name] = proc
+        return proc
+
+    def kill_worker(self, name: str) -> None:
+        self.workers.pop(name).kill()
+
+    def stop_all(self) -> None:
+        for proc in self.workers.values():
+            proc.stop()
+        self.workers.clear()
+
+    def ensure(self, names: tuple[str, ...] = ("e1",)) -> None:
+        for name in list(self.workers):
+            if name not in names or not self.workers[name].alive():
+                self.workers.pop(name).stop()
+        for name in names:
+            if name not in self.workers:
+                self.start_worker(name)
+
+    def logs(self) -> str:
+        return "\n".join(f"--- {n}\n{p.log_tail(60)}" for n, p in self.workers.items())
+
+
+def _running_session_proc(request, name: str) -> Proc | None:
+    # A session fixture already set up keeps its value in ``cached_result``; asking for it would start it.
+    for fixturedef in request._fixturemanager.getfixturedefs(name, request.node) or ():
+        cached = getattr(fixturedef, "cached_result", None)
+        if cached and isinstance(cached[0], Proc):
+            return cached[0]
+    return None
+
+
+@pytest.fixture(scope="session")
+def engine_session(request, django_db_setup, django_db_blocker):
+    paused = [
+        p
+        for p in (_running_session_proc(request, "live_worker"), _running_session_proc(request, "live_beat"))
+        if p is not None and p.alive()
+    ]
+    for proc in paused:
+        proc.stop()
+    engine = Engine()
+    with django_db_blocker.unblock():
+        engine.beat = start_beat(**ENGINE_ENV)
+    yield engine
+    engine.stop_all()
+    if engine.beat:
+        engine.beat.stop()
+    for proc in paused:  # give the session its processes back
+        marks = proc.log_tail(100000).count("ready.") + proc.log_tail(100000).count("beat: Starting")
+        proc.start()
+        wait_for(
+            lambda p=proc, m=marks: (
+                p.log_tail(100000).count("ready.") + p.log_tail(100000).count("beat: Starting") > m
+            ),
+            timeout=30,
+            what=f"{proc.name} again",
+        )
+
+
+@pytest.fixture
+def engine(engine_session, transactional_db):
+    """One worker (``e1``) running with short intervals; tests may start, kill and add more."""
+    engine_session.ensure(("e1",))
+    yield engine_session
+    time.sleep(0.2)  # let in-flight tasks of this test settle before the database is flushed
+
+
+def make_device(emulator, *, kind: str = "tiiny", name: str = "Pocket"):
+    from devices.clients import TensorSharpClient, TiinyClient
+    from devices.models import Device
+    from devices.services import device_register, device_save_capabilities
+
+    device = device_register(
+        name=name, kind=kind, base_url=emulator.base_url, api_key=emulator.api_key if kind == "tiiny" else ""
+    )
+    client = (
+        TiinyClient(emulator.base_url, emulator.api_key)
+        if kind == "tiiny"
+        else TensorSharpClient(emulator.base_url)
+    )
+    with client:
+        caps = client.capabilities()
+    device_save_capabilities(device_id=device.pk, caps=caps)
+    Device.objects.filter(pk=device.pk).update(state=Device.State.ONLINE)
+    device.refresh_from_db()
+    return device
+
+
+@pytest.fixture
+def pocket(tiiny):
+    return make_device(tiiny)
+
+
+@pytest.fixture
+def ts_device(tensorsharp):
+    return make_device(tensorsharp, kind="tensorsharp", name="TensorSharp")
+
+
+def wait_job(job, states=("done",), timeout: float = 30.0, engine: Engine | None = None):
+    def reached() -> bool:
+        job.refresh_from_db()
+        return job.state in states
+
+    try:
+        wait_for(reached, timeout=timeout, what=f"job {job.pk} to reach {states}")
+    except TimeoutError:
+        story = "\n".join(f"  {e.seq} {e.state}: {e.message}" for e in job.events.order_by("seq"))
+        raise AssertionError(
+            f"job {job.pk} is {job.state} ({job.phase}):\n{story}\n{engine.logs() if engine else ''}"
+        ) from None
+    return job
