@@ -576,6 +576,11 @@ class TiinyClient(HttpDevice):
             body["image"] = image
         return self._post_json("/v1/videos", body, read=self.timeouts.submit)
 
+    def video_list(self) -> list[dict]:
+        """The device's video jobs (the job engine looks here for a render it lost track of in a crash)."""
+        raw = self._get_json("/v1/videos")
+        return raw.get("data", []) if isinstance(raw, dict) else list(raw or [])
+
     def video_get(self, video_id: str) -> dict:
         return self._get_json(f"/v1/videos/{quote(video_id, safe='')}", id_call=True)
 
@@ -611,6 +616,11 @@ class TiinyClient(HttpDevice):
         data = {"stage": stage, "params": _json.dumps(params)}
         resp = self._call("POST", "/v1/3d/tasks", data=data, files=files or None, read=self.timeouts.submit)
         return self.json(resp)
+
+    def task3d_list(self) -> list[dict]:
+        """The device's 3D stage tasks (for crash recovery, like ``video_list``)."""
+        raw = self._get_json("/v1/3d/tasks")
+        return raw.get("tasks", raw.get("data", [])) if isinstance(raw, dict) else list(raw or [])
 
     def task3d_get(self, task_id: str) -> dict:
         return self._get_json(f"/v1/3d/tasks/{quote(task_id, safe='')}", id_call=True)

@@ -156,3 +156,12 @@ def test_it_keeps_the_key_out_of_logs_during_a_whole_load(tiiny, c, caplog):
         TiinyClient(tiiny.base_url, "wrong-key").models()
     assert tiiny.api_key not in caplog.text
     assert tiiny.api_key not in repr(info.value)
+
+
+def test_it_lists_the_devices_video_and_3d_jobs_for_crash_recovery(tiiny, c):
+    tiiny.set_quirks("none")
+    tiiny.load(VIDEO)
+    created = c.video_create(model=VIDEO, prompt="a listed render", size="832x480", seconds=2, steps=4)
+    listed = c.video_list()
+    assert [row["id"] for row in listed if row.get("prompt") == "a listed render"] == [created["id"]]
+    assert c.task3d_list() == []

@@ -91,9 +91,7 @@ class TiinyVideoRunner(TiinyRunner):
 
     def find_lost(self) -> str | None:
         """Our render, if the device has one for this prompt created after we started submitting."""
-        lister = getattr(self.client, "video_list", None)
-        raw = lister() if lister else self.client._get_json("/v1/videos")
-        rows = raw.get("data", []) if isinstance(raw, dict) else raw or []
+        rows = self.client.video_list()
         since = (self.job.submit_started_at - FIND_SLACK).timestamp() if self.job.submit_started_at else 0
         for row in rows:
             if (
@@ -208,8 +206,7 @@ class TiinyMeshRunner(TiinyRunner):
         return self._submit_stage(self._index())
 
     def find_lost(self) -> str | None:
-        raw = self.client._get_json("/v1/3d/tasks")
-        rows = raw.get("tasks", []) if isinstance(raw, dict) else raw or []
+        rows = self.client.task3d_list()
         stage = self._stages()[self._index()]
         since = (self.job.submit_started_at - FIND_SLACK).timestamp() if self.job.submit_started_at else 0
         known = set((self.job.remote_data.get("tasks") or {}).values())
