@@ -33,8 +33,11 @@ app.conf.beat_schedule = {
     "devices-prune-metrics": {"task": "devices.tasks.prune_metrics", "schedule": 3600.0},
     # Jobs: the safety net after any crash (dead poll chains, lapsed leases, idle queues). Countdown polls live in
     # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
-    "jobs-reconcile": {"task": "jobs.tasks.reconcile", "schedule": float(os.environ.get("JOBS_RECONCILE_S", "5")),
-                       "options": {"expires": float(os.environ.get("JOBS_RECONCILE_S", "5"))}},
+    "jobs-reconcile": {
+        "task": "jobs.tasks.reconcile",
+        "schedule": float(os.environ.get("JOBS_RECONCILE_S", "5")),
+        "options": {"expires": float(os.environ.get("JOBS_RECONCILE_S", "5"))},
+    },
 }
 app.conf.beat_scheduler = "hub.celery:HubScheduler"
 

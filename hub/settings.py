@@ -121,7 +121,14 @@ REDIS_URL = env_url("REDIS_URL", "redis://127.0.0.1:6379/0", schemes=("redis", "
 CHANNEL_LAYERS = {
     "default": {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
-        "CONFIG": {"hosts": [REDIS_URL], "capacity": 500, "expiry": 30, "prefix": "hub-ws:"},
+        # redis-py 8 reads with a 5 s socket timeout by default, the same length as channels-redis's idle
+        # blocking pop: every idle socket died on a 5 s beat. A longer read timeout still notices a dead Redis.
+        "CONFIG": {
+            "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 2}],
+            "capacity": 500,
+            "expiry": 30,
+            "prefix": "hub-ws:",
+        },
     }
 }
 CACHES = {

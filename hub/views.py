@@ -12,6 +12,7 @@ from kombu.exceptions import OperationalError
 
 from hub.health import run_checks
 from hub.tasks import live_wire_ping
+from jobs.pages import dashboard_context
 
 log = logging.getLogger(__name__)
 
@@ -28,7 +29,8 @@ def healthz(request):
 
 @require_GET
 def dashboard(request):
-    return render(request, "dashboard.html", {"wire": None})
+    """Devices (state, gauges, last hour), what runs now, tonight's plan, and my recent jobs."""
+    return render(request, "dashboard.html", dashboard_context(request.user))
 
 
 @require_POST

@@ -1,8 +1,14 @@
 """The one module that pushes job and queue changes to open browsers (call after commit).
 
-Rendering belongs to the UI (``jobs.fragments``: ``job_fragments(job) -> list[str]`` and
-``queue_fragments(device) -> list[str]``, whole OOB elements). Until that module exists, or if it fails, pushes
-are skipped: a live update is best effort and must never fail a job.
+Rendering lives in ``jobs.fragments``; this module decides who receives what:
+
+- a job's own fragments (prompt, parameters, events, results) go only to people who may view the job:
+  ``job.<id>`` (its page; the topic handler checks access), ``user.<owner>``, ``admins`` and, when shared,
+  ``everyone``. Never ``device.<id>``: anyone signed in may join a device's group.
+- the device's running-now card and the queue plan are safe for everyone (private jobs appear without their
+  prompt): ``everyone`` and ``device.<id>``. The admins' queue controls (with prompts) go to ``admins`` only.
+
+A live update is best effort: a rendering or Redis failure is logged and never fails a job.
 """
 
 from __future__ import annotations
@@ -14,58 +20,49 @@ from hub import live
 logger = logging.getLogger("jobs.broadcast")
 
 
-def _fragments_module():
-    try:
-        from jobs import fragments  # the UI engineer's module
-    except ImportError:
-        return None
-    return fragments
-
-
 def job_groups(job) -> list[str]:
-    """Owner, the job's page, its device, admins; everyone too when the owner shared it."""
-    groups = [
-        live.user_group(job.owner_id),
-        live.job_group(job.pk),
-        live.device_group(job.device_id),
-        live.ADMINS,
-    ]
+    """The groups allowed to receive a job's full fragments."""
+    groups = [live.job_group(job.pk), live.user_group(job.owner_id), live.ADMINS]
     if job.shared:
         groups.append(live.EVERYONE)
     return groups
 
 
-def broadcast_job(job_id: int) -> None:
-    from jobs.models import Job
+def public_groups(device_id: int) -> list[str]:
+    return [live.EVERYONE, live.device_group(device_id)]
 
-    fragments = _fragments_module()
-    if fragments is None or not hasattr(fragments, "job_fragments"):
-        return
-    job = Job.objects.select_related("owner", "device").filter(pk=job_id).first()
-    if job is None:
-        return
+
+def broadcast_job(job_id: int) -> None:
+    from jobs import fragments
+
     try:
-        html = fragments.job_fragments(job)
+        job = fragments.job_with_related(job_id)
+        if job is None:
+            return
+        private = fragments.job_fragments(job)
+        running = fragments.running_fragment(job.device)
     except Exception:
         logger.exception("rendering job %s fragments failed", job_id)
         return
-    for fragment in html:
-        live.push_many(job_groups(job), fragment)
+    for html in private:
+        live.push_many(job_groups(job), html)
+    live.push_many(public_groups(job.device_id), running)
 
 
 def broadcast_queue(device_id: int) -> None:
     from devices.models import Device
+    from jobs import fragments
 
-    fragments = _fragments_module()
-    if fragments is None or not hasattr(fragments, "queue_fragments"):
-        return
-    device = Device.objects.filter(pk=device_id).first()
-    if device is None:
-        return
     try:
-        html = fragments.queue_fragments(device)
+        device = Device.objects.filter(pk=device_id).first()
+        if device is None:
+            return
+        public = fragments.queue_fragments(device)
+        admin = fragments.queue_admin_fragments(device)
     except Exception:
         logger.exception("rendering queue fragments for device %s failed", device_id)
         return
-    for fragment in html:
-        live.push_many([live.EVERYONE, live.device_group(device_id)], fragment)
+    for html in public:
+        live.push_many(public_groups(device_id), html)
+    for html in admin:
+        live.push(live.ADMINS, html)

@@ -46,3 +46,17 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
 
 def admin_exists() -> bool:
     return User.objects.filter(role=User.Role.ADMIN, is_active=True).exists()
+
+
+@transaction.atomic
+def user_set_active(*, user: User, active: bool) -> User:
+    """Deactivate (or bring back) a person: they can't sign in, their jobs and results stay.
+
+    Refuses to deactivate the last active admin, so the hub always has someone who can manage it.
+    """
+    others = User.objects.select_for_update().filter(role=User.Role.ADMIN, is_active=True).exclude(pk=user.pk)
+    if not active and user.role == User.Role.ADMIN and not others.exists():
+        raise ValueError("This is the last admin; make someone else an admin first.")
+    User.objects.filter(pk=user.pk).update(is_active=active)
+    user.is_active = active
+    return user

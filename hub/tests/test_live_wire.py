@@ -98,8 +98,13 @@ def test_the_live_wire_says_so_when_the_broker_is_down(member_client, settings):
     original = app.conf.broker_url
 
     def use(url: str) -> None:
-        app.pool.force_close_all()
-        app._pool = None  # the next publish opens a fresh pool on the new URL
+        # Drop every cached connection and producer so the next publish connects to ``url``, and leave the
+        # pools usable afterwards (force_close_all alone leaves a closed pool behind for later tests).
+        import kombu.pools
+
+        kombu.pools.reset()
+        app._pool = None
+        app.amqp._producer_pool = None
         app.conf.broker_url = url
 
     use(dead)

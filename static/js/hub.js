@@ -36,4 +36,129 @@
     var question = form.getAttribute && form.getAttribute("data-confirm");
     if (question && !window.confirm(question)) evt.preventDefault();
   }, true);
+
+  // ---- Jobs: "yours" marks, tab-title progress, notifications, small form helpers -------------------------
+  // Everything here reads data-* attributes of elements the server rendered (page or socket push); the server
+  // checks every request, so these are conveniences only.
+  var ACTIVE = { preparing: 1, submitted: 1, running: 1, collecting: 1 };
+  var FINAL = { done: "finished", failed: "failed" };
+  var baseTitle = document.title;
+  var seen = {};      // job id -> last state this page saw
+  var notified = {};  // job id -> state already announced
+  var NOTIFY_KEY = "hub-notify";
+
+  function me() { return document.body.dataset.user || ""; }
+  function isAdmin() { return document.body.dataset.admin === "1"; }
+  function notifyOn() {
+    return "Notification" in window && Notification.permission === "granted" && localStorage.getItem(NOTIFY_KEY) === "on";
+  }
+
+  function announce(id, state, el) {
+    if (notified[id] === state || !notifyOn()) return;
+    notified[id] = state;
+    var label = el.getAttribute("data-title") || ("Job " + id);
+    try {
+      var n = new Notification("Your job " + FINAL[state], { body: label, tag: "hub-job-" + id });
+      n.onclick = function () { window.focus(); location.href = "/jobs/" + id + "/"; };
+    } catch (e) { /* some browsers only allow notifications from a service worker: skip quietly */ }
+  }
+
+  function refresh() {
+    var user = me();
+    var progress = null;
+    document.querySelectorAll("[data-owner]").forEach(function (el) {
+      var mine = user && el.getAttribute("data-owner") === user;
+      el.classList.toggle("mine", !!mine);
+      if (el.classList.contains("owner-only")) el.hidden = !(mine || isAdmin());
+      var tag = el.querySelector && el.querySelector(".mine-tag");
+      if (tag) tag.hidden = !mine;
+      var id = el.getAttribute("data-job");
+      var state = el.getAttribute("data-state");
+      if (!mine || !id || !state) return;
+      if (ACTIVE[state] && el.hasAttribute("data-progress") && progress === null) progress = el.getAttribute("data-progress");
+      if (el.id === "job-" + id + "-status" && seen[id] && seen[id] !== state) {
+        document.body.dispatchEvent(new CustomEvent("job-state-changed", { detail: { job: id, state: state } }));
+      }
+      if (FINAL[state] && seen[id] && !FINAL[seen[id]]) announce(id, state, el);
+      seen[id] = state;
+    });
+    document.title = progress !== null ? progress + "% · " + baseTitle : baseTitle;
+  }
+
+  document.addEventListener("DOMContentLoaded", refresh);
+  document.addEventListener("htmx:wsAfterMessage", refresh);
+  document.addEventListener("htmx:afterSettle", refresh);
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    var id = (evt.target && evt.target.id) || "";
+    var m = /^device-(\d+)-(queue|running)$/.exec(id);
+    if (m) document.body.dispatchEvent(new CustomEvent("queue-changed-" + m[1]));
+    var g = /^device-(\d+)-gauges$/.exec(id);  // a new reading: the sparkline may redraw (throttled)
+    if (g) document.body.dispatchEvent(new CustomEvent("device-read-" + g[1]));
+  });
+
+  // Opt-in notifications: a button in the top bar, shown only where the browser supports them.
+  function notifyButton() {
+    var btn = document.getElementById("notify-toggle");
+    if (!btn || !("Notification" in window)) return;
+    btn.hidden = false;
+    function paint() {
+      var on = notifyOn();
+      btn.setAttribute("aria-pressed", on ? "true" : "false");
+      btn.textContent = on ? "Notifications on" : (Notification.permission === "denied" ? "Notifications blocked" : "Notify me");
+      btn.disabled = Notification.permission === "denied";
+      btn.title = Notification.permission === "denied" ? "Allow notifications for this site in the browser's settings" : "";
+    }
+    btn.addEventListener("click", function () {
+      if (notifyOn()) { localStorage.setItem(NOTIFY_KEY, "off"); paint(); return; }
+      Promise.resolve(Notification.requestPermission()).then(function (answer) {
+        localStorage.setItem(NOTIFY_KEY, answer === "granted" ? "on" : "off");
+        paint();
+      });
+    });
+    paint();
+  }
+  document.addEventListener("DOMContentLoaded", notifyButton);
+
+  // Picture preview beside a file input (data-preview="<img id>").
+  document.addEventListener("change", function (evt) {
+    var input = evt.target;
+    if (input.matches && input.matches("input[type=file][data-preview]")) {
+      var img = document.getElementById(input.getAttribute("data-preview"));
+      if (!img) return;
+      if (input.files && input.files[0]) { img.src = URL.createObjectURL(input.files[0]); img.hidden = false; }
+      else { img.removeAttribute("src"); img.hidden = true; }
+    }
+    if (input.matches && input.matches("select[data-autosubmit]")) input.form.submit();
+    showIf();
+  });
+
+  // data-show-if="name=value": show a block only when that radio/select has that value.
+  function showIf() {
+    document.querySelectorAll("[data-show-if]").forEach(function (el) {
+      var parts = el.getAttribute("data-show-if").split("=");
+      var form = el.closest("form");
+      var field = form && form.querySelector("[name='" + parts[0] + "']:checked, select[name='" + parts[0] + "']");
+      el.hidden = !(field && field.value === parts[1]);
+    });
+  }
+  document.addEventListener("DOMContentLoaded", showIf);
+
+  // A separate soundtrack (audio[data-sync-with=video id]) follows its video while the box is ticked.
+  function syncOn(audio) {
+    var box = document.querySelector("[data-sync-toggle='" + audio.id + "']");
+    return !box || box.checked;
+  }
+  ["play", "pause", "seeked", "ratechange"].forEach(function (type) {
+    document.addEventListener(type, function (evt) {
+      var video = evt.target;
+      if (!video || video.tagName !== "VIDEO" || !video.id) return;
+      document.querySelectorAll("audio[data-sync-with='" + video.id + "']").forEach(function (audio) {
+        if (!syncOn(audio)) return;
+        if (Math.abs(audio.currentTime - video.currentTime) > 0.2) audio.currentTime = video.currentTime;
+        audio.playbackRate = video.playbackRate;
+        if (type === "play") audio.play().catch(function () {});
+        if (type === "pause") audio.pause();
+      });
+    }, true);
+  });
 })();

@@ -1,0 +1,69 @@
+"""People (admins only): list, add with a role, change a role, deactivate or bring back."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.views.decorators.http import require_GET, require_POST
+
+from hub.accounts.decorators import admin_required
+from hub.accounts.forms import ActiveForm, PersonAddForm, RoleForm
+from hub.accounts.models import User
+from hub.accounts.services import user_create_or_update, user_set_active
+
+
+def _page(request: HttpRequest, form: PersonAddForm | None = None, **extra) -> dict:
+    people = User.objects.order_by("-is_active", "username")
+    return {"people": people, "form": form or PersonAddForm(), "roles": User.Role.choices, **extra}
+
+
+@admin_required
+@require_GET
+def people(request: HttpRequest) -> HttpResponse:
+    return render(request, "accounts/people.html", _page(request))
+
+
+@admin_required
+@require_POST
+def person_add(request: HttpRequest) -> HttpResponse:
+    form = PersonAddForm(request.POST)
+    if not form.is_valid():
+        return render(request, "accounts/people.html", _page(request, form), status=400)
+    result = user_create_or_update(**form.cleaned_data)
+    # Rendered, not redirected: a generated password is shown exactly once and never stored in a message.
+    return render(request, "accounts/people.html", _page(request, added=result))
+
+
+@admin_required
+@require_POST
+def person_role(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, pk=user_id)
+    form = RoleForm(request.POST)
+    if person.pk == request.user.pk:
+        messages.error(request, "You can't change your own role; ask another admin.")
+    elif form.is_valid():
+        user_create_or_update(username=person.username, role=form.cleaned_data["role"])
+        messages.success(request, f"{person} is now {User.Role(form.cleaned_data['role']).label.lower()}.")
+    else:
+        messages.error(request, "Choose admin, member or viewer.")
+    return redirect("people")
+
+
+@admin_required
+@require_POST
+def person_active(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, pk=user_id)
+    form = ActiveForm(request.POST)
+    if person.pk == request.user.pk or not form.is_valid():
+        messages.error(request, "You can't deactivate yourself.")
+        return redirect("people")
+    try:
+        user_set_active(user=person, active=form.cleaned_data["active"])
+    except ValueError as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(
+            request, f"{person} {'can sign in again' if person.is_active else 'is deactivated'}."
+        )
+    return redirect("people")

@@ -1,0 +1,169 @@
+"""Small forms for the job pages (filters, cancel reason, queue moves) and the gallery's cursor pagination.
+
+The gallery pages by (created, id), never OFFSET: a page is "the next N older than this job", so new jobs
+arriving meanwhile don't shift or repeat cards, and page 500 costs what page 1 does.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime as dt
+from dataclasses import dataclass, field
+from typing import Any
+
+from django import forms
+from django.contrib.auth import get_user_model
+from django.db.models import Prefetch, Q
+from django.urls import reverse
+from django.utils.dateparse import parse_datetime
+
+from devices.models import Device
+from jobs.bookmarks import bookmarked_ids
+from jobs.fragments import job_title
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
+from jobs.selectors import jobs_visible_to
+
+PAGE_SIZE = 24
+STATE_GROUPS = {
+    "waiting": list(WAITING_STATES),
+    "running": list(ACTIVE_STATES),
+    "done": [JobState.DONE],
+    "failed": [JobState.FAILED, JobState.INTERRUPTED],
+    "cancelled": [JobState.CANCELLED],
+}
+
+
+class CancelForm(forms.Form):
+    reason = forms.CharField(required=False, max_length=300, label="Reason")
+
+    def clean_reason(self) -> str:
+        return (self.cleaned_data.get("reason") or "").strip()
+
+
+class DirectionForm(forms.Form):
+    direction = forms.ChoiceField(choices=[("up", "Up"), ("down", "Down")])
+
+
+class GalleryFilterForm(forms.Form):
+    q = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Search prompts",
+        widget=forms.TextInput(attrs={"type": "search", "placeholder": "e.g. lighthouse"}),
+    )
+    kind = forms.ChoiceField(required=False, label="Kind", choices=[("", "Any kind"), *JobKind.choices])
+    state = forms.ChoiceField(
+        required=False,
+        label="State",
+        choices=[
+            ("", "Any state"),
+            ("waiting", "Waiting"),
+            ("running", "Running"),
+            ("done", "Done"),
+            ("failed", "Failed"),
+            ("cancelled", "Cancelled"),
+        ],
+    )
+    person = forms.ChoiceField(required=False, label="Person")
+    device = forms.ChoiceField(required=False, label="Device")
+    since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
+    until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
+    bookmarked = forms.BooleanField(required=False, label="Bookmarked only")
+
+    def __init__(self, data: Any = None, *, user: Any) -> None:
+        super().__init__(data, label_suffix="")
+        self.user = user
+        people = (
+            get_user_model().objects.filter(pk__in=jobs_visible_to(user).values("owner")).order_by("username")
+        )
+        self.fields["person"].choices = [("", "Anyone")] + [(p.username, str(p)) for p in people]
+        self.fields["device"].choices = [("", "Any device")] + [
+            (str(pk), name) for pk, name in Device.objects.order_by("name").values_list("pk", "name")
+        ]
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        if data.get("since") and data.get("until") and data["since"] > data["until"]:
+            self.add_error("until", "“To” is before “From”.")
+        return data
+
+    def apply(self, qs):
+        if not self.is_valid():
+            return qs
+        d = self.cleaned_data
+        if d.get("q"):
+            qs = qs.filter(prompt__icontains=d["q"])
+        if d.get("kind"):
+            qs = qs.filter(kind=d["kind"])
+        if d.get("state"):
+            qs = qs.filter(state__in=STATE_GROUPS[d["state"]])
+        if d.get("person"):
+            qs = qs.filter(owner__username=d["person"])
+        if d.get("device"):
+            qs = qs.filter(device_id=int(d["device"]))
+        if d.get("since"):
+            qs = qs.filter(created__date__gte=d["since"])
+        if d.get("until"):
+            qs = qs.filter(created__date__lte=d["until"])
+        if d.get("bookmarked"):
+            qs = qs.filter(bookmarks__user=self.user)
+        return qs
+
+    @property
+    def active(self) -> bool:
+        return self.is_valid() and any(self.cleaned_data.get(k) for k in self.fields)
+
+
+def encode_cursor(job: Job) -> str:
+    raw = f"{job.created.isoformat()}|{job.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, int] | None:
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
+        stamp, _, pk = raw.partition("|")
+        created = parse_datetime(stamp)
+        return (created, int(pk)) if created else None
+    except (ValueError, UnicodeDecodeError):
+        return None  # a mangled cursor shows the first page rather than an error
+
+
+@dataclass
+class GalleryPage:
+    cards: list[dict[str, Any]]
+    next_url: str = ""
+    is_first: bool = True
+    extra: dict[str, Any] = field(default_factory=dict)
+
+
+def gallery_page(user: Any, form: GalleryFilterForm, *, cursor: str = "") -> GalleryPage:
+    """One page of cards, newest first: 4 queries whatever the page (jobs, thumbnails, bookmarks, +filters)."""
+    qs = form.apply(jobs_visible_to(user)).order_by("-created", "-id")
+    position = decode_cursor(cursor) if cursor else None
+    if position:
+        created, pk = position
+        qs = qs.filter(Q(created__lt=created) | Q(created=created, pk__lt=pk))
+    thumbs = Artifact.objects.filter(kind__in=[Artifact.Kind.VIDEO, Artifact.Kind.IMAGE]).order_by("id")
+    jobs = list(
+        qs.prefetch_related(Prefetch("artifacts", queryset=thumbs, to_attr="thumbs"))[: PAGE_SIZE + 1]
+    )
+    more = len(jobs) > PAGE_SIZE
+    jobs = jobs[:PAGE_SIZE]
+    marks = bookmarked_ids(user, [j.pk for j in jobs]) if jobs else set()
+    cards = []
+    for job in jobs:
+        thumb = None
+        if job.state == JobState.DONE and job.thumbs:
+            a = job.thumbs[0]
+            thumb = {"kind": a.kind, "url": reverse("jobs-file", args=[job.pk, a.pk])}
+        cards.append(
+            {"job": job, "title": job_title(job, limit=90), "thumb": thumb, "bookmarked": job.pk in marks}
+        )
+    next_url = ""
+    if more:
+        params = form.data.copy() if hasattr(form.data, "copy") else {}
+        if hasattr(params, "setlist"):
+            params["cursor"] = encode_cursor(jobs[-1])
+            next_url = "?" + params.urlencode()
+    return GalleryPage(cards=cards, next_url=next_url, is_first=position is None)

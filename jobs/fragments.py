@@ -1,0 +1,257 @@
+"""Live job and queue fragments: whole elements with stable ids, rendered from the pages' own partials.
+
+Who receives what is decided in ``jobs.broadcast`` (the one module that pushes):
+
+- :func:`job_fragments` carries the prompt, parameters and results: only for people who may view the job.
+- :func:`running_fragment`, the device's running-now card, is public-safe (no private prompt).
+- :func:`queue_fragments` is safe for ``everyone``: a job someone may not view appears as "Video by mia"
+  without its prompt (shared jobs show it). :func:`queue_admin_fragments` adds the admins' controls and
+  the prompts, for ``admins`` only (the queue page also reloads its controls whenever the plan arrives,
+  so they stay right even when only the public fragments are pushed).
+
+Each fragment carries ``hx-swap-oob="true"``; duplicates or late arrivals are harmless because every push
+replaces the whole element with the current truth from the database.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+from django.db.models import Prefetch
+from django.template.loader import render_to_string
+from django.urls import reverse
+from django.utils import timezone
+
+from devices.models import Device
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobEvent
+from jobs.selectors import queue_plan, running_job
+
+DETAIL = "jobs/detail.html"
+PARTS = "jobs/_fragments.html"
+EVENTS_SHOWN = 60
+MOVES = [("up", "↑", "Move up"), ("down", "↓", "Move down")]
+
+
+# -- labels ------------------------------------------------------------------------------------------------
+def public_label(job: Job) -> str:
+    """What people who may not view a job see of it: its kind and its owner, never the prompt."""
+    return f"{job.get_kind_display()} by {job.owner}"
+
+
+def job_title(job: Job, *, limit: int = 80) -> str:
+    text = " ".join((job.prompt or "").split())
+    if not text:
+        return f"{job.get_kind_display()} #{job.pk}"
+    return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+# -- job fragments ----------------------------------------------------------------------------------------------
+def job_context(job: Job, *, share_token: str = "", **extra: Any) -> dict[str, Any]:
+    """Everything the job partials read. Events and artifacts come from prefetches when the caller made them.
+
+    With ``share_token`` the file links point at the public read-only view (the token is the permission).
+    """
+    events = list(job.events.all())[-EVENTS_SHOWN:]
+    artifacts = list(job.artifacts.all())
+    for a in artifacts:
+        a.url = (
+            reverse("jobs-public-file", args=[share_token, a.pk])
+            if share_token
+            else reverse("jobs-file", args=[job.pk, a.pk])
+        )
+    return {
+        "job": job,
+        "title": job_title(job),
+        "events": events,
+        "artifacts": artifacts,
+        "result": result_of(artifacts),
+        "eta": eta_for(job),
+        **extra,
+    }
+
+
+@dataclass(frozen=True)
+class Result:
+    main: Artifact | None  # the thing a player shows (video, audio, mesh, image)
+    sidecar: Artifact | None  # e.g. the WAV beside a MiniMax video
+    others: list[Artifact]
+
+
+def result_of(artifacts: list[Artifact]) -> Result:
+    main = next((a for a in artifacts if a.kind != Artifact.Kind.SIDECAR), None)
+    sidecar = next((a for a in artifacts if a.kind == Artifact.Kind.SIDECAR), None)
+    others = [a for a in artifacts if a is not main and a is not sidecar]
+    return Result(main, sidecar, others)
+
+
+def eta_for(job: Job, *, now: dt.datetime | None = None) -> dict[str, Any] | None:
+    """Remaining time of a running job from its predicted finish (or, lacking that, its estimate)."""
+    if job.state not in ACTIVE_STATES:
+        return None
+    now = now or timezone.now()
+    finish = job.predicted_finish
+    if finish is None and job.estimate_s and job.started_at:
+        finish = job.started_at + dt.timedelta(seconds=job.estimate_s)
+    if finish is None:
+        return None
+    return {"finish": finish, "remaining_s": max(0, int((finish - now).total_seconds()))}
+
+
+def job_with_related(job_id: int) -> Job | None:
+    return (
+        Job.objects.select_related("owner", "device")
+        .prefetch_related(
+            Prefetch("events", queryset=JobEvent.objects.order_by("seq")),
+            Prefetch("artifacts", queryset=Artifact.objects.order_by("id")),
+        )
+        .filter(pk=job_id)
+        .first()
+    )
+
+
+def job_fragments(job: Job) -> list[str]:
+    """Status (pill + progress + phase/ETA), event log, result and list row of one job, all out-of-band.
+
+    (``jobs.broadcast`` sends the device's public running-now card beside them: progress ticks don't replan
+    the queue, and that card is how the dashboards of everyone watching the device see the bar move.)
+    """
+    ctx = job_context(job, oob=True)
+    return [
+        render_to_string(f"{DETAIL}#job-status", ctx),
+        render_to_string(f"{DETAIL}#job-events", ctx),
+        render_to_string(f"{DETAIL}#job-result", ctx),
+        render_to_string(f"{PARTS}#job-row", ctx),
+    ]
+
+
+def running_fragment(device: Device) -> str:
+    running = running_job(device)
+    ctx = {
+        "device": device,
+        "running": running,
+        "oob": True,
+        "running_label": (job_title(running) if running.shared else public_label(running)) if running else "",
+        "running_eta": eta_for(running) if running else None,
+    }
+    return render_to_string(f"{PARTS}#device-running", ctx)
+
+
+# -- the queue ------------------------------------------------------------------------------------------------
+@dataclass
+class PlanEntry:
+    job: Job
+    label: str  # safe for everyone
+    start: dt.datetime | None
+    finish: dt.datetime | None
+    offset_pct: float = 0.0  # where the bar starts on the timeline
+    width_pct: float = 0.0
+
+
+def _plan_jobs(device: Device) -> list[Job]:
+    """The waiting jobs in the order the scheduler will run them, with their stored predictions."""
+    return [job for job in queue_plan(device) if job.state in WAITING_STATES]
+
+
+def queue_context(device: Device, *, admin: bool = False, now: dt.datetime | None = None) -> dict[str, Any]:
+    """The plan as a timeline: each waiting job with its predicted start/finish and a bar on a shared axis."""
+    now = now or timezone.now()
+    running = running_job(device)
+    jobs = _plan_jobs(device)
+    entries = [
+        PlanEntry(
+            job,
+            job_title(job) if (job.shared or admin) else public_label(job),
+            job.predicted_start,
+            job.predicted_finish,
+        )
+        for job in jobs
+    ]
+    ends = [e.finish for e in entries if e.finish] + (
+        [running.predicted_finish] if running and running.predicted_finish else []
+    )
+    span_end = max(ends, default=None)
+    if span_end and span_end > now:
+        total = (span_end - now).total_seconds()
+        for e in entries:
+            if e.start and e.finish:
+                e.offset_pct = round(max(0.0, (e.start - now).total_seconds()) / total * 100, 2)
+                e.width_pct = round(max(1.5, (e.finish - max(e.start, now)).total_seconds() / total * 100), 2)
+                e.width_pct = min(e.width_pct, 100 - e.offset_pct)
+    return {
+        "device": device,
+        "running": running,
+        "running_label": (job_title(running) if (running.shared or admin) else public_label(running))
+        if running
+        else "",
+        "running_eta": eta_for(running, now=now) if running else None,
+        "entries": entries,
+        "plan_end": span_end,
+        "now": now,
+        "admin": admin,
+        "moves": MOVES,
+    }
+
+
+def queue_fragments(device: Device) -> list[str]:
+    """The running-now card and the plan, safe for ``everyone`` (no private prompts)."""
+    ctx = queue_context(device)
+    ctx["oob"] = True
+    return [render_to_string(f"{PARTS}#device-running", ctx), render_to_string(f"{PARTS}#device-queue", ctx)]
+
+
+def queue_admin_fragments(device: Device) -> list[str]:
+    """The admins' control list for one device (prompts and buttons): ``admins`` only."""
+    ctx = queue_context(device, admin=True)
+    ctx["oob"] = True
+    return [render_to_string(f"{PARTS}#queue-admin", ctx)]
+
+
+# -- sparklines (server-drawn SVG: no chart library needed for a glance) --------------------------------------
+SPARK_W, SPARK_H = 300, 60
+
+
+def sparkline(device_id: int, *, since: dt.datetime, until: dt.datetime | None = None) -> dict[str, Any]:
+    """NPU utilisation and NPU memory (percent) between ``since`` and ``until`` as SVG polyline points.
+
+    Reads the stored history only (10-second buckets for the last day, 5-minute ones before that).
+    """
+    from devices.models import DeviceMetric
+
+    until = until or timezone.now()
+    resolution = (
+        10
+        if until - since <= dt.timedelta(hours=2) and timezone.now() - since < dt.timedelta(hours=23)
+        else 300
+    )
+    rows = list(
+        DeviceMetric.objects.filter(
+            device_id=device_id, resolution=resolution, bucket__gte=since, bucket__lte=until
+        )
+        .order_by("bucket")
+        .values_list("bucket", "samples", "npu_util_sum", "npu_mem_sum")
+    )
+    span = max((until - since).total_seconds(), 1.0)
+
+    def points(index: int) -> str:
+        out = []
+        for row in rows:
+            if not row[1]:
+                continue
+            x = (row[0] - since).total_seconds() / span * SPARK_W
+            y = SPARK_H - min(100.0, row[index] / row[1]) / 100 * SPARK_H
+            out.append(f"{x:.1f},{y:.1f}")
+        return " ".join(out)
+
+    last = rows[-1] if rows and rows[-1][1] else None
+    return {
+        "points": points(2) if rows else "",
+        "mem_points": points(3) if rows else "",
+        "w": SPARK_W,
+        "h": SPARK_H,
+        "since": since,
+        "until": until,
+        "last_util": round(last[2] / last[1]) if last else None,
+        "peak_util": round(max((r[2] / r[1] for r in rows if r[1]), default=0)),
+    }

@@ -1,0 +1,275 @@
+"""Context builders for the job pages (kept out of the views so each view stays a few lines)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+from django import forms
+from django.http import HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+
+from devices.models import Device
+from devices.selectors import device_default
+from jobs.bookmarks import is_bookmarked
+from jobs.forms import Admission, JobForm, form_class_for, kinds_for
+from jobs.fragments import job_context, job_title, queue_context, sparkline
+from jobs.models import Job, JobKind
+from jobs.selectors import can_manage
+
+KIND_HINTS = {
+    JobKind.VIDEO: "A short clip from a prompt (up to 7 s).",
+    JobKind.MESH: "A 3D model (GLB) from one picture.",
+    JobKind.MUSIC: "A loop or a song.",
+    JobKind.IMAGE: "A picture from a prompt, or an edit of one.",
+    JobKind.SPEECH: "Text read aloud.",
+}
+PARAM_LABELS = {
+    "prompt": "Prompt",
+    "size": "Size",
+    "seconds": "Length",
+    "steps": "Steps",
+    "seed": "Seed",
+    "width": "Width",
+    "height": "Height",
+    "frames": "Frames",
+    "cfg": "Guidance",
+    "video_mode": "Mode",
+    "stages": "Stages",
+    "input": "Text",
+    "voice": "Voice",
+    "instruct": "Voice description",
+    "n": "Images",
+    "caption": "Description",
+    "generation_type": "Tracks",
+    "negative_prompt": "Avoid",
+    "response_format": "Format",
+    "inputs": "Inputs",
+}
+
+
+def pick_device_and_kind(request: HttpRequest) -> tuple[Device | None, str]:
+    """The device (``?device=``, else the default one) and a kind it can run (``?kind=``, else its first)."""
+    data = request.POST if request.method == "POST" else request.GET
+    raw = str(data.get("device") or "")
+    device = Device.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+    device = device or device_default()
+    kinds = kinds_for(device) if device else []
+    kind = data.get("kind") or ""
+    if kind not in kinds:
+        kind = kinds[0] if kinds else JobKind.VIDEO
+    return device, kind
+
+
+# What people decide first comes first; tuning knobs (seed, guidance, ...) come last.
+FIELD_ORDER = [
+    "model",
+    "prompt",
+    "caption",
+    "lyrics",
+    "input",
+    "voice",
+    "instruct",
+    "ref_audio",
+    "ref_text",
+    "image",
+    "video_mode",
+    "size",
+    "width",
+    "height",
+    "seconds",
+    "frames",
+    "steps",
+    "ts_steps",
+    "n",
+    "generation_type",
+    "start_image",
+    "end_image",
+    "simplify",
+    "texture",
+    "target_faces",
+    "response_format",
+    "language",
+    "negative_prompt",
+    "generate_audio",
+    "cfg",
+    "cfg_scale",
+    "seed",
+]
+
+
+def _arrange(form: JobForm) -> None:
+    form.order_fields([name for name in FIELD_ORDER if name in form.fields])
+    for name in ("prompt", "lyrics", "input"):
+        if name in form.fields:
+            form.fields[name].widget.attrs["rows"] = 4
+    size = form.fields.get("size")
+    if size is not None and not form.is_bound and not form.initial.get("size") and size.choices:
+        # Start from the cheapest canvas: the quickest render, and never one the hub would refuse.
+        size.initial = min((c for c, _ in size.choices), key=_area)
+
+
+def _area(size: str) -> int:
+    w, _, h = str(size).partition("x")
+    return int(w) * int(h) if w.isdigit() and h.isdigit() else 0
+
+
+def fields_not_for(form: JobForm, kind: str, model: str, voice_spec: Any = None) -> set[str]:
+    """Fields the chosen model doesn't use, left out of the page (the form treats them as optional)."""
+    if kind == JobKind.MUSIC and hasattr(form, "_is_song"):
+        song = form._is_song(model)
+        return {"prompt", "steps", "cfg_scale"} if song else {"caption", "lyrics", "generation_type"}
+    if kind == JobKind.SPEECH and voice_spec is not None:
+        return {
+            "preset": {"instruct", "ref_audio", "ref_text"},
+            "instruct": {"ref_audio", "ref_text"},
+            "clone": {"instruct"},
+        }.get(voice_spec.mode, set())
+    return set()
+
+
+def _current_model(form: JobForm) -> str:
+    choices = [c for c, _ in form.fields["model"].choices]
+    chosen = form.data.get("model") if form.is_bound else form.initial.get("model")
+    return chosen if chosen in choices else (choices[0] if choices else "")
+
+
+def new_job_context(
+    request: HttpRequest, device: Device | None, kind: str, *, form: JobForm | None, again: Job | None = None
+) -> dict[str, Any]:
+    kinds = kinds_for(device) if device else []
+    ctx: dict[str, Any] = {
+        "device": device,
+        "devices": Device.objects.order_by("name").only("pk", "name", "state"),
+        "kind": kind,
+        "kind_label": JobKind(kind).label,
+        "kinds": [(k, JobKind(k).label, KIND_HINTS.get(k, "")) for k in kinds],
+        "form": form,
+        "again": again,
+        "can_submit": request.user.can_submit,
+        "admission": None,
+    }
+    if device is not None:
+        ctx.update(queue_context(device))
+    if form is not None:
+        _arrange(form)
+        model = _current_model(form)
+        ctx["model"] = model
+        if kind == JobKind.SPEECH and model:
+            ctx["voice_spec"] = form.voice_spec(model)
+        ctx["skip"] = fields_not_for(form, kind, model, ctx.get("voice_spec"))
+        ctx["missing"] = [
+            form.fields[name].label or name
+            for name in form.errors
+            if name in form.fields and not isinstance(form.fields[name], forms.FileField)
+        ]
+    return ctx
+
+
+def admission_for(form: JobForm) -> Admission | None:
+    """The summary for what is filled in so far. Missing files don't stop it: the estimate doesn't need them,
+    and the summary is posted without them (re-uploading a picture on every keystroke would be wasteful)."""
+    valid = form.is_valid()
+    files_only = bool(form.errors) and all(
+        isinstance(form.fields.get(n), forms.FileField) for n in form.errors
+    )
+    if not (valid or (files_only and form.cleaned_data.get("model"))):
+        return None
+    try:
+        return form.admission()
+    except (KeyError, ValueError, TypeError):  # a half-filled form the estimator can't price yet
+        return None
+
+
+def again_form(request: HttpRequest, job: Job) -> JobForm:
+    """The job's form filled in with its settings. Its input files are reused by ``job_run_again``, so file
+    fields are optional here (browsers can't pre-fill a file input)."""
+    initial = {
+        **job.params,
+        "model": job.model_id,
+        "when": job.when,
+        "polite": job.polite,
+        "shared": job.shared,
+    }
+    if "size" in job.params and "x" in str(job.params["size"]) and "width" not in job.params:
+        initial["width"], initial["height"] = str(job.params["size"]).split("x", 1)
+    form = form_class_for(job.kind, job.device)(
+        request.POST or None, None, device=job.device, user=request.user, initial=initial
+    )
+    for f in form.fields.values():
+        if isinstance(f, forms.FileField):
+            f.required = False
+    return form
+
+
+def param_rows(job: Job) -> list[tuple[str, str]]:
+    rows = []
+    for key, value in (job.params or {}).items():
+        if key == "files" and isinstance(value, dict):  # stored inputs: their names, never server paths
+            key, value = "inputs", ", ".join(str(v).rsplit("/", 1)[-1] for v in value.values())
+        elif key == "seconds":
+            value = f"{value} s"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        rows.append((PARAM_LABELS.get(key, key.replace("_", " ").capitalize()), str(value)))
+    return rows
+
+
+def job_spark(job: Job) -> dict[str, Any]:
+    """The device's NPU from a minute before the job started until it ended (or now)."""
+    if not job.started_at:
+        return {"points": ""}
+    until = (job.finished_at or timezone.now()) + dt.timedelta(minutes=1)
+    return sparkline(job.device_id, since=job.started_at - dt.timedelta(minutes=1), until=until)
+
+
+def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> dict[str, Any]:
+    """The job page's context; ``light`` is the action box alone (no events, files or chart)."""
+    user = request.user
+    ctx: dict[str, Any] = {"job": job} if light else job_context(job)
+    ctx["may"] = {"manage": can_manage(user, job), "submit": user.can_submit}
+    ctx["bookmarked"] = is_bookmarked(user, job)
+    ctx["share_url"] = (
+        request.build_absolute_uri(reverse("jobs-public", args=[job.share_token])) if job.share_token else ""
+    )
+    if not light:
+        ctx["params"] = param_rows(job)
+        ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]
+        ctx["spark"] = job_spark(job)
+    return ctx
+
+
+RECENT_SHOWN = 8
+
+
+def dashboard_context(user: Any) -> dict[str, Any]:
+    """Per device: card, gauges, sparkline, running job and plan; then the person's recent jobs.
+
+    About 7 queries per device plus 3; ``test_views_dashboard`` holds the budget.
+    """
+    from devices.live import fragment_context
+    from devices.selectors import device_list_for
+
+    now = timezone.now()
+    panels = []
+    for device in device_list_for(user).defer(None):
+        panel = fragment_context(device)
+        panel.update(queue_context(device, now=now))  # the everyone version, exactly what pushes send
+        panel["spark"] = sparkline(device.pk, since=now - dt.timedelta(hours=1), until=now)
+        panels.append(panel)
+    recent = list(
+        Job.objects.filter(owner=user).select_related("device").order_by("-created", "-id")[:RECENT_SHOWN]
+    )
+    return {
+        "panels": panels,
+        "recent": [{"job": j, "title": job_title(j)} for j in recent],
+        # Nothing to watch (no device, no job) keeps the plain socket: the live wire still works.
+        "watch": ",".join(
+            [f"device:{p['device'].pk},queue:{p['device'].pk}" for p in panels]
+            + ([f"mine:{user.pk}"] if recent else [])
+        ),
+        "wire": None,
+    }

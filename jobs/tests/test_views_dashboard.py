@@ -1,0 +1,76 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_it_sends_anonymous_people_to_sign_in():
+    assert Client().get("/").status_code == 302
+
+
+def test_it_shows_devices_gauges_and_the_empty_state(member_client, device):
+    page = member_client.get("/")
+    html = page.content.decode()
+    assert page.status_code == 200
+    assert f'id="device-{device.pk}-card"' in html and f'id="device-{device.pk}-gauges"' in html
+    assert f'id="device-{device.pk}-running"' in html and f'id="device-{device.pk}-queue"' in html
+    assert "No jobs yet — queue your first render" in html
+    assert f"watch=device:{device.pk},queue:{device.pk}" in html
+    assert 'id="live-wire-button"' in html and 'id="live-wire"' in html
+
+
+def test_it_shows_the_running_job_progress_and_eta(member_client, member, device):
+    make_job(member, device, state="running", shared=True)
+    html = member_client.get("/").content.decode()
+    assert 'value="37"' in html and "Rendering step 3 of 4" in html and "ready ≈" in html
+
+
+def test_it_hides_other_peoples_private_prompts_in_the_plan(other_client, member, device):
+    make_job(member, device, prompt="my secret birthday video")
+    html = other_client.get("/").content.decode()
+    assert "Video by mia" in html and "ready ≈" in html
+    assert "secret birthday" not in html
+
+
+def test_it_shows_shared_prompts_in_the_plan(other_client, member, device):
+    make_job(member, device, prompt="a shared lighthouse", shared=True)
+    assert "a shared lighthouse" in other_client.get("/").content.decode()
+
+
+def test_it_lists_my_recent_jobs_only(member_client, member, other_member, device):
+    mine = make_job(member, device, state="done", prompt="my fox")
+    theirs = make_job(other_member, device, state="done", prompt="their owl", shared=True)
+    html = member_client.get("/").content.decode()
+    assert f'id="job-{mine.pk}-row"' in html and f'id="job-{theirs.pk}-row"' not in html
+
+
+def test_it_tells_viewers_they_watch(viewer_client, device):
+    html = viewer_client.get("/").content.decode()
+    assert "You're a viewer" in html and 'href="/jobs/new/"' not in html
+
+
+def test_it_invites_admins_to_add_a_device_when_there_is_none(admin_client):
+    html = admin_client.get("/").content.decode()
+    assert "No device yet" in html and "/devices/find/" in html
+
+
+def test_it_keeps_its_query_budget(
+    member_client, member, other_member, device, django_assert_max_num_queries
+):
+    for i in range(6):
+        make_job(member, device, prompt=f"fox {i}")
+        make_job(other_member, device, state="done", prompt=f"owl {i}")
+    make_job(member, device, state="running")
+    # Session, user, device, plan, running job, sparkline, recent jobs...: flat in the number of jobs.
+    with django_assert_max_num_queries(12):
+        assert member_client.get("/").status_code == 200
+
+
+def test_it_redraws_the_sparkline(member_client, device):
+    response = member_client.get(f"/jobs/devices/{device.pk}/sparkline/", HTTP_HX_REQUEST="true")
+    assert response.status_code == 200 and f'id="device-{device.pk}-spark"' in response.content.decode()

@@ -1,0 +1,75 @@
+from __future__ import annotations
+
+import pytest
+from django.test import Client
+
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def test_everyone_signed_in_sees_the_queue(viewer_client, member, device):
+    make_job(member, device, prompt="private fox")
+    html = viewer_client.get("/jobs/queue/").content.decode()
+    assert "Video by mia" in html and "private fox" not in html
+    assert f"watch=queue:{device.pk}" in html and "Pause the queue" not in html
+    assert Client().get("/jobs/queue/").status_code == 302
+
+
+def test_admins_get_controls_with_prompts(admin_client, member, device):
+    job = make_job(member, device, prompt="private fox")
+    html = admin_client.get("/jobs/queue/").content.decode()
+    assert "Pause the queue" in html and "private fox" in html and f'id="run-next-{job.pk}"' in html
+
+
+@pytest.mark.parametrize("who", ["member_client", "viewer_client"])
+def test_only_admins_control_the_queue(request, member, device, who):
+    job = make_job(member, device)
+    client = request.getfixturevalue(who)
+    assert client.post(f"/jobs/queue/{device.pk}/pause/").status_code == 403
+    assert client.post(f"/jobs/{job.pk}/run-next/").status_code == 403
+    assert client.post(f"/jobs/{job.pk}/move/", {"direction": "up"}).status_code == 403
+    assert client.get(f"/jobs/queue/{device.pk}/controls/").status_code == 403
+    device.refresh_from_db()
+    assert not device.queue_paused
+
+
+def test_admins_pause_and_resume(admin_client, device):
+    html = admin_client.post(f"/jobs/queue/{device.pk}/pause/", HTTP_HX_REQUEST="true").content.decode()
+    device.refresh_from_db()
+    assert device.queue_paused and "Resume the queue" in html
+    admin_client.post(f"/jobs/queue/{device.pk}/resume/")
+    device.refresh_from_db()
+    assert not device.queue_paused
+
+
+def test_admins_reorder_and_run_next(admin_client, member, other_member, device):
+    a = make_job(member, device, prompt="first")
+    b = make_job(other_member, device, prompt="second")
+    c = make_job(member, device, prompt="third")
+    html = admin_client.post(f"/jobs/{c.pk}/run-next/", HTTP_HX_REQUEST="true").content.decode()
+    assert html.index("third") < html.index("first")
+    html = admin_client.post(
+        f"/jobs/{b.pk}/move/", {"direction": "up"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert f'id="device-{device.pk}-queue-admin"' in html
+    assert admin_client.post(f"/jobs/{a.pk}/move/", {"direction": "sideways"}).status_code == 400
+
+
+def test_the_controls_reload_alone(admin_client, device):
+    html = admin_client.get(f"/jobs/queue/{device.pk}/controls/", HTTP_HX_REQUEST="true").content.decode()
+    assert html.lstrip().startswith('<section class="card queue-admin"')
+
+
+def test_cancelling_from_the_queue_page_returns_there(admin_client, member, device):
+    job = make_job(member, device)
+    assert 'name="next" value="/jobs/queue/"' in admin_client.get("/jobs/queue/").content.decode()
+    response = admin_client.post(f"/jobs/{job.pk}/cancel/", {"reason": "needed", "next": "/jobs/queue/"})
+    assert response["Location"] == "/jobs/queue/"
+
+
+def test_it_never_redirects_off_site(admin_client, member, device):
+    job = make_job(member, device)
+    response = admin_client.post(f"/jobs/{job.pk}/cancel/", {"next": "https://evil.example/"})
+    assert response["Location"] == f"/jobs/{job.pk}/"

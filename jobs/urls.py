@@ -1,0 +1,30 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from jobs import views
+
+urlpatterns = [
+    path("", views.gallery, name="jobs-gallery"),
+    path("new/", views.job_new, name="jobs-new"),
+    path("new/admission/", views.job_admission, name="jobs-admission"),
+    path("queue/", views.queue, name="jobs-queue"),
+    path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
+    path("queue/<int:device_id>/controls/", views.queue_admin_box, name="jobs-queue-controls"),
+    path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
+    path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),
+    path("shared/<str:token>/", views.job_public, name="jobs-public"),
+    path("shared/<str:token>/files/<int:artifact_id>/", views.job_public_file, name="jobs-public-file"),
+    path("<int:job_id>/", views.job_detail, name="jobs-detail"),
+    path("<int:job_id>/actions/", views.job_actions, name="jobs-actions"),
+    path("<int:job_id>/npu/", views.job_npu, name="jobs-npu"),
+    path("<int:job_id>/again/", views.job_again, name="jobs-again"),
+    path("<int:job_id>/cancel/", views.job_cancel, name="jobs-cancel"),
+    path("<int:job_id>/retry/", views.job_retry, name="jobs-retry"),
+    path("<int:job_id>/share/", views.job_share, name="jobs-share"),
+    path("<int:job_id>/share-link/", views.job_share_link, name="jobs-share-link"),
+    path("<int:job_id>/bookmark/", views.job_bookmark, name="jobs-bookmark"),
+    path("<int:job_id>/move/", views.queue_move, name="jobs-queue-move"),
+    path("<int:job_id>/run-next/", views.queue_run_next, name="jobs-queue-run-next"),
+    path("<int:job_id>/files/<int:artifact_id>/", views.job_file, name="jobs-file"),
+]

@@ -1,0 +1,327 @@
+"""Job pages: new job, job page, gallery, queue control, downloads and the public share view.
+
+Each view: an access-checking selector first, a Form, one service call, then render or redirect. The same
+template partials serve the full page, the htmx swap and the websocket push (``jobs.fragments``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from devices.models import Device
+from devices.selectors import device_get_for
+from hub.accounts.decorators import admin_required, member_required
+from jobs import services
+from jobs.bookmarks import bookmark_toggle, is_bookmarked
+from jobs.downloads import artifact_response
+from jobs.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
+from jobs.forms import form_class_for
+from jobs.fragments import job_context, job_with_related, queue_context, sparkline
+from jobs.models import JobKind
+from jobs.pages import (
+    admission_for,
+    again_form,
+    detail_context,
+    job_spark,
+    new_job_context,
+    pick_device_and_kind,
+)
+from jobs.selectors import can_manage, job_by_share_token, job_for
+
+DETAIL = "jobs/detail.html"
+PARTS = "jobs/_fragments.html"
+
+
+def _back(request: HttpRequest, default: str) -> str:
+    """Where to go after a POST: ``next`` if it is ours, else ``default`` (no open redirects)."""
+    target = request.POST.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default
+
+
+def _managed_job(request: HttpRequest, job_id: int):
+    """The job if the person may change it; 404 if they may not even see it, 403 if they may only look."""
+    job = job_for(request.user, job_id)
+    if not can_manage(request.user, job):
+        raise PermissionDenied("only the owner or an admin can change this job")
+    return job
+
+
+def _service_error(request: HttpRequest, exc: ValidationError) -> None:
+    messages.error(request, " ".join(exc.messages))
+
+
+# -- new job ------------------------------------------------------------------------------------------------
+@require_http_methods(["GET", "POST"])
+def job_new(request: HttpRequest) -> HttpResponse:
+    device, kind = pick_device_and_kind(request)
+    if device is None or not request.user.can_submit:  # the page explains why; no form to fill in vain
+        status = 403 if request.method == "POST" and not request.user.can_submit else 200
+        return render(
+            request, "jobs/new.html", new_job_context(request, device, kind, form=None), status=status
+        )
+    form = form_class_for(kind, device)(
+        request.POST or None, request.FILES or None, device=device, user=request.user
+    )
+    if request.method == "POST" and form.is_valid():
+        admission = form.admission()
+        if admission.refused:
+            form.add_error(None, admission.refused)
+        else:
+            try:
+                job = services.job_submit(
+                    owner=request.user,
+                    device=device,
+                    kind=kind,
+                    model_id=form.cleaned_data["model"],
+                    params=form.cleaned_params(),
+                    upload_files=form.upload_files(),
+                    **form.schedule(),
+                )
+            except ValidationError as exc:
+                form.add_error(None, exc)
+            else:
+                messages.success(request, "Queued. This page follows it live; you can close it any time.")
+                return redirect("jobs-detail", job_id=job.pk)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=status)
+
+
+@member_required
+@require_POST
+def job_admission(request: HttpRequest) -> HttpResponse:
+    """The summary under the form ("≈ 12 min · starts ≈ 02:40 · ready ≈ 02:52"), re-rendered on every change.
+
+    When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
+    """
+    device, kind = pick_device_and_kind(request)
+    if device is None:
+        return HttpResponse(status=204)
+    form = form_class_for(kind, device)(request.POST, request.FILES or None, device=device, user=request.user)
+    ctx = new_job_context(request, device, kind, form=form)
+    ctx["admission"] = admission_for(form)
+    ctx["fields_oob"] = request.htmx.trigger_name == "model" if request.htmx else False
+    return render(request, "jobs/new.html#admission-response", ctx)
+
+
+@member_required
+@require_http_methods(["GET", "POST"])
+def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Run again with changes: the same form, filled in with the job's settings."""
+    job = job_for(request.user, job_id)
+    form = again_form(request, job)
+    if request.method == "POST" and form.is_valid():
+        changes = {**form.cleaned_params(), "model_id": form.cleaned_data["model"], **form.schedule()}
+        try:
+            new = services.job_run_again(job=job, by=request.user, changes=changes)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            messages.success(request, "Queued again with your changes.")
+            return redirect("jobs-detail", job_id=new.pk)
+    ctx = new_job_context(request, job.device, job.kind, form=form, again=job)
+    return render(request, "jobs/new.html", ctx, status=400 if request.method == "POST" else 200)
+
+
+# -- the job page ---------------------------------------------------------------------------------------------
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    return render(request, DETAIL, detail_context(request, job_with_related(job.pk)))
+
+
+@require_GET
+def job_actions(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The action box alone: it reloads itself when the job's state changes (the buttons depend on it)."""
+    job = job_for(request.user, job_id)
+    return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+
+
+@require_GET
+def job_npu(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    return render(request, f"{DETAIL}#npu-timeline", {"job": job, "spark": job_spark(job)})
+
+
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _managed_job(request, job_id)
+    form = CancelForm(request.POST)
+    form.is_valid()  # the reason is optional and bounded; an over-long one is cut, never refused
+    try:
+        services.job_cancel(job=job, by=request.user, reason=form.cleaned_data.get("reason", ""))
+    except ValidationError as exc:
+        _service_error(request, exc)
+    else:
+        messages.success(request, "Cancelled.")
+    return redirect(_back(request, reverse("jobs-detail", args=[job.pk])))
+
+
+@require_POST
+def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _managed_job(request, job_id)
+    try:
+        again = services.job_retry(job=job, by=request.user)
+    except ValidationError as exc:
+        _service_error(request, exc)
+        return redirect("jobs-detail", job_id=job.pk)
+    messages.success(request, "Queued again.")
+    return redirect("jobs-detail", job_id=getattr(again, "pk", job.pk))
+
+
+@require_POST
+def job_share(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Share with the household (or make private again)."""
+    job = _managed_job(request, job_id)
+    services.job_set_shared(job=job, by=request.user, shared=request.POST.get("shared") == "1")
+    job.refresh_from_db()
+    if request.htmx:
+        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+    return redirect("jobs-detail", job_id=job.pk)
+
+
+@require_POST
+def job_share_link(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Create or revoke the read-only link (a new link gets a new token; a revoked one stops working)."""
+    job = _managed_job(request, job_id)
+    services.job_share_link(job=job, by=request.user, enable=request.POST.get("enable") == "1")
+    job.refresh_from_db()
+    if request.htmx:
+        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+    return redirect("jobs-detail", job_id=job.pk)
+
+
+@require_POST
+def job_bookmark(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    bookmark_toggle(user=request.user, job=job)
+    if not request.htmx:
+        return redirect(_back(request, reverse("jobs-detail", args=[job.pk])))
+    if request.POST.get("from") == "detail":
+        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+    return render(
+        request, f"{PARTS}#bookmark-form", {"job": job, "bookmarked": is_bookmarked(request.user, job)}
+    )
+
+
+@require_GET
+def job_file(request: HttpRequest, job_id: int, artifact_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    artifact = get_object_or_404(job.artifacts, pk=artifact_id)
+    return artifact_response(request, artifact, inline=not request.GET.get("download"))
+
+
+# -- the read-only link: the token is the permission, and it shows that one result only ----------------------
+@login_not_required
+@require_GET
+def job_public(request: HttpRequest, token: str) -> HttpResponse:
+    job = job_by_share_token(token)
+    ctx = job_context(job_with_related(job.pk), share_token=token, public=True)
+    return render(request, "jobs/public.html", ctx)
+
+
+@login_not_required
+@require_GET
+def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpResponse:
+    job = job_by_share_token(token)
+    artifact = get_object_or_404(job.artifacts, pk=artifact_id)
+    return artifact_response(request, artifact, share_token=token, inline=not request.GET.get("download"))
+
+
+# -- gallery & history ------------------------------------------------------------------------------------------
+@require_GET
+def gallery(request: HttpRequest) -> HttpResponse:
+    form = GalleryFilterForm(request.GET, user=request.user)
+    page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
+    ctx = {"form": form, "page": page, "kinds": JobKind.choices}
+    if request.htmx and request.GET.get("cursor"):
+        return render(request, "jobs/gallery.html#gallery-more", ctx)  # "Show older": append cards
+    if request.htmx:
+        return render(request, "jobs/gallery.html#gallery-results", ctx)
+    return render(request, "jobs/gallery.html", ctx)
+
+
+# -- queue control ----------------------------------------------------------------------------------------------
+@require_GET
+def queue(request: HttpRequest) -> HttpResponse:
+    """Everyone sees every device's queue; admins also get the controls."""
+    admin = request.user.is_admin
+    devices = [queue_context(d, admin=admin) for d in Device.objects.order_by("name")]
+    return render(request, "jobs/queue.html", {"devices": devices})
+
+
+@require_GET
+def queue_admin_box(request: HttpRequest, device_id: int) -> HttpResponse:
+    device = device_get_for(request.user, device_id)
+    if not request.user.is_admin:
+        raise PermissionDenied("admins only")
+    return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True))
+
+
+def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:
+    if request.htmx:
+        return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True))
+    return redirect("jobs-queue")
+
+
+@admin_required
+@require_POST
+def queue_pause(request: HttpRequest, device_id: int) -> HttpResponse:
+    device = device_get_for(request.user, device_id)
+    services.queue_pause(device=device, by=request.user)
+    device.refresh_from_db()
+    return _after_queue_change(request, device)
+
+
+@admin_required
+@require_POST
+def queue_resume(request: HttpRequest, device_id: int) -> HttpResponse:
+    device = device_get_for(request.user, device_id)
+    services.queue_resume(device=device, by=request.user)
+    device.refresh_from_db()
+    return _after_queue_change(request, device)
+
+
+@admin_required
+@require_POST
+def queue_move(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    form = DirectionForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose up or down.", status=400)
+    try:
+        services.queue_move(job=job, by=request.user, direction=form.cleaned_data["direction"])
+    except ValidationError as exc:
+        _service_error(request, exc)
+    return _after_queue_change(request, job.device)
+
+
+@admin_required
+@require_POST
+def queue_run_next(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    try:
+        services.queue_run_next(job=job, by=request.user)
+    except ValidationError as exc:
+        _service_error(request, exc)
+    return _after_queue_change(request, job.device)
+
+
+@require_GET
+def device_sparkline(request: HttpRequest, device_id: int) -> HttpResponse:
+    """The dashboard's one-hour NPU sparkline, redrawn every minute from the stored history."""
+    device = device_get_for(request.user, device_id)
+    now = timezone.now()
+    spark = sparkline(device.pk, since=now - dt.timedelta(hours=1), until=now)
+    return render(request, "dashboard.html#sparkline", {"device": device, "spark": spark})
