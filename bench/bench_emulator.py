@@ -6,7 +6,7 @@ client for --seconds (default 5). Target: >= 200 req/s.
 
     .venv/bin/python bench/bench_emulator.py [--seconds 5] [--clients 1] [--write]
 
---write appends the result line to bench/RESULTS.md.
+--write appends the section to bench/RESULTS.md (``make bench`` collects every benchmark's output itself).
 """
 
 from __future__ import annotations
@@ -98,16 +98,17 @@ def main() -> None:
         f"**{r['rps']:.0f} req/s** ({r['requests']} ok, {r['errors']} errors) | target >= {TARGET_RPS}: {verdict} | "
         f"{platform.python_implementation()} {platform.python_version()} on {platform.machine()} |"
     )
-    print(line)
-    if args.write:
+    section = (
+        "## Tiiny emulator status throughput (bench_emulator.py)\n\n"
+        "| date | what | load | result | target | runtime |\n|---|---|---|---|---|---|\n" + line
+    )
+    print(section)
+    if args.write:  # standalone use; `make bench` collects stdout into bench/RESULTS.md itself
         results = REPO / "bench" / "RESULTS.md"
         if not results.exists():
             results.write_text("# Benchmark results\n\n")
         with results.open("a") as fh:
-            fh.write(
-                "\n## Tiiny emulator status throughput\n\n| date | what | load | result | target | runtime |\n"
-                "|---|---|---|---|---|---|\n" + line + "\n"
-            )
+            fh.write("\n" + section + "\n")
     sys.exit(0 if verdict == "PASS" else 1)
 
 

@@ -13,7 +13,6 @@ import secrets
 
 from django.conf import settings
 from django.db import models
-from django.db.models import Q
 
 
 class JobKind(models.TextChoices):
@@ -104,22 +103,14 @@ class Job(models.Model):
     class Meta:
         ordering = ["-created"]
         indexes = [
-            # The scheduler: waiting jobs of one device in priority/FIFO order.
-            models.Index(
-                fields=["device", "-priority", "created"],
-                name="jobs_queue_idx",
-                condition=Q(state__in=["queued", "scheduled"]),
-            ),
-            # The dashboard's "running now" and reconcile's sweep of active jobs.
-            models.Index(
-                fields=["device", "state"],
-                name="jobs_active_idx",
-                condition=Q(state__in=["preparing", "submitted", "running", "collecting"]),
-            ),
+            # The scheduler's waiting jobs, the dashboard's "running now" and reconcile's sweep of active jobs:
+            # all are "this device, these states". (Not partial indexes: SQLite can't match a partial index's
+            # condition against a query's bound parameters, so it would never use one here.)
+            models.Index(fields=["device", "state", "created"], name="jobs_device_state_idx"),
             models.Index(fields=["owner", "-created"], name="jobs_owner_hist_idx"),
             models.Index(fields=["-created"], name="jobs_created_idx"),
             models.Index(fields=["owner", "finished_at"], name="jobs_fairshare_idx"),
-            models.Index(fields=["share_token"], name="jobs_share_idx", condition=~Q(share_token="")),
+            models.Index(fields=["share_token"], name="jobs_share_idx"),
             # History pages filtered by device and state ("failed jobs on the Tiiny").
             models.Index(fields=["device", "-created"], name="jobs_device_hist_idx"),
             # Fair share: device-seconds per owner on one device over the last 7 days.

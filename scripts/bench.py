@@ -37,7 +37,10 @@ def main() -> int:
                 f"## {script.name}\n\nFAILED (exit {result.returncode}):\n\n```\n{result.stderr[-2000:]}\n```\n"
             )
         else:
-            sections.append(result.stdout.strip() + f"\n\n_(ran in {took:.1f} s)_\n")
+            out = result.stdout.strip()
+            if not out.startswith("#"):  # a plain-text report: keep it verbatim under the script's name
+                out = f"## {script.name}\n\n```\n{out}\n```"
+            sections.append(out + f"\n\n_(ran in {took:.1f} s)_\n")
     header = (
         "# Benchmark results\n\n"
         f"Written by `make bench` on {time.strftime('%Y-%m-%d %H:%M %Z')} — {platform.machine()}, "
