@@ -158,43 +158,17 @@ def main() -> None:
     env = dict(os.environ)
     if redis_cmd:
         manager.add_process("redis", redis_cmd, env=env)
+    # The hub's own processes run under keepalive: a crashed one comes back by itself (jobs resume from the
+    # database), while Ctrl-C still stops them all.
+    keep = [PY, str(BASE / "scripts" / "keepalive.py"), PY, "-m"]
+    celery = [*keep, "celery", "-A", "hub"]
     manager.add_process(
-        "web", shlex.join([PY, "-m", "daphne", "-b", host, "-p", str(port), "hub.asgi:application"]), env=env
+        "web", shlex.join([*keep, "daphne", "-b", host, "-p", str(port), "hub.asgi:application"]), env=env
     )
-    manager.add_process(
-        "worker",
-        shlex.join(
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "hub",
-                "worker",
-                "--loglevel=INFO",
-                "--concurrency=2",
-                "--without-gossip",
-                "--without-mingle",
-            ]
-        ),
-        env=env,
-    )
-    manager.add_process(
-        "beat",
-        shlex.join(
-            [
-                PY,
-                "-m",
-                "celery",
-                "-A",
-                "hub",
-                "beat",
-                "--loglevel=INFO",
-                f"--schedule={data_dir / 'celerybeat-schedule'}",
-            ]
-        ),
-        env=env,
-    )
+    worker = [*celery, "worker", "--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
+    manager.add_process("worker", shlex.join(worker), env=env)
+    beat = [*celery, "beat", "--loglevel=INFO", f"--schedule={data_dir / 'celerybeat-schedule'}"]
+    manager.add_process("beat", shlex.join(beat), env=env)
     if device == "emulator":
         add_emulator(manager, env, data_dir)
     threading.Thread(target=wait_then_announce, args=(host, port, login), daemon=True).start()
