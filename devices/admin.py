@@ -45,25 +45,20 @@ class DeviceAdminForm(forms.ModelForm):
         return device
 
 
+#: What the hub learns about a device by itself: shown, never edited.
+STATUS_FIELDS = (
+    "state", "state_message", "state_fix", "last_seen", "versions", "capabilities_at", "reading_at",
+    "hub_loaded_models", "created", "updated",
+)  # fmt: skip
+
+
 @admin.register(Device)
 class DeviceAdmin(admin.ModelAdmin):
     form = DeviceAdminForm
     list_display = ["name", "kind", "state", "last_seen", "queue_paused", "is_default"]
     list_filter = ["kind", "state"]
     search_fields = ["name"]
-    readonly_fields = [
-        "key_status",
-        "state",
-        "state_message",
-        "state_fix",
-        "last_seen",
-        "versions",
-        "capabilities_at",
-        "reading_at",
-        "hub_loaded_models",
-        "created",
-        "updated",
-    ]
+    readonly_fields = ["key_status", *STATUS_FIELDS]
     fieldsets = [
         (
             None,
@@ -80,23 +75,7 @@ class DeviceAdmin(admin.ModelAdmin):
             },
         ),
         ("Night window", {"fields": ["night_start", "night_end", "time_zone"]}),
-        (
-            "Status (read only)",
-            {
-                "fields": [
-                    "state",
-                    "state_message",
-                    "state_fix",
-                    "last_seen",
-                    "versions",
-                    "capabilities_at",
-                    "reading_at",
-                    "hub_loaded_models",
-                    "created",
-                    "updated",
-                ]
-            },
-        ),
+        ("Status (read only)", {"fields": list(STATUS_FIELDS)}),
     ]
 
     @admin.display(description="Stored API key")

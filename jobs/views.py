@@ -185,10 +185,7 @@ def job_share(request: HttpRequest, job_id: int) -> HttpResponse:
     """Share with the household (or make private again)."""
     job = _managed_job(request, job_id)
     services.job_set_shared(job=job, by=request.user, shared=request.POST.get("shared") == "1")
-    job.refresh_from_db()
-    if request.htmx:
-        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
-    return redirect("jobs-detail", job_id=job.pk)
+    return _actions_response(request, job)
 
 
 @require_POST
@@ -196,6 +193,11 @@ def job_share_link(request: HttpRequest, job_id: int) -> HttpResponse:
     """Create or revoke the read-only link (a new link gets a new token; a revoked one stops working)."""
     job = _managed_job(request, job_id)
     services.job_share_link(job=job, by=request.user, enable=request.POST.get("enable") == "1")
+    return _actions_response(request, job)
+
+
+def _actions_response(request: HttpRequest, job) -> HttpResponse:
+    """After a sharing change: the actions box for htmx, the job page otherwise."""
     job.refresh_from_db()
     if request.htmx:
         return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
