@@ -14,6 +14,8 @@ import time
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
 
+from hub.env import env_float
+
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
 app = Celery("hub")
@@ -23,6 +25,9 @@ app.autodiscover_tasks()
 WORKER_HEARTBEAT_KEY = "hub:health:workers"  # sorted set: hostname -> unix time of last heartbeat
 BEAT_TICK_KEY = "hub:health:beat"
 HEARTBEAT_EVERY_S = 5.0
+
+# (Read with the settings' own helper: the beat schedule is built before Django's settings load.)
+RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)
 
 # Periodic tasks, declared in code. Other apps add their own entries here (one place to read them all).
 app.conf.beat_schedule = {
@@ -35,8 +40,8 @@ app.conf.beat_schedule = {
     # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
     "jobs-reconcile": {
         "task": "jobs.tasks.reconcile",
-        "schedule": float(os.environ.get("JOBS_RECONCILE_S", "5")),
-        "options": {"expires": float(os.environ.get("JOBS_RECONCILE_S", "5"))},
+        "schedule": RECONCILE_S,
+        "options": {"expires": RECONCILE_S},
     },
 }
 app.conf.beat_scheduler = "hub.celery:HubScheduler"

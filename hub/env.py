@@ -74,6 +74,19 @@ def env_int(name: str, default: int, *, minimum: int | None = None, maximum: int
     return number
 
 
+def env_float(name: str, default: float, *, minimum: float | None = None) -> float:
+    value = os.environ.get(name)
+    if value is None or value.strip() == "":
+        return default
+    try:
+        number = float(value)
+    except ValueError:
+        raise SettingError(f"{name}={value!r} is not a number (e.g. 2 or 0.5)") from None
+    if minimum is not None and number < minimum:
+        raise SettingError(f"{name}={number} must be at least {minimum}")
+    return number
+
+
 def env_list(name: str, default: list[str]) -> list[str]:
     value = os.environ.get(name)
     if value is None:

@@ -12,6 +12,8 @@ import dj_database_url
 from hub.env import (
     SettingError,
     env_bool,
+    env_choice,
+    env_float,
     env_int,
     env_list,
     env_path,
@@ -225,11 +227,19 @@ if HUB_DEVICE not in ("emulator", "none"):
     raise SettingError(f"HUB_DEVICE={HUB_DEVICE!r} must be one of: emulator, none")
 
 # --- Job engine (jobs/): intervals in real seconds; tests shorten them through the workers' environment -------
-JOBS_POLL_INTERVAL_S = float(env_str("JOBS_POLL_INTERVAL_S", "2"))  # poll a render this often while it moves
-JOBS_POLL_MAX_S = float(env_str("JOBS_POLL_MAX_S", "20"))  # back off to this when progress stalls
-JOBS_LEASE_TTL_S = float(env_str("JOBS_LEASE_TTL_S", "90"))  # a dead worker's lease lapses after this
-JOBS_DEVICE_POLL_S = float(env_str("JOBS_DEVICE_POLL_S", "3"))  # client: poll `running` while a model loads
-JOBS_LOAD_GRACE_S = float(env_str("JOBS_LOAD_GRACE_S", "10"))  # client: wait after a load (xh2a, 502)
-JOBS_RECONCILE_S = float(env_str("JOBS_RECONCILE_S", "5"))  # beat: how often reconcile repairs
-JOBS_SENDFILE = env_str("JOBS_SENDFILE", "")  # "" (Django streams) | "x-accel" | "x-sendfile"
+JOBS_POLL_INTERVAL_S = env_float(
+    "JOBS_POLL_INTERVAL_S", 2.0, minimum=0.01
+)  # poll a render this often while it moves
+JOBS_POLL_MAX_S = env_float("JOBS_POLL_MAX_S", 20.0, minimum=0.01)  # back off to this when progress stalls
+JOBS_LEASE_TTL_S = env_float(
+    "JOBS_LEASE_TTL_S", 90.0, minimum=0.01
+)  # a dead worker's lease lapses after this
+JOBS_DEVICE_POLL_S = env_float(
+    "JOBS_DEVICE_POLL_S", 3.0, minimum=0.01
+)  # client: poll `running` while a model loads
+JOBS_LOAD_GRACE_S = env_float(
+    "JOBS_LOAD_GRACE_S", 10.0, minimum=0.01
+)  # client: wait after a load (xh2a, 502)
+JOBS_RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)  # beat: how often reconcile repairs
+JOBS_SENDFILE = env_choice("JOBS_SENDFILE", "", ("", "x-accel", "x-sendfile"))  # "" = Django streams the file
 JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # nginx internal location

@@ -59,6 +59,8 @@ def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):
         ("HUB_TIME_ZONE", "Nowhere/Land", "HUB_TIME_ZONE='Nowhere/Land' is not an IANA time zone"),
         ("REDIS_URL", "http://x", "REDIS_URL='http://x' must be a URL starting with one of"),
         ("HUB_DEVICE", "tiiny", "HUB_DEVICE='tiiny' must be one of: emulator, none"),
+        ("JOBS_POLL_INTERVAL_S", "fast", "JOBS_POLL_INTERVAL_S='fast' is not a number"),
+        ("JOBS_SENDFILE", "nginx", "JOBS_SENDFILE='nginx' must be one of: , x-accel, x-sendfile"),
     ],
 )
 def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):
