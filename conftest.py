@@ -82,31 +82,37 @@ def viewer_client(viewer):
 # ``transactional_db`` so their rows are committed where those processes can read them.
 @pytest.fixture(scope="session")
 def live_worker(django_db_setup, django_db_blocker):
-    from hub.testing import start_worker
+    from hub.testing import session_procs, start_worker
 
     with django_db_blocker.unblock():
         proc = start_worker("session")
+    session_procs["live_worker"] = proc
     yield proc
+    session_procs.pop("live_worker", None)
     proc.stop()
 
 
 @pytest.fixture(scope="session")
 def live_beat(django_db_setup, django_db_blocker):
-    from hub.testing import start_beat
+    from hub.testing import session_procs, start_beat
 
     with django_db_blocker.unblock():
         proc = start_beat()
+    session_procs["live_beat"] = proc
     yield proc
+    session_procs.pop("live_beat", None)
     proc.stop()
 
 
 @pytest.fixture(scope="session")
 def live_server_asgi(django_db_setup, django_db_blocker):
-    from hub.testing import start_asgi_server
+    from hub.testing import session_procs, start_asgi_server
 
     with django_db_blocker.unblock():
         proc = start_asgi_server()
+    session_procs["live_server_asgi"] = proc
     yield proc
+    session_procs.pop("live_server_asgi", None)
     proc.stop()
 
 

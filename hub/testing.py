@@ -24,6 +24,10 @@ from hub.redis_server import free_port
 
 BASE_DIR = Path(settings.BASE_DIR)
 
+#: The session-wide processes the root conftest started ("live_worker", "live_beat", "live_server_asgi"),
+#: so tests that need to be the broker's only consumers can pause them (see jobs/tests/conftest.py).
+session_procs: dict[str, Proc] = {}
+
 
 def test_database_url() -> str:
     """The URL of the database pytest-django created, for the processes the tests start."""

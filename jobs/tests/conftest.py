@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hub.testing import Proc, start_beat, start_worker, wait_for
+from hub.testing import Proc, session_procs, start_beat, start_worker, wait_for
 
 ENGINE_ENV = {
     "JOBS_POLL_INTERVAL_S": "0.2",
@@ -54,22 +54,9 @@ class Engine:
         return "\n".join(f"--- {n}\n{p.log_tail(60)}" for n, p in self.workers.items())
 
 
-def _running_session_proc(request, name: str) -> Proc | None:
-    # A session fixture already set up keeps its value in ``cached_result``; asking for it would start it.
-    for fixturedef in request._fixturemanager.getfixturedefs(name, request.node) or ():
-        cached = getattr(fixturedef, "cached_result", None)
-        if cached and isinstance(cached[0], Proc):
-            return cached[0]
-    return None
-
-
 @pytest.fixture(scope="session")
-def engine_session(request, django_db_setup, django_db_blocker):
-    paused = [
-        p
-        for p in (_running_session_proc(request, "live_worker"), _running_session_proc(request, "live_beat"))
-        if p is not None and p.alive()
-    ]
+def engine_session(django_db_setup, django_db_blocker):
+    paused = [p for name in ("live_worker", "live_beat") if (p := session_procs.get(name)) and p.alive()]
     for proc in paused:
         proc.stop()
     engine = Engine()
