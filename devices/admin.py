@@ -26,6 +26,7 @@ class DeviceAdminForm(forms.ModelForm):
             "night_start",
             "night_end",
             "time_zone",
+            "may_evict_summary_model",
             "queue_paused",
             "is_default",
         ]
@@ -74,7 +75,7 @@ class DeviceAdmin(admin.ModelAdmin):
                 ]
             },
         ),
-        ("Night window", {"fields": ["night_start", "night_end", "time_zone"]}),
+        ("Night window", {"fields": ["night_start", "night_end", "time_zone", "may_evict_summary_model"]}),
         ("Status (read only)", {"fields": list(STATUS_FIELDS)}),
     ]
 

@@ -88,6 +88,15 @@ class TensorSharpCap:
 
 
 @dataclass
+class VaultCap:
+    """The vault's nightly memory summaries (``/kb/memory/schedule``, ``/kb/memory/model``); None = unknown/off."""
+
+    summary_start_hour: int | None = None
+    summary_end_hour: int | None = None
+    summary_model: str | None = None
+
+
+@dataclass
 class Capabilities:
     kind: str  # "tiiny" | "tensorsharp"
     models: list[ModelCap] = field(default_factory=list)
@@ -97,6 +106,7 @@ class Capabilities:
     npu_available: int | None = None
     tensorsharp: TensorSharpCap | None = None
     versions: dict[str, str] = field(default_factory=dict)
+    vault: VaultCap = field(default_factory=VaultCap)
 
     # -- serialisation -------------------------------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -116,6 +126,7 @@ class Capabilities:
             npu_available=data.get("npu_available"),
             tensorsharp=TensorSharpCap(**ts) if ts else None,
             versions=dict(data.get("versions") or {}),
+            vault=VaultCap(**(data.get("vault") or {})),
         )
 
     # -- helpers for forms and the scheduler ---------------------------------------------------------------
@@ -144,6 +155,28 @@ class Capabilities:
     def npu_cost(self, model_id: str) -> int | None:
         m = self.model(model_id)
         return m.npu_usage if m else None
+
+
+# -- vault -------------------------------------------------------------------------------------------------
+
+
+def vault_cap(schedule: dict[str, Any], model: dict[str, Any]) -> VaultCap:
+    """Normalise the two vault answers (``{}`` each when the firmware has no vault).
+
+    An empty ``model_id`` (or ``automatic_summary_enabled: false``) means automatic summaries are off; a
+    disabled schedule means no window.
+    """
+
+    def hour(value: Any) -> int | None:
+        return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 23 else None
+
+    window_on = schedule.get("enabled") is not False
+    summaries_on = model.get("automatic_summary_enabled") is not False
+    return VaultCap(
+        summary_start_hour=hour(schedule.get("nightly_start_hour")) if window_on else None,
+        summary_end_hour=hour(schedule.get("nightly_end_hour")) if window_on else None,
+        summary_model=(str(model.get("model_id") or "") or None) if summaries_on else None,
+    )
 
 
 # -- model kinds -------------------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ import zoneinfo
 
 from django import forms
 
+from devices.capabilities import Capabilities
 from devices.clients.base import validate_base_url
 from devices.models import Device
 
@@ -33,18 +34,35 @@ class DeviceForm(forms.Form):
     night_end = forms.TimeField(initial="07:00", widget=forms.TimeInput(attrs={"type": "time"}))
     time_zone = forms.CharField(max_length=64, required=False)
     is_default = forms.BooleanField(label="Default device", required=False)
+    may_evict_summary_model = forms.BooleanField(label="Renders may unload the summary model", required=False)
 
     def __init__(self, *args, device: Device | None = None, **kwargs):
         self.device = device
         if device is not None and "initial" not in kwargs:
             kwargs["initial"] = {
                 f: getattr(device, f)
-                for f in ("name", "kind", "base_url", "night_start", "night_end", "time_zone", "is_default")
+                for f in (
+                    "name",
+                    "kind",
+                    "base_url",
+                    "night_start",
+                    "night_end",
+                    "time_zone",
+                    "is_default",
+                    "may_evict_summary_model",
+                )
             }
         super().__init__(*args, **kwargs)
         if device is None:
             del self.fields["clear_api_key"]
+            del self.fields["may_evict_summary_model"]  # the vault is only known once the device answered
             self.fields["api_key"].help_text = "The key TiinyOS shows (not needed for TensorSharp)."
+        else:
+            model = Capabilities.from_dict(device.capabilities).vault.summary_model
+            self.fields["may_evict_summary_model"].help_text = (
+                f"At night TiinyOS writes memory summaries with {model or 'a chat model'}; "
+                "allow hub renders to unload it?"
+            )
 
     def clean_base_url(self) -> str:
         return _clean_url(self.cleaned_data["base_url"])

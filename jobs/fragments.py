@@ -24,6 +24,7 @@ from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
+from devices.capabilities import Capabilities
 from devices.models import Device
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobEvent
 from jobs.selectors import queue_plan, running_job
@@ -154,6 +155,19 @@ def _plan_jobs(device: Device) -> list[Job]:
     return [job for job in queue_plan(device) if job.state in WAITING_STATES]
 
 
+def summary_window(device: Device) -> dict[str, Any] | None:
+    """The vault's nightly memory summaries for the plan (None when unknown or off) and the device's decision."""
+    vault = Capabilities.from_dict(device.capabilities).vault
+    if vault.summary_model is None or vault.summary_start_hour is None or vault.summary_end_hour is None:
+        return None
+    return {
+        "start": dt.time(vault.summary_start_hour),
+        "end": dt.time(vault.summary_end_hour),
+        "model_name": vault.summary_model.rsplit("/", 1)[-1],
+        "may_evict": device.may_evict_summary_model,
+    }
+
+
 def queue_context(device: Device, *, admin: bool = False, now: dt.datetime | None = None) -> dict[str, Any]:
     """The plan as a timeline: each waiting job with its predicted start/finish and a bar on a shared axis."""
     now = now or timezone.now()
@@ -188,6 +202,7 @@ def queue_context(device: Device, *, admin: bool = False, now: dt.datetime | Non
         "running_eta": eta_for(running, now=now) if running else None,
         "entries": entries,
         "plan_end": span_end,
+        "summaries": summary_window(device),
         "now": now,
         "admin": admin,
         "moves": MOVES,

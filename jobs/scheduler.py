@@ -5,7 +5,8 @@ Policy (architecture.md "Scheduling policy"), in order:
 2. Windows: ``asap``; ``tonight`` = the device's night window in its own time zone; ``not_before``. A job in
    backoff (``retry_after``: unreachable device, polite wait) is not eligible until then.
 3. Polite mode by day: a job that would have to evict a model the hub did not load (someone's chat) waits,
-   unless its owner unticked "polite".
+   unless its owner unticked "polite". In the vault's nightly summary window, a job that would have to evict
+   the loaded summary model waits too, unless the device's ``may_evict_summary_model`` setting allows it.
 4. Base order: admin priority (run next / reorder), then fair share (the owner's device-seconds on this device
    over the last 7 days, least first), then FIFO.
 5. Model affinity: among the first K+1 eligible jobs, prefer one whose model is already loaded; it jumps at most
@@ -40,6 +41,11 @@ class DeviceSnapshot:
     npu_free: int | None = None
     npu_cost: dict[str, int] = field(default_factory=dict)
     usage: dict[int, float] = field(default_factory=dict)  # owner id -> device-seconds in FAIR_WINDOW
+    # The vault's nightly memory summaries (device capabilities) and whether renders may unload their model.
+    summary_start: dt.time | None = None
+    summary_end: dt.time | None = None
+    summary_model: str | None = None
+    may_evict_summary: bool = False
 
 
 # -- device and windows --------------------------------------------------------------------------------------
@@ -105,8 +111,25 @@ def polite_blocked(job: Any, snap: DeviceSnapshot) -> bool:
     return snap.npu_free - cost < NPU_MARGIN
 
 
+def summary_blocked(job: Any, snap: DeviceSnapshot) -> bool:
+    """In the summary window, a job that would have to evict the loaded summary model waits (device setting).
+
+    Mirrors ``polite_blocked``, but the device's setting decides, not the job's owner.
+    """
+    if snap.may_evict_summary or snap.summary_model not in snap.loaded or job.model_id in snap.loaded:
+        return False
+    if snap.summary_start is None or snap.summary_end is None:
+        return False
+    if not in_night(snap.now, snap.summary_start, snap.summary_end, snap.time_zone):
+        return False
+    cost = snap.npu_cost.get(job.model_id)
+    if cost is None or snap.npu_free is None:
+        return False  # unknown, as in polite_blocked: don't hold the queue on a guess
+    return snap.npu_free - cost < NPU_MARGIN
+
+
 def eligible(job: Any, snap: DeviceSnapshot) -> bool:
-    return window_open(job, snap) and not polite_blocked(job, snap)
+    return window_open(job, snap) and not polite_blocked(job, snap) and not summary_blocked(job, snap)
 
 
 # -- order ---------------------------------------------------------------------------------------------------
@@ -204,6 +227,8 @@ def snapshot_for(device_id: int, *, now: dt.datetime | None = None) -> DeviceSna
     for m in (device.capabilities or {}).get("models", []):
         if m.get("npu_usage") is not None:
             costs[m["id"]] = int(m["npu_usage"])
+    vault = (device.capabilities or {}).get("vault") or {}
+    start, end = vault.get("summary_start_hour"), vault.get("summary_end_hour")
     free = None
     if device.npu_units_total is not None and device.npu_units_used is not None:
         free = device.npu_units_total - device.npu_units_used
@@ -226,4 +251,8 @@ def snapshot_for(device_id: int, *, now: dt.datetime | None = None) -> DeviceSna
         npu_free=free,
         npu_cost=costs,
         usage={k: float(v or 0) for k, v in usage.items()},
+        summary_start=dt.time(start) if start is not None else None,
+        summary_end=dt.time(end) if end is not None else None,
+        summary_model=vault.get("summary_model"),
+        may_evict_summary=device.may_evict_summary_model,
     )

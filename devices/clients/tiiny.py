@@ -29,6 +29,7 @@ from devices.capabilities import (
     model_kind,
     reference_video_cap,
     stages_from_3d_caps,
+    vault_cap,
     video_cap_from_info,
 )
 from devices.clients.base import (
@@ -538,6 +539,11 @@ class TiinyClient(HttpDevice):
             }
         except (errors.BadRequest, errors.NotFound, errors.Transient):
             pass
+        try:
+            caps.vault = vault_cap(self.memory_schedule(), self.memory_model())
+        except errors.Transient:
+            if previous is not None:
+                caps.vault = previous.vault
         return caps
 
     def _video_cap(self, m: ModelCap, previous: Capabilities | None) -> VideoCap:
@@ -550,6 +556,23 @@ class TiinyClient(HttpDevice):
             old.source = "previous"
             return old
         return reference_video_cap(m.id) or VideoCap(m.id, [], [], 0, 24, source="unknown")
+
+    # -- knowledge base / vault --------------------------------------------------------------------------
+    def memory_schedule(self) -> dict:
+        """The nightly summary window (``nightly_start_hour``, ``nightly_end_hour``, ``enabled``, ``worker``)."""
+        return self._vault_json("/kb/memory/schedule")
+
+    def memory_model(self) -> dict:
+        """``{"model_id", "automatic_summary_enabled", "running_models"}``; an empty model_id = summaries off."""
+        return self._vault_json("/kb/memory/model")
+
+    def _vault_json(self, path: str) -> dict:
+        # Older firmware has no vault: a 404 (BadRequest or NotFound, by its body) means "nothing to know".
+        try:
+            raw = self._get_json(path, read=self.timeouts.probe)
+        except (errors.BadRequest, errors.NotFound):
+            return {}
+        return raw if isinstance(raw, dict) else {}
 
     # -- video (poll style) ------------------------------------------------------------------------------
     def video_info(self, model_id: str) -> dict:

@@ -155,6 +155,11 @@ class TiinyApp:
         a("GET", "/api/v1/sys/ac_power/", self.sys_ac_power)
         a("GET", "/api/v1/npu/status", self.npu_hardware)
         a("GET", "/api/v1/models/npu/status", self.npu_units)
+        # Knowledge base / vault: only the nightly memory summaries' settings.
+        a("GET", "/kb/memory/schedule", self.kb_schedule)
+        a("PUT", "/kb/memory/schedule", self.kb_schedule_put)
+        a("GET", "/kb/memory/model", self.kb_model)
+        a("PUT", "/kb/memory/model", self.kb_model_put)
         # Models (fixed paths before the {id:path} ones).
         a("GET", "/api/v1/models", self.models_no_slash, auth=False)
         a("GET", "/api/v1/models/", self.models_list)
@@ -457,6 +462,38 @@ class TiinyApp:
                 ],
             }
         )
+
+    # ======================================================================================================
+    # knowledge base / vault
+    # ======================================================================================================
+    async def kb_schedule(self, request: Request) -> Response:
+        return JSONResponse({**self.state.memory_schedule, "worker": {"state": "idle"}})
+
+    async def kb_schedule_put(self, request: Request) -> Response:
+        body = await self._json(request)
+        for key in ("nightly_start_hour", "nightly_end_hour"):
+            if key in body and (type(body[key]) is not int or not 0 <= body[key] <= 23):
+                raise Reply(422, {"detail": [{"type": "int_range", "loc": ["body", key], "msg": "0 to 23"}]})
+        if "enabled" in body and not isinstance(body["enabled"], bool):
+            raise Reply(422, {"detail": [{"type": "bool_type", "loc": ["body", "enabled"], "msg": "a bool"}]})
+        keys = ("nightly_start_hour", "nightly_end_hour", "enabled")
+        self.state.memory_schedule.update({k: body[k] for k in keys if k in body})
+        return await self.kb_schedule(request)
+
+    async def kb_model(self, request: Request) -> Response:
+        st = self.state
+        chats = [mid for mid, i in st.instances.items() if i.status == "running" and i.spec.kind == "chat"]
+        return JSONResponse({**st.memory_model, "running_models": chats})
+
+    async def kb_model_put(self, request: Request) -> Response:
+        body = await self._json(request)
+        model_id = body.get("model_id", self.state.memory_model["model_id"])
+        spec = MODELS.get(model_id) if model_id else None
+        if model_id and (spec is None or spec.kind != "chat"):
+            raise Reply(400, {"detail": f"{model_id} is not an installed chat model"})
+        enabled = body.get("automatic_summary_enabled", self.state.memory_model["automatic_summary_enabled"])
+        self.state.memory_model.update(model_id=model_id, automatic_summary_enabled=bool(enabled))
+        return await self.kb_model(request)
 
     # ======================================================================================================
     # models

@@ -201,6 +201,7 @@ class DeviceState:
         self.clock = Clock(options.speed)
         self.discovery_port: int | None = None  # actual bound ports, filled in by discovery
         self.udp_port: int | None = None
+        self._init_vault()
         self._init_runtime(quirks=set(options.quirks), locked=options.locked)
 
     # ----- lifecycle ------------------------------------------------------------------------------------
@@ -221,6 +222,18 @@ class DeviceState:
         self._slot = asyncio.Lock()
         self._tasks: set[asyncio.Task] = set()
         self._load_finished_videos()
+
+    def _init_vault(self) -> None:
+        # Vault settings are TiinyOS settings, not runtime: they survive a power cycle (reset restores them).
+        self.memory_schedule: dict[str, Any] = {
+            "nightly_start_hour": 23,
+            "nightly_end_hour": 5,
+            "enabled": True,
+        }
+        self.memory_model: dict[str, Any] = {
+            "model_id": catalog.CHAT_MODEL_ID,
+            "automatic_summary_enabled": True,
+        }
 
     # ----- --data-dir: finished video jobs survive a restart or power cycle -------------------------------
     def _videos_file(self) -> Path | None:
@@ -280,6 +293,7 @@ class DeviceState:
     ) -> None:
         self._cancel_all()
         self.clock.set_speed(speed or self.options.speed)
+        self._init_vault()
         self._init_runtime(quirks=set(ALL_QUIRKS) if quirks is None else quirks, locked=locked)
 
     def q(self, name: str) -> bool:

@@ -9,6 +9,7 @@ import httpx
 import pytest
 
 from devices import errors
+from devices.capabilities import Capabilities, VaultCap, vault_cap
 from devices.clients import TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 
@@ -162,6 +163,19 @@ def test_it_falls_back_to_the_hardware_npu_status():
     assert npu["used"] == 50
     assert npu["available"] == 50
     assert npu["util"] == 40.0
+
+
+def test_it_treats_a_missing_vault_as_unknown():
+    seen = []
+
+    def handler(request):
+        seen.append(request.url.path)
+        return httpx.Response(404, json={"detail": "Not Found"})  # older firmware: no /kb
+
+    c = client(handler)
+    assert c.memory_schedule() == {} and c.memory_model() == {}
+    assert seen == ["/kb/memory/schedule", "/kb/memory/model"]
+    assert vault_cap({}, {}) == VaultCap() == Capabilities.from_dict({"kind": "tiiny"}).vault  # stored before
 
 
 def test_it_reads_the_unit_npu_status():

@@ -124,6 +124,17 @@ def test_it_reads_capabilities(tiiny, c):
     assert caps.to_dict() == type(caps).from_dict(caps.to_dict()).to_dict()
 
 
+def test_it_reads_the_vaults_summary_window_and_model(tiiny, c):
+    assert c.memory_schedule()["nightly_start_hour"] == 23
+    tiiny.load(CHAT)
+    assert c.memory_model()["running_models"] == [CHAT]
+    vault = c.capabilities().vault
+    assert (vault.summary_start_hour, vault.summary_end_hour, vault.summary_model) == (23, 5, CHAT)
+    with tiiny.client() as raw:
+        raw.put("/kb/memory/model", json={"model_id": ""})  # automatic summaries off
+    assert c.capabilities().vault.summary_model is None
+
+
 def test_it_reads_3d_stages_from_a_loaded_3d_model(tiiny, c):
     tiiny.load("tencent/Hunyuan3D-2.1")
     stages = c.capabilities().stages_3d

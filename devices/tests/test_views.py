@@ -126,6 +126,24 @@ def test_it_keeps_the_stored_key_when_the_edit_leaves_it_empty(admin_client, dev
     assert device.state == Device.State.UNKNOWN
 
 
+def test_it_lets_admins_allow_renders_to_unload_the_summary_model(admin_client, device):
+    vault = {"summary_start_hour": 23, "summary_end_hour": 5, "summary_model": "Qwen/Qwen3.6-35B-A3B-turbo"}
+    Device.objects.filter(pk=device.pk).update(capabilities={"kind": "tiiny", "vault": vault})
+    url = reverse("devices-edit", args=[device.pk])
+    form = admin_client.get(url).content.decode()
+    assert "At night TiinyOS writes memory summaries with Qwen/Qwen3.6-35B-A3B-turbo" in form
+    assert "may_evict_summary_model" not in admin_client.get(reverse("devices-add")).content.decode()
+    fields = {"name": "Pocket", "kind": "tiiny", "base_url": "http://192.0.2.10", "night_start": "23:00"}
+    fields |= {"night_end": "07:00", "may_evict_summary_model": "on"}
+    assert admin_client.post(url, fields).status_code == 302
+    device.refresh_from_db()
+    assert device.may_evict_summary_model
+    del fields["may_evict_summary_model"]
+    admin_client.post(url, fields)
+    device.refresh_from_db()
+    assert not device.may_evict_summary_model
+
+
 def test_it_shows_exactly_what_failed_in_a_connection_test(admin_client, tiiny):
     resp = admin_client.post(
         reverse("devices-add-test"), {"kind": "tiiny", "base_url": tiiny.base_url, "api_key": "wrong"}

@@ -102,6 +102,24 @@ def test_it_keeps_polite_jobs_off_someone_elses_model_by_day():
     assert next_job(night, [J(1)])[0].pk == 1
 
 
+def test_it_keeps_renders_off_the_summary_model_in_the_vaults_window_unless_the_device_allows():
+    def summaries(now, **kw):
+        vault = {"summary_start": dt.time(23), "summary_end": dt.time(5), "summary_model": "chat"}
+        base = {"loaded": frozenset({"chat"}), "npu_free": 40, "npu_cost": {"m/a": 45, "m/small": 5}}
+        return snap(now=now, **(vault | base | kw))
+
+    night = T0.replace(hour=23, minute=30)
+    big = J(1, polite=False)  # the owner's "polite" does not decide this: the device's setting does
+    assert next_job(summaries(night), [big])[0] is None
+    assert next_job(summaries(night), [big, J(2, model_id="m/small")])[0].pk == 2  # fits alongside
+    assert next_job(summaries(night), [J(3, model_id="chat")])[0].pk == 3  # uses the loaded model
+    assert next_job(summaries(night, may_evict_summary=True), [big])[0].pk == 1
+    assert next_job(summaries(T0.replace(hour=5, minute=30)), [big])[0].pk == 1  # summaries done
+    assert next_job(summaries(T0), [big])[0].pk == 1  # by day: not the summaries' window
+    assert next_job(summaries(night, summary_model=None), [big])[0].pk == 1  # summaries off
+    assert next_job(summaries(night, loaded=frozenset()), [big])[0].pk == 1  # summary model not loaded
+
+
 def test_it_orders_the_whole_queue_with_affinity_and_windows():
     jobs = [J(1, model_id="x"), J(2, model_id="y"), J(3, model_id="x"), J(4, when="tonight")]
     order = [j.pk for j in order_jobs(snap(), jobs)]

@@ -74,3 +74,12 @@ def test_it_keeps_its_query_budget(
 def test_it_redraws_the_sparkline(member_client, device):
     response = member_client.get(f"/jobs/devices/{device.pk}/sparkline/", HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and f'id="device-{device.pk}-spark"' in response.content.decode()
+
+
+def test_it_shows_the_vaults_summary_window_in_tonights_plan(member_client, device):
+    from devices.models import Device
+
+    vault = {"summary_start_hour": 23, "summary_end_hour": 5, "summary_model": "Qwen/Qwen3.6-35B-A3B-turbo"}
+    Device.objects.filter(pk=device.pk).update(capabilities={**device.capabilities, "vault": vault})
+    html = member_client.get("/").content.decode()
+    assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html

@@ -73,3 +73,15 @@ def test_it_never_redirects_off_site(admin_client, member, device):
     job = make_job(member, device)
     response = admin_client.post(f"/jobs/{job.pk}/cancel/", {"next": "https://evil.example/"})
     assert response["Location"] == f"/jobs/{job.pk}/"
+
+
+def test_the_plan_shows_the_vaults_summary_window_and_the_devices_decision(viewer_client, device):
+    from devices.models import Device
+
+    assert "Memory summaries" not in viewer_client.get("/jobs/queue/").content.decode()  # not known yet
+    vault = {"summary_start_hour": 23, "summary_end_hour": 5, "summary_model": "Qwen/Qwen3.6-35B-A3B-turbo"}
+    Device.objects.filter(pk=device.pk).update(capabilities={**device.capabilities, "vault": vault})
+    html = viewer_client.get("/jobs/queue/").content.decode()
+    assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html
+    Device.objects.filter(pk=device.pk).update(may_evict_summary_model=True)
+    assert "renders may unload it" in viewer_client.get("/jobs/queue/").content.decode()
