@@ -272,7 +272,9 @@ def queue_admin_box(request: HttpRequest, device_id: int) -> HttpResponse:
 
 
 def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:
+    """The admins' control box as it is now (htmx), or back to the queue page."""
     if request.htmx:
+        device.refresh_from_db()  # the service changed the row (paused flag, order) behind this instance
         return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True))
     return redirect("jobs-queue")
 
@@ -282,7 +284,6 @@ def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:
 def queue_pause(request: HttpRequest, device_id: int) -> HttpResponse:
     device = device_get_for(request.user, device_id)
     services.queue_pause(device=device, by=request.user)
-    device.refresh_from_db()
     return _after_queue_change(request, device)
 
 
@@ -291,7 +292,6 @@ def queue_pause(request: HttpRequest, device_id: int) -> HttpResponse:
 def queue_resume(request: HttpRequest, device_id: int) -> HttpResponse:
     device = device_get_for(request.user, device_id)
     services.queue_resume(device=device, by=request.user)
-    device.refresh_from_db()
     return _after_queue_change(request, device)
 
 
