@@ -55,6 +55,7 @@ INSTALLED_APPS = [
     "channels",
     "django_htmx",
     "template_partials",
+    "ninja",  # serves /api/docs from its own static files (no CDN on a LAN)
     "hub",
     "hub.accounts",
     "devices",

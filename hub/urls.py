@@ -4,6 +4,8 @@ from django.contrib import admin
 from django.urls import include, path
 
 from hub import views
+from hub.api import api
+from jobs.v1 import v1
 
 urlpatterns = [
     path("", views.dashboard, name="dashboard"),
@@ -12,6 +14,8 @@ urlpatterns = [
     path("accounts/", include("hub.accounts.urls")),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),
+    path("api/", api.urls),
+    path("v1/", v1.urls),
     path("admin/", admin.site.urls),
 ]
 

@@ -1,0 +1,11 @@
+"""The hub's REST API under /api/ (django-ninja; OpenAPI at /api/docs).
+
+One NinjaAPI; each app adds its router (``jobs.api``, ``devices.api``). Scripts authenticate with a personal
+token (``Authorization: Bearer …``), the browser with its session (CSRF checked).
+"""
+
+from __future__ import annotations
+
+from ninja import NinjaAPI
+
+api = NinjaAPI(title="Tiiny Hub API", version="1", urls_namespace="api")
