@@ -136,3 +136,26 @@ def env_path(name: str, default: Path) -> Path:
 def _redact(url: str) -> str:
     """Hide a password in a URL so an error message never leaks it."""
     return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+
+
+_RATE_PERIODS = {"s": 1, "m": 60, "h": 3600}
+
+
+def parse_rate(value: str, *, name: str = "rate") -> tuple[int, int] | None:
+    """``"30/m"`` -> ``(30, 60)``: (count, window seconds); ``/s`` and ``/h`` too. ``"0"`` -> None (no limit)."""
+    text = str(value).strip()
+    if text == "0":
+        return None
+    match = re.fullmatch(r"(\d+)\s*/\s*([smhSMH])", text)
+    if not match:
+        raise SettingError(f"{name}={value!r} is not a rate (use e.g. 30/m, 5/s or 200/h; 0 turns it off)")
+    count = int(match.group(1))
+    return None if count == 0 else (count, _RATE_PERIODS[match.group(2).lower()])
+
+
+def env_rate(name: str, default: str) -> str:
+    """A rate such as ``30/m`` (see :func:`parse_rate`), checked at start-up; returns the trimmed text."""
+    value = os.environ.get(name)
+    value = default if value is None or value.strip() == "" else value.strip()
+    parse_rate(value, name=name)
+    return value

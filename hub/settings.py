@@ -244,3 +244,9 @@ JOBS_LOAD_GRACE_S = env_float(
 JOBS_RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)  # beat: how often reconcile repairs
 JOBS_SENDFILE = env_choice("JOBS_SENDFILE", "", ("", "x-accel", "x-sendfile"))  # "" = Django streams the file
 JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # nginx internal location
+
+# --- API tokens and rate limits (hub.accounts.tokens, hub.ratelimit) ----------------------------------------
+# Submissions through /api/ and /v1/ per token (per person for a browser session): N/s, N/m or N/h; 0 = no limit.
+from hub.env import env_rate  # noqa: E402 - this block stays at the end of the file
+
+HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")

@@ -24,3 +24,44 @@ class User(AbstractUser):
 
     def __str__(self) -> str:
         return self.get_full_name() or self.username
+
+
+class ApiToken(models.Model):
+    """A personal API token for scripts: the REST API (/api/) and the OpenAI-compatible routes (/v1/).
+
+    Only a SHA-256 of the token is stored. A plain, unsalted, fast hash is enough here (unlike
+    passwords): the token carries 256 random bits, so neither a dictionary nor a brute-force attack
+    on a leaked hash is feasible, and a fast hash lets every request find its row by an indexed
+    lookup. See ``hub.accounts.tokens`` for the rules.
+    """
+
+    class Scope(models.TextChoices):
+        READ = "read", "Read"  # look at jobs, devices and results the owner may see
+        SUBMIT = "submit", "Submit"  # also queue jobs (members and admins only)
+
+    user = models.ForeignKey(User, on_delete=models.CASCADE, related_name="api_tokens")
+    name = models.CharField(max_length=100)
+    prefix = models.CharField(max_length=8, db_index=True)  # first 8 chars of the secret; safe to show
+    key_hash = models.CharField(max_length=64, unique=True)  # sha256 hex of the whole token
+    scopes = models.CharField(max_length=50, default=Scope.READ)  # comma-separated Scope values
+    created = models.DateTimeField(auto_now_add=True)
+    last_used_at = models.DateTimeField(null=True, blank=True)
+    last_used_ip = models.GenericIPAddressField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created"]
+
+    def __str__(self) -> str:
+        return f"{self.name} (thub_{self.prefix}…)"
+
+    @property
+    def scope_list(self) -> list[str]:
+        return [s for s in self.scopes.split(",") if s]
+
+    def has_scope(self, scope: str) -> bool:
+        return scope in self.scope_list
+
+    @property
+    def is_live(self) -> bool:
+        return self.revoked_at is None and self.user.is_active

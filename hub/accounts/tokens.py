@@ -1,0 +1,168 @@
+"""Personal API tokens: create, revoke, list, and resolve a raw token to its row.
+
+A token looks like ``thub_<43 url-safe chars>`` (32 random bytes). The raw token exists only in the
+response that creates it; the database keeps its SHA-256 (``ApiToken.key_hash``) and the first 8
+characters of the secret (``prefix``) so people can tell their tokens apart in a list.
+
+Rules:
+- scopes are "read" and "submit"; viewers may only hold "read" tokens;
+- the owner or an admin may revoke; a revoked token never works again;
+- a deactivated person's tokens stop working at once (checked on every request, nothing to revoke);
+- ``last_used_at``/``last_used_ip`` are refreshed at most once a minute, so a busy script does not
+  turn every read into a database write.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import ipaddress
+import re
+import secrets
+from datetime import timedelta
+
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db.models import Q, QuerySet
+from django.utils import timezone
+
+from hub.accounts.models import ApiToken, User
+
+TOKEN_PREFIX = "thub_"  # noqa: S105 - a public marker, not a secret
+SECRET_BYTES = 32  # token_urlsafe(32) -> 43 characters
+PREFIX_LEN = 8
+MAX_LIVE_TOKENS_PER_PERSON = 50  # a sane bound; nobody needs more, and the list stays readable
+LAST_USED_EVERY = timedelta(minutes=1)
+SCOPES = tuple(ApiToken.Scope.values)  # ("read", "submit")
+
+# Anything a well-meaning client could send: our prefix, then url-safe base64. Checked before hashing so a
+# malformed header gets a precise message and never reaches the database.
+_TOKEN_RE = re.compile(rf"{TOKEN_PREFIX}[A-Za-z0-9_-]{{20,128}}")
+
+
+class TokenInvalid(Exception):
+    """The token is unknown, revoked, malformed, or its owner is deactivated. ``str(exc)`` is for the client."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        super().__init__(message)
+
+    def __str__(self) -> str:
+        return self.message
+
+
+def hash_token(raw: str) -> str:
+    return hashlib.sha256(raw.encode()).hexdigest()
+
+
+def generate_token() -> str:
+    return TOKEN_PREFIX + secrets.token_urlsafe(SECRET_BYTES)
+
+
+# --- services ------------------------------------------------------------------------------------------
+def token_create(*, user: User, name: str, scopes: list[str]) -> tuple[ApiToken, str]:
+    """Create a token for ``user``; return the row and the raw token (shown once, never stored)."""
+    name = (name or "").strip()
+    if not name:
+        raise ValidationError("Give the token a name, e.g. the script or machine that will use it.")
+    if len(name) > 100:
+        raise ValidationError("Keep the name under 100 characters.")
+    wanted = {s.strip() for s in scopes if s and s.strip()}
+    unknown = wanted - set(SCOPES)
+    if unknown:
+        raise ValidationError(f"Unknown scope {sorted(unknown)[0]!r}; use read and/or submit.")
+    if not wanted:
+        raise ValidationError("Choose at least one scope: read, or read and submit.")
+    if not user.is_active:
+        raise ValidationError("This person is deactivated; bring them back first.")
+    if ApiToken.Scope.SUBMIT in wanted:
+        if not user.can_submit:
+            raise ValidationError(
+                "Viewers may only create read tokens; ask an admin to make you a member to submit jobs."
+            )
+        # Submitting without reading your own job's progress is useless, so submit implies read.
+        wanted.add(ApiToken.Scope.READ)
+    if user.api_tokens.filter(revoked_at__isnull=True).count() >= MAX_LIVE_TOKENS_PER_PERSON:
+        raise ValidationError(
+            f"You already have {MAX_LIVE_TOKENS_PER_PERSON} live tokens; revoke some you no longer use."
+        )
+    raw = generate_token()
+    token = ApiToken.objects.create(
+        user=user,
+        name=name,
+        prefix=raw[len(TOKEN_PREFIX) : len(TOKEN_PREFIX) + PREFIX_LEN],
+        key_hash=hash_token(raw),
+        scopes=",".join(s for s in SCOPES if s in wanted),  # stable order: "read,submit"
+    )
+    return token, raw
+
+
+def token_revoke(*, token: ApiToken, by: User) -> None:
+    """Revoke ``token`` (idempotent). Only its owner or an admin may."""
+    if not (by.is_active and (token.user_id == by.pk or by.is_admin)):
+        raise PermissionDenied("Only the token's owner or an admin may revoke it.")
+    now = timezone.now()
+    # Conditional, so a second revoke keeps the first moment.
+    ApiToken.objects.filter(pk=token.pk, revoked_at__isnull=True).update(revoked_at=now)
+    if token.revoked_at is None:
+        token.revoked_at = now
+
+
+def token_authenticate(raw: str, *, ip: str | None = None) -> ApiToken:
+    """Resolve a raw token to its live row, or raise :class:`TokenInvalid` with a message for the client.
+
+    The lookup is by the hash's unique index: comparing hashes in the database leaks no useful timing,
+    because an attacker cannot choose inputs that hash to a known prefix.
+    """
+    raw = (raw or "").strip()
+    if not raw:
+        raise TokenInvalid("No token given; send 'Authorization: Bearer thub_…'.")
+    if not _TOKEN_RE.fullmatch(raw):
+        raise TokenInvalid(
+            "Malformed token; hub tokens start with 'thub_' (create one at /accounts/tokens/)."
+        )
+    token = ApiToken.objects.select_related("user").filter(key_hash=hash_token(raw)).first()
+    if token is None:
+        raise TokenInvalid(
+            "Unknown token; check it was copied whole, or create a new one at /accounts/tokens/."
+        )
+    if token.revoked_at is not None:
+        raise TokenInvalid("This token was revoked; create a new one at /accounts/tokens/.")
+    if not token.user.is_active:
+        raise TokenInvalid("This token's owner is deactivated.")
+    _touch(token, ip=_clean_ip(ip))
+    return token
+
+
+def _touch(token: ApiToken, *, ip: str | None) -> None:
+    """Record use at most once a minute: skip when the row is fresh, and let the UPDATE's own condition
+    settle races between parallel requests (only one of them writes)."""
+    now = timezone.now()
+    stale = now - LAST_USED_EVERY
+    if token.last_used_at is not None and token.last_used_at > stale:
+        return
+    written = (
+        ApiToken.objects.filter(pk=token.pk)
+        .filter(Q(last_used_at__isnull=True) | Q(last_used_at__lte=stale))
+        .update(last_used_at=now, last_used_ip=ip)
+    )
+    if written:
+        token.last_used_at, token.last_used_ip = now, ip
+
+
+def _clean_ip(ip: str | None) -> str | None:
+    if not ip:
+        return None
+    try:
+        return str(ipaddress.ip_address(ip.strip()))
+    except ValueError:
+        return None
+
+
+# --- selectors -----------------------------------------------------------------------------------------
+def tokens_visible_to(user: User, *, include_revoked: bool = False) -> QuerySet[ApiToken]:
+    """A person's own tokens; admins see everyone's. Newest first, owners joined for the list."""
+    qs = ApiToken.objects.select_related("user").order_by("-created", "-pk")
+    if not user.is_admin:
+        qs = qs.filter(user=user)
+    if not include_revoked:
+        qs = qs.filter(revoked_at__isnull=True)
+    return qs

@@ -1,0 +1,80 @@
+"""Per-token submission rate limit for the API doors (/api/ and /v1/).
+
+A fixed-window counter in Redis (Django's cache): one key per caller and window, incremented
+atomically, expiring with the window. A fixed window lets a caller spend two windows' worth back to back
+at a boundary; for a household hub whose real bottleneck is one device that is fine, and it costs a
+single INCR per submission. The limit is ``HUB_API_SUBMIT_RATE``: ``N/s``, ``N/m`` or ``N/h``; ``0``
+turns it off (parsed by ``hub.env.parse_rate``).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from functools import lru_cache
+
+from django.conf import settings
+from django.core.cache import cache
+from ninja.errors import HttpError
+
+from hub.env import parse_rate
+
+log = logging.getLogger(__name__)
+
+
+@lru_cache(maxsize=32)
+def _rate(value: str) -> tuple[int, int] | None:
+    return parse_rate(value, name="HUB_API_SUBMIT_RATE")
+
+
+def submit_allowed(key: str) -> int | None:
+    """Count one submission for ``key``. None when allowed, else the seconds until the next slot.
+
+    Fails open (allows, and logs) when Redis is unreachable: the limit is about fairness, and a
+    submission that needs Redis will report that problem itself.
+    """
+    rate = _rate(getattr(settings, "HUB_API_SUBMIT_RATE", "30/m"))
+    if rate is None:
+        return None
+    limit, period = rate
+    now = time.time()
+    window = int(now // period)
+    cache_key = f"ratelimit:submit:{key}:{period}:{window}"
+    try:
+        # add() only creates the counter when it is missing; the slack keeps it alive past the window's end.
+        cache.add(cache_key, 0, timeout=period + 5)
+        try:
+            count = cache.incr(cache_key)
+        except ValueError:  # expired between add and incr; start again
+            cache.add(cache_key, 0, timeout=period + 5)
+            count = cache.incr(cache_key)
+    except Exception as exc:  # noqa: BLE001 - any cache failure: fail open, but say so
+        log.warning("rate limit not enforced (cache unavailable): %s", type(exc).__name__)
+        return None
+    if count <= limit:
+        return None
+    return max(1, math.ceil((window + 1) * period - now))
+
+
+class RateLimited(HttpError):
+    """Too many submissions. An HttpError, so ninja answers 429 ``{"detail": …}`` even without a handler;
+    add ``Retry-After: exc.retry_after`` where you translate it."""
+
+    def __init__(self, retry_after: int) -> None:
+        self.retry_after = retry_after
+        super().__init__(429, f"Too many submissions; try again in {retry_after} s.")
+
+
+def rate_key(request) -> str:
+    token = getattr(request, "api_token", None)
+    if token is not None:
+        return f"token:{token.pk}"
+    return f"user:{request.user.pk}"
+
+
+def check_submit(request) -> None:
+    """Raise RateLimited when the caller (its token, or the session's person) is over the submit rate."""
+    retry_after = submit_allowed(rate_key(request))
+    if retry_after is not None:
+        raise RateLimited(retry_after)
