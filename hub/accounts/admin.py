@@ -3,7 +3,8 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from hub.accounts.models import User
+from hub.accounts.models import ApiToken, User
+from hub.accounts.tokens import token_revoke
 
 
 @admin.register(User)
@@ -11,3 +12,44 @@ class HubUserAdmin(UserAdmin):
     list_display = ("username", "role", "is_active", "last_login")
     list_filter = ("role", "is_active")
     fieldsets = ((None, {"fields": ("role",)}), *UserAdmin.fieldsets)
+
+
+@admin.register(ApiToken)
+class ApiTokenAdmin(admin.ModelAdmin):
+    """Read-only view with a revoke action: tokens are created where the raw value can be shown once
+    (the "API tokens" page or ``manage.py create_token``), and their hash is nothing to edit."""
+
+    list_display = (
+        "name",
+        "user",
+        "prefix",
+        "scopes",
+        "created",
+        "last_used_at",
+        "last_used_ip",
+        "revoked_at",
+    )
+    list_filter = ("revoked_at", "scopes")
+    search_fields = ("name", "prefix", "user__username")
+    list_select_related = ("user",)
+    exclude = ("key_hash",)
+    readonly_fields = (
+        "user",
+        "name",
+        "prefix",
+        "scopes",
+        "created",
+        "last_used_at",
+        "last_used_ip",
+        "revoked_at",
+    )
+    actions = ("revoke",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected tokens")
+    def revoke(self, request, queryset):
+        for token in queryset.filter(revoked_at__isnull=True):
+            token_revoke(token=token, by=request.user)
+        self.message_user(request, "Revoked; they no longer work.")

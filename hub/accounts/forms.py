@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 
-from hub.accounts.models import User
+from hub.accounts.models import ApiToken, User
 
 
 class PersonAddForm(forms.Form):
@@ -36,3 +36,33 @@ class ActiveForm(forms.Form):
     active = forms.TypedChoiceField(
         choices=[("1", "Active"), ("0", "Deactivated")], coerce=lambda v: v == "1"
     )
+
+
+class TokenCreateForm(forms.Form):
+    name = forms.CharField(
+        max_length=100,
+        label="Name",
+        help_text="What will use it, e.g. “laptop script” or “home assistant”.",
+        error_messages={
+            "required": "Give the token a name.",
+            "max_length": "Keep the name under 100 characters.",
+        },
+    )
+    scopes = forms.MultipleChoiceField(
+        choices=ApiToken.Scope.choices,
+        initial=[ApiToken.Scope.READ],
+        widget=forms.CheckboxSelectMultiple,
+        label="May",
+        error_messages={
+            "required": "Choose at least one scope: read, or read and submit.",
+            "invalid_choice": "Choose read and/or submit.",
+        },
+    )
+
+    def __init__(self, *args, user: User, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        if not user.can_submit:
+            # The service refuses "submit" for viewers too; saying so up front saves a round trip.
+            self.fields["scopes"].help_text = "Viewers may create read tokens only."
+        else:
+            self.fields["scopes"].help_text = "Read: look at jobs, devices, results. Submit: also queue jobs."

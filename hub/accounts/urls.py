@@ -18,4 +18,7 @@ urlpatterns = [
     path("people/add/", views.person_add, name="people-add"),
     path("people/<int:user_id>/role/", views.person_role, name="people-role"),
     path("people/<int:user_id>/active/", views.person_active, name="people-active"),
+    path("tokens/", views.tokens, name="accounts-tokens"),
+    path("tokens/new/", views.token_add, name="accounts-tokens-add"),
+    path("tokens/<int:token_id>/revoke/", views.token_revoke_view, name="accounts-tokens-revoke"),
 ]

@@ -1,16 +1,21 @@
-"""People (admins only): list, add with a role, change a role, deactivate or bring back."""
+"""People (admins only): list, add with a role, change a role, deactivate or bring back.
+
+API tokens (everyone signed in): create one (shown once), list, revoke."""
 
 from __future__ import annotations
 
 from django.contrib import messages
+from django.core.exceptions import ValidationError
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
+from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.accounts.decorators import admin_required
-from hub.accounts.forms import ActiveForm, PersonAddForm, RoleForm
+from hub.accounts.forms import ActiveForm, PersonAddForm, RoleForm, TokenCreateForm
 from hub.accounts.models import User
 from hub.accounts.services import user_create_or_update, user_set_active
+from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to
 
 
 def _page(request: HttpRequest, form: PersonAddForm | None = None, **extra) -> dict:
@@ -67,3 +72,47 @@ def person_active(request: HttpRequest, user_id: int) -> HttpResponse:
             request, f"{person} {'can sign in again' if person.is_active else 'is deactivated'}."
         )
     return redirect("people")
+
+
+# --- API tokens ------------------------------------------------------------------------------------------
+def _tokens_page(request: HttpRequest, form: TokenCreateForm | None = None, *, status: int = 200, **extra):
+    context = {
+        "tokens": tokens_visible_to(request.user),
+        "form": form or TokenCreateForm(user=request.user),
+        "show_owner": request.user.is_admin,
+        **extra,
+    }
+    response = render(request, "accounts/tokens.html", context, status=status)
+    # The page that shows a new token must not linger in a cache or the back/forward history.
+    add_never_cache_headers(response)
+    response["Cache-Control"] += ", no-store"
+    return response
+
+
+@require_GET
+def tokens(request: HttpRequest) -> HttpResponse:
+    return _tokens_page(request)
+
+
+@require_POST
+def token_add(request: HttpRequest) -> HttpResponse:
+    form = TokenCreateForm(request.POST, user=request.user)
+    if not form.is_valid():
+        return _tokens_page(request, form, status=400)
+    try:
+        token, raw = token_create(user=request.user, **form.cleaned_data)
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return _tokens_page(request, form, status=400)
+    # Rendered, not redirected: the raw token is shown exactly once and never goes into a message or URL.
+    return _tokens_page(request, created=token, raw_token=raw, status=201)
+
+
+@require_POST
+def token_revoke_view(request: HttpRequest, token_id: int) -> HttpResponse:
+    # Someone else's token is "not found" rather than "forbidden": its existence is not theirs to know.
+    token = get_object_or_404(tokens_visible_to(request.user), pk=token_id)
+    token_revoke(token=token, by=request.user)  # PermissionDenied -> 403, should the rules ever disagree
+    owner = "" if token.user_id == request.user.pk else f" of {token.user}"
+    messages.success(request, f"Revoked “{token.name}”{owner}; it no longer works.")
+    return redirect("accounts-tokens")
