@@ -21,6 +21,8 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("live-wire/", views.live_wire, name="hub-live-wire"),
     path("healthz", views.healthz, name="healthz"),
+    path("favicon.ico", views.favicon, name="favicon"),
+    path("manifest.webmanifest", views.manifest, name="manifest"),
     path("accounts/", include("hub.accounts.urls")),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),

@@ -1,13 +1,18 @@
 from __future__ import annotations
 
+import functools
+import json
 import logging
+from pathlib import Path
 
 from django.contrib.auth.decorators import login_not_required
-from django.http import HttpResponse, JsonResponse
+from django.contrib.staticfiles import finders
+from django.http import Http404, HttpResponse, JsonResponse
 from django.shortcuts import render
+from django.templatetags.static import static
 from django.utils import timezone
 from django.views.decorators.cache import never_cache
-from django.views.decorators.http import require_GET, require_POST
+from django.views.decorators.http import require_GET, require_POST, require_safe
 from kombu.exceptions import OperationalError
 
 from hub.health import run_checks
@@ -42,3 +47,39 @@ def live_wire(request):
         log.warning("broker unreachable: live wire ping not queued")
         return render(request, "dashboard.html#live-wire", {"wire": {"error": True}}, status=503)
     return HttpResponse(status=202)
+
+
+# -- icons: fetched by browsers and phones before anyone signs in ------------------------------------------
+ICON_MAX_AGE = 24 * 3600  # a day: cacheable, yet a new icon shows up by tomorrow
+
+
+@functools.cache
+def _static_bytes(name: str) -> bytes:
+    found = finders.find(name)
+    if not found:
+        raise Http404("No such icon.")
+    return Path(found).read_bytes()
+
+
+def _cacheable(response: HttpResponse) -> HttpResponse:
+    response["Cache-Control"] = f"public, max-age={ICON_MAX_AGE}"
+    response["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+@login_not_required
+@require_safe
+def favicon(request):
+    """``/favicon.ico``: what browsers ask for on pages (or files) without a link tag."""
+    return _cacheable(HttpResponse(_static_bytes("img/favicon.ico"), content_type="image/x-icon"))
+
+
+@login_not_required
+@require_safe
+def manifest(request):
+    """The web app manifest (static/manifest.webmanifest), its icons pointed at their collected static URLs."""
+    data = json.loads(_static_bytes("manifest.webmanifest"))
+    for icon in data.get("icons", []):
+        icon["src"] = static(icon["src"])
+    body = json.dumps(data, indent=2)
+    return _cacheable(HttpResponse(body, content_type="application/manifest+json"))

@@ -33,6 +33,21 @@ STATE_GROUPS = {
 }
 
 
+MAX_SEARCH_WORDS = 8  # each word is one more LIKE over every visible prompt; a pasted paragraph must not be
+
+
+def search_words(query: str) -> list[str]:
+    """The words a gallery search must all find, in any order: "kite sunset" finds "sunset over a kite".
+
+    Split on whitespace, empty words dropped, repeats (ignoring case) once, at most ``MAX_SEARCH_WORDS``.
+    """
+    words: list[str] = []
+    for word in query.split():
+        if word.casefold() not in (w.casefold() for w in words):
+            words.append(word)
+    return words[:MAX_SEARCH_WORDS]
+
+
 class CancelForm(forms.Form):
     reason = forms.CharField(required=False, max_length=300, label="Reason")
 
@@ -91,8 +106,8 @@ class GalleryFilterForm(forms.Form):
         if not self.is_valid():
             return qs
         d = self.cleaned_data
-        if d.get("q"):
-            qs = qs.filter(prompt__icontains=d["q"])
+        for word in search_words(d.get("q") or ""):
+            qs = qs.filter(prompt__icontains=word)  # AND of LIKEs on one column: still one query
         if d.get("kind"):
             qs = qs.filter(kind=d["kind"])
         if d.get("state"):

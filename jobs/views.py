@@ -16,7 +16,7 @@ from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from devices.models import Device
 from devices.selectors import device_get_for
@@ -217,7 +217,7 @@ def job_bookmark(request: HttpRequest, job_id: int) -> HttpResponse:
     )
 
 
-@require_GET
+@require_safe  # HEAD too: players probe a file before fetching ranges
 def job_file(request: HttpRequest, job_id: int, artifact_id: int) -> HttpResponse:
     job = job_for(request.user, job_id)
     artifact = get_object_or_404(job.artifacts, pk=artifact_id)
@@ -234,7 +234,7 @@ def job_public(request: HttpRequest, token: str) -> HttpResponse:
 
 
 @login_not_required
-@require_GET
+@require_safe  # HEAD too: players probe a file before fetching ranges
 def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpResponse:
     job = job_by_share_token(token)
     artifact = get_object_or_404(job.artifacts, pk=artifact_id)

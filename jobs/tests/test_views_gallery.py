@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.test import Client
@@ -112,3 +113,46 @@ def test_it_keeps_its_query_budget(
         add_artifact(job, media, name=f"v{i}.mp4")
     with django_assert_max_num_queries(8):  # flat in the number of cards
         assert member_client.get("/jobs/").status_code == 200
+
+
+# -- search: every word, any order ----------------------------------------------------------------------------
+def test_search_finds_every_word_in_any_order(member_client, member, device):
+    kite = make_job(member, device, prompt="Sunset over a KITE festival")
+    sunset = make_job(member, device, prompt="a sunset over the sea")
+    kiteless = make_job(member, device, prompt="a kite in the rain")
+    for q in ("kite sunset", "  SUNSET   kite ", "kite\tsun", "sunset kite kite"):
+        html = member_client.get("/jobs/", {"q": q}).content.decode()
+        assert f"job-{kite.pk}-card" in html, q
+        assert f"job-{sunset.pk}-card" not in html and f"job-{kiteless.pk}-card" not in html, q
+    html = member_client.get("/jobs/", {"q": "sunset"}).content.decode()
+    assert f"job-{kite.pk}-card" in html and f"job-{sunset.pk}-card" in html
+    assert f"job-{kiteless.pk}-card" not in html
+
+
+def test_search_of_only_spaces_shows_everything(member_client, member, device):
+    a = make_job(member, device, prompt="one fox")
+    b = make_job(member, device, prompt="two owls")
+    html = member_client.get("/jobs/", {"q": "   "}).content.decode()
+    assert f"job-{a.pk}-card" in html and f"job-{b.pk}-card" in html
+
+
+def test_search_words_are_literal_and_bounded(member_client, member, device):
+    from jobs.filters import MAX_SEARCH_WORDS, search_words
+
+    percent = make_job(member, device, prompt="100% cotton kite")
+    other = make_job(member, device, prompt="1000 cotton kites")
+    html = member_client.get("/jobs/", {"q": "kite 100%"}).content.decode()
+    assert f"job-{percent.pk}-card" in html and f"job-{other.pk}-card" not in html  # % is not a wildcard
+    assert search_words(" a  B a b c ") == ["a", "B", "c"]
+    assert len(search_words(" ".join(f"w{i}" for i in range(50)))) == MAX_SEARCH_WORDS
+
+
+def test_a_many_word_search_is_one_query_for_the_cards(
+    member_client, member, device, media, django_assert_max_num_queries
+):
+    for i in range(10):
+        job = make_job(member, device, state="done", prompt=f"kite sunset beach dunes number {i}")
+        add_artifact(job, media, name=f"v{i}.mp4")
+    with django_assert_max_num_queries(8):  # the same budget as without a search
+        html = member_client.get("/jobs/", {"q": "number dunes beach sunset kite " * 4}).content.decode()
+    assert len(re.findall(r'id="job-\d+-card"', html)) == 10
