@@ -23,6 +23,12 @@ def whoami(request):
     return {"user": request.user.username, "token": token.name if token else None}
 
 
+@api.get("/whoami-async", auth=API_AUTH)
+async def whoami_async(request):
+    # The /v1 routes may be async: ninja runs the (sync) auth in a thread, and the user is already loaded.
+    return {"user": request.user.username, "token": request.api_token.name if request.api_token else None}
+
+
 @api.post("/submit", auth=API_AUTH)
 def submit(request):
     require_scope(request, "submit")
@@ -141,3 +147,24 @@ def test_over_the_submit_rate_answers_429(member, settings):
     third = client.post("/t/submit", **_bearer(raw))
     assert third.status_code == 429
     assert "try again in" in third.json()["detail"]
+
+
+def test_token_auth_works_for_async_routes(member):
+    _, raw = token_create(user=member, name="async", scopes=["read"])
+    assert Client().get("/t/whoami-async", **_bearer(raw)).json() == {"user": "mia", "token": "async"}
+    refused = Client().get("/t/whoami-async", HTTP_AUTHORIZATION="Bearer thub_" + "z" * 43)
+    assert refused.status_code == 401
+
+
+def test_authenticate_request_is_reusable_outside_ninja(member, rf):
+    from hub.accounts.tokens import TokenInvalid
+    from hub.api_auth import authenticate_request
+
+    token, raw = token_create(user=member, name="v1", scopes=["read"])
+    request = rf.get("/v1/models", HTTP_AUTHORIZATION=f"Bearer {raw}", REMOTE_ADDR="10.1.2.3")
+    assert authenticate_request(request) == token
+    assert request.user == member and request.api_token == token
+    token.refresh_from_db()
+    assert token.last_used_ip == "10.1.2.3"
+    with pytest.raises(TokenInvalid, match="Authorization: Bearer"):
+        authenticate_request(rf.get("/v1/models"))
