@@ -279,13 +279,18 @@ def test_create_token_refuses_with_one_line(member, viewer, args, needle):
 
 
 # --- rate limit --------------------------------------------------------------------------------------------
-def test_the_third_submission_in_a_minute_waits_when_the_limit_is_two(settings):
+def test_the_third_submission_in_a_minute_waits_when_the_limit_is_two(settings, monkeypatch):
     settings.HUB_API_SUBMIT_RATE = "2/m"
+    # 20.5 s into a minute, held still so a real minute boundary can't fall between the calls.
+    now = 60 * 29_000_000 + 20.5
+    monkeypatch.setattr("hub.ratelimit._clock", lambda: now)
     assert submit_allowed("token:a") is None
     assert submit_allowed("token:a") is None
-    retry_after = submit_allowed("token:a")
-    assert retry_after is not None and 0 < retry_after <= 60
+    assert submit_allowed("token:a") == 40  # ceil(39.5): the seconds until the next minute
+    assert submit_allowed("token:a") == 40  # still refused (and counted) until then
     assert submit_allowed("token:b") is None  # counters are per key
+    now += 40
+    assert submit_allowed("token:a") is None  # a new minute, a fresh allowance
 
 
 def test_zero_turns_the_limit_off(settings):
