@@ -99,6 +99,9 @@ class Job(models.Model):
     shared = models.BooleanField(default=False)  # visible to the whole household
     share_token = models.CharField(max_length=64, blank=True, default="")  # read-only link; "" = revoked
     last_seq = models.PositiveIntegerField(default=0)
+    # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
+    # no longer listed anywhere (``jobs_visible_to`` leaves it out).
+    hidden_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created"]

@@ -12,7 +12,7 @@ from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
 
 def jobs_visible_to(user: Any) -> QuerySet[Job]:
     """Jobs ``user`` may see: their own, shared ones, and everything for admins (newest first)."""
-    qs = Job.objects.select_related("owner", "device")
+    qs = Job.objects.select_related("owner", "device").filter(hidden_at__isnull=True)
     if not getattr(user, "is_authenticated", False):
         return qs.none()
     if user.is_admin:
