@@ -21,6 +21,9 @@ TIINY_VIDEO_MAX_SECONDS = 7
 
 #: Hunyuan3D's ``background`` stage is broken on the device (BriefNet missing): never offered.
 BROKEN_3D_STAGES = frozenset({"background"})
+#: Keep this many NPU units free beyond what a model needs, or unload first ("fake fit", reference quirks):
+#: the device may answer "fits" and then never start the load. The client and the scheduler both use it.
+NPU_MARGIN = 5
 DEFAULT_3D_STAGES = ("shape", "simplify", "texture", "export")
 
 ModelKind = Literal[

@@ -26,6 +26,9 @@ class Device(models.Model):
         AUTH_FAILED = "auth_failed", "API key rejected"
         UNKNOWN = "unknown", "Not checked yet"
 
+    #: States in which nothing may start on the device (the scheduler holds its queue until they pass).
+    QUEUE_BLOCKING_STATES = frozenset({State.LOCKED, State.UNREACHABLE, State.AUTH_FAILED})
+
     name = models.CharField(max_length=100, unique=True)
     kind = models.CharField(max_length=20, choices=Kind.choices, default=Kind.TIINY)
     base_url = models.CharField(max_length=300)
@@ -78,6 +81,16 @@ class Device(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def state_detail(self) -> str:
+        """The admins-only part of the state message: where the hub tried to reach the device.
+
+        ``state_message`` and ``state_fix`` are shown to everyone who watches the device (cards on the
+        dashboard, the device pages, pushes to ``everyone``); the address is an admin's business. Templates
+        show this only to admins, and ``devices.live`` pushes it only to the ``admins`` group.
+        """
+        return f"Address: {self.base_url}" if self.state_message and self.base_url else ""
 
     def __repr__(self) -> str:
         # Never the key, not even encrypted.

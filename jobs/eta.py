@@ -19,7 +19,6 @@ from django.utils import timezone
 
 EWMA_ALPHA = 0.3
 LOAD_SECONDS = 30.0  # a model that is not loaded yet: launch + warm-up
-VIDEO_REFUSE_OVER_S = 55 * 60  # the device cuts renders off at 60 min (GENERATION_TIMEOUT)
 _BASE_PX = 832 * 480
 _PX_EXP = math.log(31 / 9) / math.log((1344 * 768) / _BASE_PX)  # fitted to the 1344x768 anchor
 STAGE_3D_SECONDS = {"shape": 420.0, "simplify": 40.0, "texture": 540.0, "export": 15.0}
@@ -41,60 +40,90 @@ def _words(text: str) -> int:
     return max(1, len(str(text or "").split()))
 
 
+# -- the estimate shape of each (device kind, job kind); ``jobs.kinds`` names which pair uses which ------------
+# A shape groups renders of comparable cost (the RenderStat key); a seed is the device-seconds from the
+# reference's numbers before any history exists.
+
+
+def tiiny_video_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"{p.get('size')}:{p.get('seconds')}s:{p.get('steps')}st"
+
+
+def tiiny_video_seed(model_id: str, p: dict[str, Any]) -> float:
+    w, h = _wh(p.get("size", "832x480"), (832, 480))
+    return tiiny_video_seconds(w, h, float(p.get("seconds", 2)), int(p.get("steps", 7)))
+
+
+def ts_video_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"{p.get('width')}x{p.get('height')}:{p.get('frames')}f:{p.get('steps')}st"
+
+
+def ts_video_seed(model_id: str, p: dict[str, Any]) -> float:
+    w, h = int(p.get("width", 640)), int(p.get("height", 384))
+    frames, steps = int(p.get("frames", 22)), int(p.get("steps", 20))
+    mpf = w * h * max(frames, 1) / 1e6
+    if "wan" in model_id.lower():
+        return 3.0 + steps * mpf * 0.153 + mpf * 0.6
+    return 2.0 + steps * mpf * 1.23 + mpf * 1.2 + 1.5
+
+
+def tiiny_image_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"{p.get('size')}:{p.get('steps')}st:x{p.get('n', 1)}"
+
+
+def tiiny_image_seed(model_id: str, p: dict[str, Any]) -> float:
+    w, h = _wh(p.get("size", "512x512"))
+    per = max(1.0, 7.9 * (w * h) / (512 * 512) * int(p.get("steps") or 9) / 8)
+    return (per + 1.0) * int(p.get("n", 1) or 1)
+
+
+def ts_edit_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"edit:{p.get('steps')}st"
+
+
+def ts_edit_seed(model_id: str, p: dict[str, Any]) -> float:
+    return 3.0 + int(p.get("steps") or 30) * 1.05 * 1.88 + 1.5
+
+
+def mesh_shape(model_id: str, p: dict[str, Any]) -> str:
+    return "+".join(p.get("stages") or ["shape"])
+
+
+def mesh_seed(model_id: str, p: dict[str, Any]) -> float:
+    return sum(STAGE_3D_SECONDS.get(s, 60.0) for s in p.get("stages") or ["shape"])
+
+
+def music_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"{p.get('seconds')}s:{p.get('steps', '')}"
+
+
+def music_seed(model_id: str, p: dict[str, Any]) -> float:
+    seconds = float(p.get("seconds", 20))
+    if "songgeneration" in model_id.lower():
+        return 2 * 20.0 + 1.5 * (float(p.get("preview_seconds", 10)) + seconds)
+    return 68.0 * seconds / 20.0
+
+
+def speech_shape(model_id: str, p: dict[str, Any]) -> str:
+    return f"w{10 * (_words(p.get('input', '')) // 10)}"  # per 10 words
+
+
+def speech_seed(model_id: str, p: dict[str, Any]) -> float:
+    return 0.5 + _words(p.get("input", "")) * 0.4 / 2.1 + 1.0
+
+
 def shape_of(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> str:
     """The key that groups renders of comparable cost."""
-    p = params
-    if kind == "video":
-        if device_kind == "tensorsharp":
-            return f"{p.get('width')}x{p.get('height')}:{p.get('frames')}f:{p.get('steps')}st"
-        return f"{p.get('size')}:{p.get('seconds')}s:{p.get('steps')}st"
-    if kind == "image":
-        if device_kind == "tensorsharp":
-            return f"edit:{p.get('steps')}st"
-        return f"{p.get('size')}:{p.get('steps')}st:x{p.get('n', 1)}"
-    if kind == "mesh":
-        return "+".join(p.get("stages") or ["shape"])
-    if kind == "music":
-        return f"{p.get('seconds')}s:{p.get('steps', '')}"
-    if kind == "speech":
-        words = _words(p.get("input", ""))
-        return f"w{10 * (words // 10)}"  # per 10 words
-    return "default"
+    from jobs.kinds import spec_for
+
+    return spec_for(device_kind, kind).estimate.shape(model_id, params)
 
 
 def seed_seconds(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> float:
     """Device-seconds from the reference's numbers, before any history exists."""
-    p = params
-    if kind == "video" and device_kind == "tensorsharp":
-        w, h, frames, steps = (
-            int(p.get("width", 640)),
-            int(p.get("height", 384)),
-            int(p.get("frames", 22)),
-            int(p.get("steps", 20)),
-        )
-        mpf = w * h * max(frames, 1) / 1e6
-        if "wan" in model_id.lower():
-            return 3.0 + steps * mpf * 0.153 + mpf * 0.6
-        return 2.0 + steps * mpf * 1.23 + mpf * 1.2 + 1.5
-    if kind == "video":
-        w, h = _wh(p.get("size", "832x480"), (832, 480))
-        return tiiny_video_seconds(w, h, float(p.get("seconds", 2)), int(p.get("steps", 7)))
-    if kind == "image" and device_kind == "tensorsharp":
-        return 3.0 + int(p.get("steps") or 30) * 1.05 * 1.88 + 1.5
-    if kind == "image":
-        w, h = _wh(p.get("size", "512x512"))
-        per = max(1.0, 7.9 * (w * h) / (512 * 512) * int(p.get("steps") or 9) / 8)
-        return (per + 1.0) * int(p.get("n", 1) or 1)
-    if kind == "mesh":
-        return sum(STAGE_3D_SECONDS.get(s, 60.0) for s in p.get("stages") or ["shape"])
-    if kind == "music":
-        seconds = float(p.get("seconds", 20))
-        if "songgeneration" in model_id.lower():
-            return 2 * 20.0 + 1.5 * (float(p.get("preview_seconds", 10)) + seconds)
-        return 68.0 * seconds / 20.0
-    if kind == "speech":
-        return 0.5 + _words(p.get("input", "")) * 0.4 / 2.1 + 1.0
-    return 60.0
+    from jobs.kinds import spec_for
+
+    return spec_for(device_kind, kind).estimate.seed(model_id, params)
 
 
 def estimate(*, device_id: int, device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> float:
@@ -126,11 +155,17 @@ def learn(job: Any) -> None:
         stat.save()
 
 
-def plan(device_id: int, *, now: dt.datetime | None = None) -> list[tuple[Any, dt.datetime, dt.datetime]]:
-    """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order."""
+def plan(
+    device_id: int, *, now: dt.datetime | None = None, extra: Any = None
+) -> list[tuple[Any, dt.datetime, dt.datetime]]:
+    """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order.
+
+    ``extra`` is a not-yet-saved job (``jobs.admission`` asks where a request would land): it takes its place
+    in the order like any waiting job, so the submit form's times are the plan's times.
+    """
     from devices.models import Device
     from jobs.models import ACTIVE_STATES, Job
-    from jobs.scheduler import opens_at, order_jobs, snapshot_for
+    from jobs.scheduler import earliest_start, order_jobs, snapshot_for
 
     now = now or timezone.now()
     device = Device.objects.get(pk=device_id)
@@ -149,6 +184,8 @@ def plan(device_id: int, *, now: dt.datetime | None = None) -> list[tuple[Any, d
         cursor = max(cursor, done)
         loaded = {job.model_id}
     waiting = list(Job.objects.filter(device_id=device_id, state__in=("queued", "scheduled")))
+    if extra is not None:
+        waiting.append(extra)
     for job in order_jobs(snap, waiting):
         est = job.estimate_s or estimate(
             device_id=device_id,
@@ -159,7 +196,7 @@ def plan(device_id: int, *, now: dt.datetime | None = None) -> list[tuple[Any, d
         )
         if job.model_id not in loaded:
             est += LOAD_SECONDS
-        start = max(cursor, opens_at(job, snap))
+        start = max(cursor, earliest_start(job, snap))
         finish = start + dt.timedelta(seconds=est)
         out.append((job, start, finish))
         cursor = finish

@@ -1,19 +1,15 @@
-"""Submit forms, one per kind, built from the device's reported capabilities.
+"""Submit forms, one per (device kind, job kind), built from the device's reported capabilities.
 
 Every field the device would reject is refused here with a message a person understands, so nothing reaches
-the device that it will turn down (reference: tiiny-device-api.md, field notes §11). Usage in a view::
-
-    form = form_class_for(kind, device)(request.POST or None, request.FILES or None, device=device, user=user)
-    if form.is_valid():
-        admission = form.admission()          # estimate, start/ready times, warnings, or a refusal
-        job = job_submit(owner=user, device=device, kind=kind, model_id=form.cleaned_data["model"],
-                         params=form.cleaned_params(), upload_files=form.upload_files(), **form.schedule())
+the device that it will turn down (reference: tiiny-device-api.md, field notes §11). The forms only validate
+fields; what the hub expects of a valid request (estimate, start and ready times, warnings, refusals) is
+``jobs.admission``, the one path every door (page, REST, /v1) goes through. ``jobs.kinds`` says which form
+serves which pair.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass, field
 from typing import Any
 
 from django import forms
@@ -32,17 +28,6 @@ SUPERTONIC_WHY = (
     "“Supertone/supertonic-3” and the model's own server only accepts “Supertonic-3”. "
     "Choose another speech model."
 )
-
-
-@dataclass
-class Admission:
-    """What the hub expects if the job is queued now."""
-
-    estimate_s: float
-    starts_at: dt.datetime | None
-    ready_at: dt.datetime | None
-    warnings: list[str] = field(default_factory=list)
-    refused: str | None = None
 
 
 def _sniff_image(head: bytes) -> str | None:
@@ -155,57 +140,6 @@ class JobForm(forms.Form):
             "shared": bool(d.get("shared")),
         }
 
-    def admission(self) -> Admission:
-        """Estimate, predicted start/ready time and warnings for this request on this device now."""
-        from jobs import eta
-        from jobs.scheduler import blocked_reason, opens_at, polite_blocked, snapshot_for
-
-        model_id = self.cleaned_data["model"]
-        params = self.cleaned_params()
-        est = eta.estimate(
-            device_id=self.device.pk,
-            device_kind=self.device.kind,
-            kind=self.kind,
-            model_id=model_id,
-            params=params,
-        )
-        warnings: list[str] = []
-        snap = snapshot_for(self.device.pk)
-        if reason := blocked_reason(snap):
-            warnings.append(f"{reason} The job will wait until that changes.")
-        load = 0.0
-        if model_id not in snap.loaded:
-            load = eta.LOAD_SECONDS
-            warnings.append("The model is not loaded yet; loading it adds a little time.")
-        probe = _Probe(model_id=model_id, **self.schedule())
-        if polite_blocked(probe, snap):
-            warnings.append(
-                "Loading this model by day would unload a model someone else is using; with "
-                "“Polite” on, the job waits for the night window."
-            )
-        rows = eta.plan(self.device.pk, now=snap.now)
-        busy_until = max([finish for _job, _start, finish in rows], default=snap.now)
-        starts = max(busy_until, opens_at(probe, snap))
-        ready = starts + dt.timedelta(seconds=est + load)
-        refused = self.refusal(est)
-        return Admission(estimate_s=est, starts_at=starts, ready_at=ready, warnings=warnings, refused=refused)
-
-    def refusal(self, estimate_s: float) -> str | None:
-        return None
-
-
-@dataclass
-class _Probe:
-    """A not-yet-saved job as the scheduler's pure functions see it."""
-
-    model_id: str
-    when: str
-    not_before: dt.datetime | None
-    polite: bool
-    shared: bool = False
-    retry_after: dt.datetime | None = None
-    priority: int = 0
-
 
 # ======================================================================================================
 # Video
@@ -224,85 +158,56 @@ def snap_frames(frames: int, grid: str) -> int:
 
 
 class VideoForm(JobForm):
+    """What every video form shares; ``TiinyVideoForm`` and ``TensorSharpVideoForm`` add the device's fields."""
+
     kind = JobKind.VIDEO
     prompt = forms.CharField(widget=forms.Textarea, max_length=4000, label="Prompt")
     seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
     start_image = forms.FileField(required=False, label="Start image (optional)")
-    # Tiiny
-    size = forms.ChoiceField(required=False, label="Size")
-    seconds = forms.IntegerField(required=False, min_value=1, max_value=7, initial=2, label="Length (s)")
-    steps = forms.TypedChoiceField(required=False, coerce=int, label="Steps")
-    # TensorSharp
-    width = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=640, label="Width")
-    height = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=384, label="Height")
-    frames = forms.IntegerField(required=False, min_value=1, max_value=481, initial=22, label="Frames")
-    ts_steps = forms.IntegerField(required=False, min_value=1, max_value=100, initial=8, label="Steps")
-    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
-    video_mode = forms.ChoiceField(required=False, label="Mode")
-    end_image = forms.FileField(required=False, label="End image (optional)")
-    generate_audio = forms.BooleanField(required=False, initial=True, label="Audio track")
-
-    TIINY_ONLY = ("size", "seconds", "steps")
-    TS_ONLY = ("width", "height", "frames", "ts_steps", "cfg", "video_mode", "end_image", "generate_audio")
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.is_ts = self.device.kind == "tensorsharp"
-        for name in self.TIINY_ONLY if self.is_ts else self.TS_ONLY:
-            del self.fields[name]
-        if self.is_ts:
-            ts = self.caps.tensorsharp
-            block = (ts.video if ts else None) or {}
-            modes = [("t2v", "Text to video")]
-            if block.get("supportsImageConditioning"):
-                modes.append(("i2v", "Start image to video"))
-            if block.get("supportsEndImageConditioning"):
-                modes.append(("fl2v", "First and last frame"))
-            self.fields["video_mode"].choices = modes
-            self.fields["video_mode"].initial = "t2v"
-            if not block.get("supportsEndImageConditioning"):
-                del self.fields["end_image"]
-            if not block.get("supportsAudio"):
-                del self.fields["generate_audio"]
-            if not block.get("supportsImageConditioning"):
-                del self.fields["start_image"]
-            if ts and ts.max_cfg is not None:
-                self.fields["cfg"].help_text = f"At most {ts.max_cfg:g} for this model (it is CFG-distilled)."
-        else:
-            cap = self._cap(self.data.get("model") or self.fields["model"].initial)
-            canvases = cap.canvases if cap else []
-            steps = cap.step_options if cap else []
-            self.fields["size"].choices = [(c, c) for c in canvases]
-            self.fields["steps"].choices = [(s, str(s)) for s in steps]
-            if cap:
-                self.fields["steps"].initial = cap.default_steps
-                self.fields["seconds"].max_value = cap.max_seconds
-                self.fields["seconds"].help_text = f"1 to {cap.max_seconds} seconds (the device's limit)."
-
-    def _cap(self, model_id: str | None):
-        if model_id:
-            return self.caps.video_for(model_id)
-        vids = self.caps.video_models()
-        return vids[0] if vids else None
-
-    def model_choices(self) -> list[tuple[str, str]]:
-        if self.device.kind == "tensorsharp":
-            ts = self.caps.tensorsharp
-            return [(ts.loaded, ts.loaded)] if ts and ts.video is not None and ts.loaded else []
-        ids = list(self.caps.video) or [m.id for m in self.caps.models_of_kind("video")]
-        return [(i, self._name(i)) for i in ids]
 
     def clean_start_image(self):
         return clean_image_upload(self.cleaned_data.get("start_image"), label="The start image")
 
-    def clean_end_image(self):
-        return clean_image_upload(self.cleaned_data.get("end_image"), label="The end image")
+    def upload_files(self) -> dict[str, Any]:
+        return {k: self.cleaned_data[k] for k in ("start_image", "end_image") if self.cleaned_data.get(k)}
+
+    def _with_seed(self, p: dict[str, Any]) -> dict[str, Any]:
+        if self.cleaned_data.get("seed") is not None:
+            p["seed"] = self.cleaned_data["seed"]
+        return p
+
+
+class TiinyVideoForm(VideoForm):
+    """Tiiny ``/v1/videos``: a size among the model's canvases, 1..7 seconds, its step options."""
+
+    size = forms.ChoiceField(required=False, label="Size")
+    seconds = forms.IntegerField(required=False, min_value=1, max_value=7, initial=2, label="Length (s)")
+    steps = forms.TypedChoiceField(required=False, coerce=int, label="Steps")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        cap = self._cap(self.data.get("model") or self.fields["model"].initial)
+        canvases = cap.canvases if cap else []
+        steps = cap.step_options if cap else []
+        self.fields["size"].choices = [(c, c) for c in canvases]
+        self.fields["steps"].choices = [(s, str(s)) for s in steps]
+        if cap:
+            self.fields["steps"].initial = cap.default_steps
+            self.fields["seconds"].max_value = cap.max_seconds
+            self.fields["seconds"].help_text = f"1 to {cap.max_seconds} seconds (the device's limit)."
+
+    def _cap(self, model_id: str | None):
+        if model_id:
+            return self.caps.video_for(str(model_id))
+        vids = self.caps.video_models()
+        return vids[0] if vids else None
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        ids = list(self.caps.video) or [m.id for m in self.caps.models_of_kind("video")]
+        return [(i, self._name(i)) for i in ids]
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        return self._clean_ts(data) if self.is_ts else self._clean_tiiny(data)
-
-    def _clean_tiiny(self, data: dict[str, Any]) -> dict[str, Any]:
         cap = self._cap(data.get("model"))
         if cap is None:
             return data
@@ -323,9 +228,60 @@ class VideoForm(JobForm):
             self.add_error("steps", f"Steps must be one of {', '.join(map(str, cap.step_options))}.")
         return data
 
-    def _clean_ts(self, data: dict[str, Any]) -> dict[str, Any]:
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        return self._with_seed(
+            {"prompt": d["prompt"], "size": d["size"], "seconds": int(d["seconds"]), "steps": int(d["steps"])}
+        )
+
+
+class TensorSharpVideoForm(VideoForm):
+    """TensorSharp ``/api/video-generate/stream``: the loaded model only, its grid, its cfg cap and modes."""
+
+    width = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=640, label="Width")
+    height = forms.IntegerField(required=False, min_value=32, max_value=2048, initial=384, label="Height")
+    frames = forms.IntegerField(required=False, min_value=1, max_value=481, initial=22, label="Frames")
+    ts_steps = forms.IntegerField(required=False, min_value=1, max_value=100, initial=8, label="Steps")
+    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
+    video_mode = forms.ChoiceField(required=False, label="Mode")
+    end_image = forms.FileField(required=False, label="End image (optional)")
+    generate_audio = forms.BooleanField(required=False, initial=True, label="Audio track")
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
         ts = self.caps.tensorsharp
-        block = (ts.video if ts else None) or {}
+        block = self.block
+        modes = [("t2v", "Text to video")]
+        if block.get("supportsImageConditioning"):
+            modes.append(("i2v", "Start image to video"))
+        if block.get("supportsEndImageConditioning"):
+            modes.append(("fl2v", "First and last frame"))
+        self.fields["video_mode"].choices = modes
+        self.fields["video_mode"].initial = "t2v"
+        if not block.get("supportsEndImageConditioning"):
+            del self.fields["end_image"]
+        if not block.get("supportsAudio"):
+            del self.fields["generate_audio"]
+        if not block.get("supportsImageConditioning"):
+            del self.fields["start_image"]
+        if ts and ts.max_cfg is not None:
+            self.fields["cfg"].help_text = f"At most {ts.max_cfg:g} for this model (it is CFG-distilled)."
+
+    @property
+    def block(self) -> dict[str, Any]:
+        ts = self.caps.tensorsharp
+        return (ts.video if ts else None) or {}
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        ts = self.caps.tensorsharp
+        return [(ts.loaded, ts.loaded)] if ts and ts.video is not None and ts.loaded else []
+
+    def clean_end_image(self):
+        return clean_image_upload(self.cleaned_data.get("end_image"), label="The end image")
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        ts = self.caps.tensorsharp
         for dim in ("width", "height"):
             v = data.get(dim)
             if v is None:
@@ -352,49 +308,25 @@ class VideoForm(JobForm):
             self.add_error("end_image", "“First and last frame” needs both a start and an end image.")
         if mode == "t2v" and (data.get("start_image") or data.get("end_image")):
             self.add_error("video_mode", "Images were given: choose a mode that uses them.")
-        if not block:
+        if not self.block:
             raise ValidationError("The model loaded on this server is not a video model.")
         return data
 
     def cleaned_params(self) -> dict[str, Any]:
         d = self.cleaned_data
-        if self.is_ts:
-            p = {
-                "prompt": d["prompt"],
-                "width": d["width"],
-                "height": d["height"],
-                "frames": d["frames"],
-                "steps": d["ts_steps"],
-                "video_mode": d.get("video_mode") or "t2v",
-            }
-            if d.get("cfg") is not None:
-                p["cfg"] = d["cfg"]
-            if "generate_audio" in self.fields:
-                p["generate_audio"] = bool(d.get("generate_audio"))
-        else:
-            p = {
-                "prompt": d["prompt"],
-                "size": d["size"],
-                "seconds": int(d["seconds"]),
-                "steps": int(d["steps"]),
-            }
-        if d.get("seed") is not None:
-            p["seed"] = d["seed"]
-        return p
-
-    def upload_files(self) -> dict[str, Any]:
-        return {k: self.cleaned_data[k] for k in ("start_image", "end_image") if self.cleaned_data.get(k)}
-
-    def refusal(self, estimate_s: float) -> str | None:
-        from jobs.eta import VIDEO_REFUSE_OVER_S
-
-        if not self.is_ts and estimate_s > VIDEO_REFUSE_OVER_S:
-            return (
-                f"This render would take about {estimate_s / 60:.0f} minutes; the device cuts renders off "
-                f"after an hour, so the hub refuses anything over {VIDEO_REFUSE_OVER_S // 60} minutes. "
-                "Choose a smaller size, fewer seconds or fewer steps."
-            )
-        return None
+        p = {
+            "prompt": d["prompt"],
+            "width": d["width"],
+            "height": d["height"],
+            "frames": d["frames"],
+            "steps": d["ts_steps"],
+            "video_mode": d.get("video_mode") or "t2v",
+        }
+        if d.get("cfg") is not None:
+            p["cfg"] = d["cfg"]
+        if "generate_audio" in self.fields:
+            p["generate_audio"] = bool(d.get("generate_audio"))
+        return self._with_seed(p)
 
 
 # ======================================================================================================
@@ -537,11 +469,22 @@ class MusicForm(JobForm):
 
 
 class ImageForm(JobForm):
+    """What every image form shares: a prompt, a seed, steps."""
+
     kind = JobKind.IMAGE
     prompt = forms.CharField(widget=forms.Textarea, max_length=4000, label="Prompt")
     seed = forms.IntegerField(required=False, min_value=0, max_value=2**31 - 1, label="Seed")
     steps = forms.IntegerField(required=False, min_value=1, max_value=100, label="Steps")
-    # Tiiny
+
+    def _with_seed(self, p: dict[str, Any]) -> dict[str, Any]:
+        if self.cleaned_data.get("seed") is not None:
+            p["seed"] = self.cleaned_data["seed"]
+        return p
+
+
+class TiinyImageForm(ImageForm):
+    """Tiiny ``/v1/images/generations``: one image per request; the hub asks n times."""
+
     negative_prompt = forms.CharField(required=False, max_length=2000, label="Avoid")
     width = forms.IntegerField(required=False, min_value=256, max_value=2048, initial=1024, label="Width")
     height = forms.IntegerField(required=False, min_value=256, max_value=2048, initial=1024, label="Height")
@@ -553,55 +496,54 @@ class ImageForm(JobForm):
         label="How many",
         help_text="The device makes one image per request; the hub asks once per image.",
     )
-    # TensorSharp image edit
-    image = forms.FileField(required=False, label="Picture to edit")
-    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
-
-    def __init__(self, *args: Any, **kw: Any) -> None:
-        super().__init__(*args, **kw)
-        self.is_ts = self.device.kind == "tensorsharp"
-        drop = ("negative_prompt", "width", "height", "n") if self.is_ts else ("image", "cfg")
-        for name in drop:
-            del self.fields[name]
-        if self.is_ts:
-            self.fields["image"].required = True
 
     def model_choices(self) -> list[tuple[str, str]]:
-        if self.device.kind == "tensorsharp":
-            return [(m.id, m.name) for m in self.caps.models_of_kind("image_edit") if m.loaded]
         return [(m.id, self._name(m.id)) for m in self.caps.models_of_kind("image")]
-
-    def clean_image(self):
-        return clean_image_upload(self.cleaned_data.get("image"), label="The picture")
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
-        if not self.is_ts:
-            for dim in ("width", "height"):
-                v = data.get(dim)
-                if v is None:
-                    self.add_error(dim, f"Give the {dim} in pixels.")
-                elif v % 16:
-                    self.add_error(dim, f"The {dim} must be a multiple of 16 (e.g. {16 * round(v / 16)}).")
+        for dim in ("width", "height"):
+            v = data.get(dim)
+            if v is None:
+                self.add_error(dim, f"Give the {dim} in pixels.")
+            elif v % 16:
+                self.add_error(dim, f"The {dim} must be a multiple of 16 (e.g. {16 * round(v / 16)}).")
         return data
 
     def cleaned_params(self) -> dict[str, Any]:
         d = self.cleaned_data
-        p: dict[str, Any] = {"prompt": d["prompt"]}
-        if self.is_ts:
-            p["steps"] = d.get("steps") or 30
-            if d.get("cfg") is not None:
-                p["cfg"] = d["cfg"]
-        else:
-            p.update(size=f"{d['width']}x{d['height']}", n=d.get("n") or 1, steps=d.get("steps") or 9)
-            if d.get("negative_prompt"):
-                p["negative_prompt"] = d["negative_prompt"]
-        if d.get("seed") is not None:
-            p["seed"] = d["seed"]
-        return p
+        p: dict[str, Any] = {
+            "prompt": d["prompt"],
+            "size": f"{d['width']}x{d['height']}",
+            "n": d.get("n") or 1,
+            "steps": d.get("steps") or 9,
+        }
+        if d.get("negative_prompt"):
+            p["negative_prompt"] = d["negative_prompt"]
+        return self._with_seed(p)
+
+
+class TensorSharpEditForm(ImageForm):
+    """TensorSharp ``/api/image-edit/stream``: a picture to edit with the loaded edit model."""
+
+    image = forms.FileField(label="Picture to edit")
+    cfg = forms.FloatField(required=False, min_value=0, max_value=20, label="Guidance (cfg)")
+
+    def model_choices(self) -> list[tuple[str, str]]:
+        return [(m.id, m.name) for m in self.caps.models_of_kind("image_edit") if m.loaded]
+
+    def clean_image(self):
+        return clean_image_upload(self.cleaned_data.get("image"), label="The picture")
+
+    def cleaned_params(self) -> dict[str, Any]:
+        d = self.cleaned_data
+        p: dict[str, Any] = {"prompt": d["prompt"], "steps": d.get("steps") or 30}
+        if d.get("cfg") is not None:
+            p["cfg"] = d["cfg"]
+        return self._with_seed(p)
 
     def upload_files(self) -> dict[str, Any]:
-        return {"image": self.cleaned_data["image"]} if self.cleaned_data.get("image") else {}
+        return {"image": self.cleaned_data["image"]}
 
 
 # ======================================================================================================
@@ -702,32 +644,8 @@ def _vibevoice_like(voice: str) -> bool:
     return bool(head) and bool(tail) and (tail.endswith("_woman") or tail.endswith("_man"))
 
 
-FORMS: dict[str, type[JobForm]] = {
-    JobKind.VIDEO: VideoForm,
-    JobKind.MESH: MeshForm,
-    JobKind.MUSIC: MusicForm,
-    JobKind.IMAGE: ImageForm,
-    JobKind.SPEECH: SpeechForm,
-}
-
-
 def form_class_for(kind: str, device) -> type[JobForm]:
-    """The form for ``kind``; it adapts its fields to ``device`` (Tiiny or TensorSharp) when instantiated."""
-    try:
-        return FORMS[kind]
-    except KeyError:
-        raise ValueError(f"unknown job kind {kind!r}") from None
+    """The form for ``kind`` on ``device`` (one per device kind and job kind; see ``jobs.kinds``)."""
+    from jobs.kinds import spec_for
 
-
-def kinds_for(device) -> list[str]:
-    """Kinds the device can run right now (what the submit page offers)."""
-    if device.kind == "tensorsharp":
-        caps = Capabilities.from_dict(device.capabilities)
-        ts = caps.tensorsharp
-        out = []
-        if ts and ts.video is not None:
-            out.append(JobKind.VIDEO)
-        if caps.models_of_kind("image_edit"):
-            out.append(JobKind.IMAGE)
-        return out
-    return list(FORMS)
+    return spec_for(device.kind, kind).form

@@ -12,9 +12,11 @@ from django.utils import timezone
 
 from devices.models import Device
 from devices.selectors import device_default
+from jobs.admission import Admission, form_admission
 from jobs.bookmarks import is_bookmarked
-from jobs.forms import Admission, JobForm, form_class_for, kinds_for
+from jobs.forms import JobForm, form_class_for
 from jobs.fragments import job_context, job_title, queue_context, sparkline
+from jobs.kinds import kinds_for
 from jobs.models import Job, JobKind
 from jobs.selectors import can_manage
 
@@ -177,7 +179,7 @@ def admission_for(form: JobForm) -> Admission | None:
     if not (valid or (files_only and form.cleaned_data.get("model"))):
         return None
     try:
-        return form.admission()
+        return form_admission(form)
     except (KeyError, ValueError, TypeError):  # a half-filled form the estimator can't price yet
         return None
 

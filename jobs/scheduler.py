@@ -21,10 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from devices.capabilities import NPU_MARGIN
+from devices.models import Device
+
 K_MAX_JUMP = 3
 FAIR_WINDOW = dt.timedelta(days=7)
-NPU_MARGIN = 5  # the client's "fake fit" margin: an eviction is needed below it
-BLOCKING_DEVICE_STATES = frozenset({"locked", "unreachable", "auth_failed"})
+BLOCKING_DEVICE_STATES = Device.QUEUE_BLOCKING_STATES
 
 
 @dataclass(frozen=True)
@@ -132,6 +134,15 @@ def eligible(job: Any, snap: DeviceSnapshot) -> bool:
     return window_open(job, snap) and not polite_blocked(job, snap) and not summary_blocked(job, snap)
 
 
+def earliest_start(job: Any, snap: DeviceSnapshot) -> dt.datetime:
+    """When ``job`` may start at the soonest: its window and backoff, and, for a polite job that would evict
+    someone's model by day, the night window (so the plan and the submit form say what will really happen)."""
+    t = opens_at(job, snap)
+    if t <= snap.now and polite_blocked(job, snap):
+        t = next_night_start(snap.now, snap.night_start, snap.night_end, snap.time_zone)
+    return t
+
+
 # -- order ---------------------------------------------------------------------------------------------------
 
 
@@ -180,9 +191,10 @@ def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -
     yet follow in the order their windows open (ties in base order).
     """
     rest = base_order(jobs, snap)
-    ready = [j for j in rest if window_open(j, snap)]
+    ready = [j for j in rest if earliest_start(j, snap) <= snap.now]
     later = sorted(
-        (j for j in rest if not window_open(j, snap)), key=lambda j: (opens_at(j, snap), *base_key(j, snap))
+        (j for j in rest if earliest_start(j, snap) > snap.now),
+        key=lambda j: (earliest_start(j, snap), *base_key(j, snap)),
     )
     out: list[Any] = []
     loaded = set(snap.loaded)

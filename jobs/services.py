@@ -91,8 +91,10 @@ def job_submit(
     shared: bool = False,
     upload_files: dict[str, Any] | None = None,
 ) -> Job:
-    """Queue a job (params already validated by ``jobs.forms``). Dispatch and the queue plan run after commit."""
-    from jobs import eta
+    """Queue a job (params validated by the kind's form, see ``jobs.admission``). Refuses whatever
+    ``jobs.admission.admit`` refuses, so no door can queue what the device would turn down. Dispatch and the
+    queue plan run after commit."""
+    from jobs.admission import admit
     from jobs.scheduler import opens_at, snapshot_for
 
     if not getattr(owner, "can_submit", False):
@@ -101,22 +103,20 @@ def job_submit(
         raise ValidationError({"kind": f"Unknown kind {kind!r}."})
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
-    if when not in When.values:
-        raise ValidationError({"when": f"Unknown choice {when!r}."})
-    if when == When.NOT_BEFORE and not not_before:
-        raise ValidationError({"not_before": "Give the time the job may start."})
-    from jobs.runners import runner_class
-
-    try:
-        runner_class(device.kind, kind)
-    except ValueError:
-        raise ValidationError(
-            f"A {device.get_kind_display()} cannot run {JobKind(kind).label.lower()} jobs."
-        ) from None
-    prompt = next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), "")
-    estimate = eta.estimate(
-        device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
+    admission = admit(
+        owner=owner,
+        device=device,
+        kind=kind,
+        model_id=model_id,
+        params=params,
+        when=when,
+        not_before=not_before,
+        polite=polite,
     )
+    if admission.refused:
+        raise ValidationError({admission.refused_field or "__all__": admission.refused})
+    estimate = admission.estimate_s
+    prompt = next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), "")
     with transaction.atomic():
         job = Job.objects.create(
             owner=owner,

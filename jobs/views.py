@@ -22,6 +22,7 @@ from devices.models import Device
 from devices.selectors import device_get_for
 from hub.accounts.decorators import admin_required, member_required
 from jobs import services
+from jobs.admission import RequestInvalid, check_form, submit_checked
 from jobs.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.downloads import artifact_response
 from jobs.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
@@ -75,25 +76,16 @@ def job_new(request: HttpRequest) -> HttpResponse:
         request.POST or None, request.FILES or None, device=device, user=request.user
     )
     if request.method == "POST" and form.is_valid():
-        admission = form.admission()
-        if admission.refused:
-            form.add_error(None, admission.refused)
+        try:
+            job = submit_checked(owner=request.user, device=device, checked=check_form(form))
+        except RequestInvalid as exc:
+            for name, errs in exc.errors.items():
+                form.add_error(name if name in form.fields else None, errs)
+        except ValidationError as exc:
+            form.add_error(None, exc)
         else:
-            try:
-                job = services.job_submit(
-                    owner=request.user,
-                    device=device,
-                    kind=kind,
-                    model_id=form.cleaned_data["model"],
-                    params=form.cleaned_params(),
-                    upload_files=form.upload_files(),
-                    **form.schedule(),
-                )
-            except ValidationError as exc:
-                form.add_error(None, exc)
-            else:
-                messages.success(request, "Queued. This page follows it live; you can close it any time.")
-                return redirect("jobs-detail", job_id=job.pk)
+            messages.success(request, "Queued. This page follows it live; you can close it any time.")
+            return redirect("jobs-detail", job_id=job.pk)
     status = 400 if request.method == "POST" else 200
     return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=status)
 

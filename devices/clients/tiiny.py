@@ -20,9 +20,11 @@ from typing import Any, TypeVar
 from urllib.parse import quote
 
 import httpx
+from django.conf import settings
 
 from devices import errors
 from devices.capabilities import (
+    NPU_MARGIN,
     Capabilities,
     ModelCap,
     VideoCap,
@@ -44,8 +46,6 @@ from devices.clients.base import (
 logger = logging.getLogger("devices.clients.tiiny")
 T = TypeVar("T")
 
-#: Keep this many NPU units free beyond what a model needs, or unload first ("fake fit", reference quirks).
-NPU_MARGIN = 5
 BUSY_CODE = 150004
 
 
@@ -131,6 +131,9 @@ class TiinyClient(HttpDevice):
 
     @classmethod
     def for_device(cls, device: Any, **kw: Any) -> TiinyClient:
+        # How often to look at `running` while a model loads, and the wait after it (xh2a / 502 window).
+        kw.setdefault("poll_interval", settings.JOBS_DEVICE_POLL_S)
+        kw.setdefault("load_grace_s", settings.JOBS_LOAD_GRACE_S)
         return cls(device.base_url, device.api_key or "", **kw)
 
     # -- error mapping -----------------------------------------------------------------------------------

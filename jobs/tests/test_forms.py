@@ -7,7 +7,16 @@ from django.core.files.uploadedfile import SimpleUploadedFile
 
 from devices.capabilities import Capabilities, ModelCap, TensorSharpCap, reference_video_cap
 from devices.models import Device
-from jobs.forms import MeshForm, MusicForm, SpeechForm, VideoForm, form_class_for, snap_frames
+from jobs.admission import form_admission
+from jobs.forms import (
+    MeshForm,
+    MusicForm,
+    SpeechForm,
+    TensorSharpVideoForm,
+    TiinyVideoForm,
+    form_class_for,
+    snap_frames,
+)
 
 pytestmark = pytest.mark.django_db
 V = "MiniMaxAI/MiniMax-H3-Turbo"
@@ -67,14 +76,14 @@ def video(device, member, **data):
         "when": "asap",
         "polite": "on",
     }
-    return VideoForm({**base, **data}, device=device, user=member)
+    return TiinyVideoForm({**base, **data}, device=device, user=member)
 
 
 def test_it_accepts_a_good_tiiny_video_and_estimates_it(pocket, member):
     form = video(pocket, member)
     assert form.is_valid(), form.errors
     assert form.cleaned_params() == {"prompt": "fox", "size": "832x480", "seconds": 2, "steps": 4}
-    adm = form.admission()
+    adm = form_admission(form)
     assert adm.refused is None and 400 < adm.estimate_s < 440
     assert adm.ready_at > adm.starts_at
 
@@ -96,12 +105,12 @@ def test_it_refuses_what_the_device_would_reject(pocket, member, field, value, m
 def test_it_refuses_renders_over_55_minutes(pocket, member):
     form = video(pocket, member, size="1344x768", seconds=7, steps=8)
     assert form.is_valid(), form.errors
-    refused = form.admission().refused
+    refused = form_admission(form).refused
     assert refused and "55 minutes" in refused
 
 
 def test_it_checks_tensorsharp_video_rules(ts_device, member):
-    form = VideoForm(
+    form = TensorSharpVideoForm(
         {
             "model": "h3.gguf",
             "prompt": "p",
@@ -120,7 +129,7 @@ def test_it_checks_tensorsharp_video_rules(ts_device, member):
     assert "multiple of 32" in str(form.errors["width"])
     assert "CFG-distilled" in str(form.errors["cfg"])
     assert "end_image" not in form.fields  # this checkpoint has no end-image conditioning
-    ok = VideoForm(
+    ok = TensorSharpVideoForm(
         {
             "model": "h3.gguf",
             "prompt": "p",
@@ -215,4 +224,4 @@ def test_it_offers_only_the_models_own_voices_and_never_supertonic(pocket, membe
 def test_it_needs_a_time_for_not_before(pocket, member):
     form = video(pocket, member, when="not_before")
     assert not form.is_valid() and "not_before" in form.errors
-    assert form_class_for("video", pocket) is VideoForm
+    assert form_class_for("video", pocket) is TiinyVideoForm
