@@ -250,3 +250,8 @@ JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # n
 from hub.env import env_rate  # noqa: E402 - this block stays at the end of the file
 
 HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
+
+# --- /v1: the OpenAI-compatible routes (jobs/v1.py) ----------------------------------------------------------
+# images.generate and audio.speech.create wait inside the HTTP call for their turn and result, at most this long;
+# then the answer is a 504 naming the job (it stays queued; fetch it from /api/jobs/<id>).
+HUB_V1_WAIT_S = env_float("HUB_V1_WAIT_S", 900.0, minimum=1.0)
