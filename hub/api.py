@@ -1,16 +1,141 @@
-"""The hub's REST API under /api/ (django-ninja; OpenAPI at /api/docs).
+"""The hub's REST API under /api/ (django-ninja; OpenAPI at /api/openapi.json, docs at /api/docs).
 
 One NinjaAPI; each app adds its router (``jobs.api``, ``devices.api``). Scripts authenticate with a personal
-token (``Authorization: Bearer …``), the browser with its session (CSRF checked).
+token (``Authorization: Bearer …``), the browser with its session (CSRF checked) — ``hub.api_auth``.
+
+Every error is JSON ``{"detail": "…", "errors": {field: [messages]}?}`` with a 4xx status: the services'
+ValidationError and the admission's RequestInvalid are 422 naming the field; PermissionDenied 403; Http404
+404 (someone else's private job is "No such job.", exactly like one that doesn't exist); too many
+submissions 429 with Retry-After; a body over DATA_UPLOAD_MAX_MEMORY_SIZE 413; other unreadable bodies 400.
 """
 
 from __future__ import annotations
 
-from ninja import NinjaAPI
+from typing import Any
 
-api = NinjaAPI(title="Tiiny Hub API", version="1", urls_namespace="api")
+from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
+from django.http.multipartparser import MultiPartParserError
+from ninja import NinjaAPI
+from ninja.errors import HttpError
+from ninja.errors import ValidationError as NinjaValidationError
+
+from devices.api import router as devices_router
+from hub.api_auth import API_AUTH
+from hub.ratelimit import RateLimited
+from jobs.admission import RequestInvalid
+from jobs.api import pydantic_errors
+from jobs.api import queue_router as jobs_queue_router
+from jobs.api import router as jobs_router
+
+api = NinjaAPI(
+    title="Tiiny Hub API",
+    version="1",
+    urls_namespace="api",
+    auth=API_AUTH,
+    description=(
+        "Queue renders on the household's devices and follow them. Authenticate with a personal token "
+        "(`Authorization: Bearer thub_…`, created on the *API tokens* page) or, in the browser, your session. "
+        "GET routes need the `read` scope, POST routes `submit`. Errors are "
+        '`{"detail": "…", "errors": {"field": ["…"]}}`.'
+    ),
+)
+api.add_router("/jobs", jobs_router)
+api.add_router("/devices", devices_router)
+api.add_router("", jobs_queue_router)
 
 
 @api.get("/ping", auth=None, include_in_schema=False)
 def ping(request):
     return {"ok": True}
+
+
+def _error(request: HttpRequest, status: int, detail: str, errors: dict[str, list[str]] | None = None):
+    body: dict[str, Any] = {"detail": detail}
+    if errors:
+        body["errors"] = errors
+    return api.create_response(request, body, status=status)
+
+
+def _summary(errors: dict[str, list[str]]) -> str:
+    parts = []
+    for name, messages in errors.items():
+        text = " ".join(messages)
+        parts.append(text if name == "__all__" else f"{name}: {text}")
+    return " ".join(parts) or "The request is not valid."
+
+
+@api.exception_handler(RequestInvalid)
+def _request_invalid(request: HttpRequest, exc: RequestInvalid) -> HttpResponse:
+    return _error(request, 422, _summary(exc.errors), exc.errors)
+
+
+@api.exception_handler(ValidationError)
+def _validation_error(request: HttpRequest, exc: ValidationError) -> HttpResponse:
+    if hasattr(exc, "error_dict"):
+        errors = {k: [str(m) for m in v] for k, v in exc.message_dict.items()}
+    else:
+        errors = {"__all__": [str(m) for m in exc.messages]}
+    return _error(request, 422, _summary(errors), errors)
+
+
+@api.exception_handler(NinjaValidationError)
+def _schema_error(request: HttpRequest, exc: NinjaValidationError) -> HttpResponse:
+    """ninja's own 422 (query parameters, JSON bodies of the small routes), readable: field and message."""
+    errors: dict[str, list[str]] = {}
+    for err in exc.errors:
+        loc = list(err.get("loc", ()))
+        # ("body", "payload", "shared") -> "shared"; ("query", "limit") -> "limit"
+        skip = 2 if loc[:1] == ["body"] and len(loc) > 2 else 1
+        for name, messages in pydantic_errors([err], skip=skip).items():
+            errors.setdefault(name, []).extend(messages)
+    return _error(request, 422, _summary(errors), errors)
+
+
+@api.exception_handler(PermissionDenied)
+def _forbidden(request: HttpRequest, exc: PermissionDenied) -> HttpResponse:
+    return _error(request, 403, str(exc) or "You may not do this.")
+
+
+@api.exception_handler(Http404)
+def _not_found(request: HttpRequest, exc: Http404) -> HttpResponse:
+    return _error(request, 404, str(exc) or "Not found.")
+
+
+@api.exception_handler(RateLimited)
+def _rate_limited(request: HttpRequest, exc: RateLimited) -> HttpResponse:
+    response = _error(request, 429, str(exc))
+    response["Retry-After"] = str(exc.retry_after)
+    return response
+
+
+@api.exception_handler(HttpError)
+def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
+    detail = str(exc)
+    if exc.status_code == 400 and detail.startswith("Cannot parse request body"):
+        cause = exc.__cause__
+        detail = "The request body is not valid JSON" + (f" ({cause})." if cause else ".")
+    return _error(request, exc.status_code, detail)
+
+
+@api.exception_handler(RequestDataTooBig)
+def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
+    from django.conf import settings
+
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    return _error(request, 413, f"The request body is too large; the limit is {limit // 2**20} MB.")
+
+
+@api.exception_handler(SuspiciousOperation)
+def _suspicious(request: HttpRequest, exc: SuspiciousOperation) -> HttpResponse:
+    return _error(request, 400, f"The request could not be read: {exc}")
+
+
+@api.exception_handler(MultiPartParserError)
+def _bad_multipart(request: HttpRequest, exc: MultiPartParserError) -> HttpResponse:
+    return _error(request, 400, f"The multipart body could not be read: {exc}")
+
+
+@api.exception_handler(UnreadablePostError)
+def _unreadable(request: HttpRequest, exc: UnreadablePostError) -> HttpResponse:
+    return _error(request, 400, "The request body could not be read.")
