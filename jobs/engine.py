@@ -415,7 +415,9 @@ def _execute(job: Job, runner, lost) -> None:
         if not job_set(job.pk, only_in=[S.RUNNING], progress=round(min(pct, 99.9), 1), phase=phase[:100]):
             return True  # cancelled: stop
         from jobs.broadcast import broadcast_job
+        from jobs.eta import note_progress
 
+        note_progress(job.pk)
         broadcast_job(job.pk)
         return False
 
@@ -583,7 +585,10 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
     elif moved or result.phase != job.phase:
         job_set(job.pk, only_in=POLLING_STATES, progress=result.progress, phase=result.phase[:100])
         from jobs.broadcast import broadcast_job
+        from jobs.eta import note_progress
 
+        if moved:
+            note_progress(job.pk)
         broadcast_job(job.pk)
     schedule_poll(job.pk, countdown=_next_interval(job, moved=moved), ticket=ticket)
 

@@ -155,6 +155,56 @@ def learn(job: Any) -> None:
         stat.save()
 
 
+# -- a running job's time left ----------------------------------------------------------------------------------
+#: Weight of the job's own progress rate once it has moved this far since it was first seen moving; below it,
+#: the model's history (the estimate) counts more. The own rate never counts fully: progress is not linear.
+OWN_RATE_FULL_AT = 0.25
+OWN_RATE_MAX_WEIGHT = 0.9
+#: Replan the device (later jobs' start times) when a running job's finish moved by more than this.
+REPLAN_DRIFT_S = 20.0
+
+
+def remaining_seconds(job: Any, *, now: dt.datetime) -> float:
+    """Time left for a running job: its own progress rate since it was first seen moving, blended with the
+    model's history (the estimate scaled by what is left). Never 0 while work remains, whatever the estimate."""
+    est = float(job.estimate_s or 0.0)
+    p = min(max(float(job.progress or 0.0) / 100.0, 0.0), 1.0)
+    history = est * (1.0 - p)
+    anchor = (job.remote_data or {}).get("eta_anchor") if isinstance(job.remote_data, dict) else None
+    if not anchor or p >= 1.0:
+        return history
+    try:
+        t0, p0 = dt.datetime.fromisoformat(anchor[0]), float(anchor[1])
+    except (TypeError, ValueError, IndexError):
+        return history
+    moved, elapsed = p - p0, (now - t0).total_seconds()
+    if moved <= 0.005 or elapsed <= 0:
+        return history
+    own = (1.0 - p) * elapsed / moved
+    weight = min(OWN_RATE_MAX_WEIGHT, moved / OWN_RATE_FULL_AT)
+    return weight * own + (1.0 - weight) * history
+
+
+def note_progress(job_id: int) -> None:
+    """After a running job's progress moved: remember where it was first seen moving (the anchor of its own
+    rate), and replan the device when its finish drifted, so the plan's later start times move with it."""
+    from jobs.models import Job
+
+    job = Job.objects.filter(pk=job_id).first()
+    if job is None or not job.progress:
+        return
+    now = timezone.now()
+    data = job.remote_data if isinstance(job.remote_data, dict) else {}
+    if "eta_anchor" not in data:
+        Job.objects.filter(pk=job_id).update(
+            remote_data={**data, "eta_anchor": [now.isoformat(), round(job.progress / 100.0, 4)]}
+        )
+        return
+    finish = now + dt.timedelta(seconds=remaining_seconds(job, now=now))
+    if job.predicted_finish is None or abs((finish - job.predicted_finish).total_seconds()) > REPLAN_DRIFT_S:
+        plan_device(job.device_id)
+
+
 def plan(
     device_id: int, *, now: dt.datetime | None = None, extra: Any = None
 ) -> list[tuple[Any, dt.datetime, dt.datetime]]:
@@ -174,12 +224,8 @@ def plan(
     cursor = now
     loaded = set(snap.loaded)
     for job in Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at"):
-        est = job.estimate_s or 0.0
         start = job.started_at or now
-        done = max(
-            now,
-            start + dt.timedelta(seconds=est * (1 - (job.progress or 0) / 100.0) if job.progress else est),
-        )
+        done = now + dt.timedelta(seconds=remaining_seconds(job, now=now))
         out.append((job, start, done))
         cursor = max(cursor, done)
         loaded = {job.model_id}

@@ -88,16 +88,16 @@ def result_of(artifacts: list[Artifact]) -> Result:
 
 
 def eta_for(job: Job, *, now: dt.datetime | None = None) -> dict[str, Any] | None:
-    """Remaining time of a running job from its predicted finish (or, lacking that, its estimate)."""
+    """Remaining time of a running job, from its own progress rate and its model's history (``jobs.eta``)."""
     if job.state not in ACTIVE_STATES:
         return None
-    now = now or timezone.now()
-    finish = job.predicted_finish
-    if finish is None and job.estimate_s and job.started_at:
-        finish = job.started_at + dt.timedelta(seconds=job.estimate_s)
-    if finish is None:
+    from jobs.eta import remaining_seconds
+
+    if not job.estimate_s:
         return None
-    return {"finish": finish, "remaining_s": max(0, int((finish - now).total_seconds()))}
+    now = now or timezone.now()
+    remaining = remaining_seconds(job, now=now)
+    return {"finish": now + dt.timedelta(seconds=remaining), "remaining_s": int(remaining)}
 
 
 def job_with_related(job_id: int) -> Job | None:
