@@ -274,6 +274,24 @@ def _what(device: Device, kind: str) -> str:
     return f"a {JobKind(kind).label.lower()} job on a {device.get_kind_display()}"
 
 
+def with_defaults(
+    request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
+) -> dict[str, Any]:
+    """Fields left out take the form's defaults, as the page pre-fills them (steps, format, "simplify" on…).
+
+    A checkbox the page shows ticked would otherwise read as unticked when a script leaves it out.
+    """
+    form = form_for(owner=request.user, device=device, kind=kind, data={"model": data.get("model")})
+    out = dict(data)
+    for name, field in form.fields.items():
+        if name in out or name in files or isinstance(field, forms.FileField):
+            continue
+        initial = field.initial() if callable(field.initial) else field.initial
+        if initial is not None:
+            out[name] = initial
+    return out
+
+
 def _validated(
     request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
 ) -> dict[str, Any]:
@@ -296,7 +314,8 @@ def _validated(
 def submit(request: HttpRequest):
     """Queue a job of any kind on any device: JSON, or multipart/form-data when a file goes with it.
 
-    The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what the device offers).
+    The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what the device offers);
+    fields left out take the form's defaults, as the page pre-fills them.
     A request the device would turn down is a 422 naming the field and the reason, in the page's words.
     """
     require_scope(request, SUBMIT)
@@ -309,6 +328,7 @@ def submit(request: HttpRequest):
         raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
     device = _device_for_submit(device_raw)
     data = _validated(request, device=device, kind=kind, data=data, files=files)
+    data = with_defaults(request, device=device, kind=kind, data=data, files=files)
     job, admission = submit_request(owner=request.user, device=device, kind=kind, data=data, files=files)
     return Status(
         201,
@@ -492,15 +512,11 @@ def job_again(request: HttpRequest, job_id: str):
             raise _invalid(
                 key, "Run again reuses the job's input files; submit a new job to use another file."
             )
+    data = {"when": "asap", **_again_data(job), **changes}
+    data = with_defaults(request, device=device, kind=job.kind, data=data, files={})
     files = _stored_inputs(job)
     try:
-        form = form_for(
-            owner=request.user,
-            device=device,
-            kind=job.kind,
-            data={"when": "asap", **_again_data(job), **changes},
-            files=files,
-        )
+        form = form_for(owner=request.user, device=device, kind=job.kind, data=data, files=files)
         for field in form.fields.values():  # inputs are reused, as on the page
             if isinstance(field, forms.FileField):
                 field.required = False
