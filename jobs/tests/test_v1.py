@@ -19,6 +19,12 @@ from jobs.tests.ui_fixtures import IMAGE, PNG, TTS, VIDEO, add_artifact, make_jo
 pytestmark = pytest.mark.django_db
 
 
+@pytest.fixture(autouse=True)
+def _no_rate_limit(settings):
+    # Token pks repeat from test to test (rolled back), so their counters in the shared Redis would add up.
+    settings.HUB_API_SUBMIT_RATE = "0"
+
+
 def token_for(user, scopes=("read", "submit")) -> str:
     from hub.accounts.tokens import token_create
 
@@ -38,9 +44,9 @@ def error_of(response, status: int) -> dict:
     return body["error"]
 
 
-def post_video(client, **fields):
+def post_video(client, headers=None, **fields):
     data = {"model": VIDEO, "prompt": "a fox", "size": "832x480", "seconds": "4", **fields}
-    return client.post("/v1/videos", data)  # multipart, as the SDK sends it
+    return client.post("/v1/videos", data, headers=headers)  # multipart, as the SDK sends it
 
 
 # -- auth and scopes ----------------------------------------------------------------------------------------
@@ -264,6 +270,94 @@ def test_download_of_an_unfinished_video_is_a_clear_400(member, device):
     job = make_job(member, device, state="running")
     err = error_of(api(member).get(f"/v1/videos/video_{job.pk}/content"), 400)
     assert err["code"] == "video_not_ready" and "in_progress" in err["message"]
+
+
+def test_submissions_over_the_rate_get_a_429_with_retry_after(member, device, settings, monkeypatch):
+    import uuid
+
+    import hub.ratelimit
+
+    settings.HUB_API_SUBMIT_RATE = "2/h"
+    key = f"test:{uuid.uuid4()}"
+    monkeypatch.setattr(hub.ratelimit, "rate_key", lambda request: key)
+    client = api(member)
+    assert post_video(client).status_code == 200
+    assert post_video(client).status_code == 200
+    response = post_video(client)
+    err = error_of(response, 429)
+    assert err["code"] == "rate_limit_exceeded" and int(response["Retry-After"]) >= 1
+    assert Job.objects.count() == 2
+
+
+def test_a_json_input_reference_may_be_a_data_url(member, device, media):
+    data_url = "data:image/png;base64," + base64.b64encode(PNG).decode()
+    body = {
+        "model": VIDEO,
+        "prompt": "p",
+        "size": "832x480",
+        "seconds": 2,
+        "input_reference": {"image_url": data_url},
+    }
+    response = api(member).post("/v1/videos", json.dumps(body), content_type="application/json")
+    assert response.status_code == 200, response.content
+    assert "start_image" in Job.objects.get().params["files"]
+    body["input_reference"] = {"image_url": "https://example.com/a.png"}
+    err = error_of(api(member).post("/v1/videos", json.dumps(body), content_type="application/json"), 400)
+    assert err["param"] == "input_reference"
+
+
+@pytest.fixture
+def ts_device(db):
+    from devices.capabilities import Capabilities, ModelCap, TensorSharpCap, VideoCap
+    from devices.models import Device
+
+    caps = Capabilities(
+        kind="tensorsharp",
+        models=[ModelCap("h3.gguf", "h3.gguf", "video", loaded=True)],
+        tensorsharp=TensorSharpCap(
+            architecture="minimax-h3",
+            loaded="h3.gguf",
+            frame_grid="17k+5",
+            fps=24,
+            max_cfg=1.0,
+            video={"family": "minimax-h3", "supportsAudio": True, "supportsImageConditioning": False},
+        ),
+        video={"h3.gguf": VideoCap("h3.gguf", [], list(range(4, 21)), 20, 24, max_seconds=7)},
+    )
+    return Device.objects.create(
+        name="Studio PC",
+        kind="tensorsharp",
+        base_url="http://127.0.0.1:1",
+        state="online",
+        capabilities=caps.to_dict(),
+    )
+
+
+def test_on_a_tensorsharp_server_size_and_seconds_become_pixels_and_frames(member, device, ts_device):
+    client = api(member)
+    response = post_video(client, model="h3.gguf", size="640x384", seconds="2", headers={"X-Hub-Device": "Studio PC"})
+    assert response.status_code == 200, response.content
+    job = Job.objects.get()
+    assert job.device == ts_device
+    assert (job.params["width"], job.params["height"], job.params["steps"]) == (640, 384, 20)
+    assert job.params["frames"] == 56  # 2 s at 24 fps, snapped to the 17k+5 grid
+    assert (response.json()["size"], response.json()["seconds"]) == ("640x384", "2")
+    err = error_of(post_video(client, model="h3.gguf", size="650x384", device="Studio PC"), 400)
+    assert err["param"] == "size" and "32" in err["message"]
+    err = error_of(post_video(client, model="h3.gguf", size="640x384", seconds="9", device="Studio PC"), 400)
+    assert err["param"] == "seconds"
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    ref = SimpleUploadedFile("r.png", PNG, "image/png")
+    err = error_of(post_video(client, model="h3.gguf", input_reference=ref, device="Studio PC"), 400)
+    assert err["param"] == "input_reference"
+    err = error_of(
+        client.post(
+            "/v1/images/generations", {"prompt": "p", "device": "Studio PC"}, content_type="application/json"
+        ),
+        400,
+    )
+    assert err["param"] == "model" and "cannot make one" in err["message"]
 
 
 # -- images and speech: the call waits for the job -----------------------------------------------------------
