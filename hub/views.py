@@ -34,7 +34,7 @@ def healthz(request):
 
 @require_GET
 def dashboard(request):
-    """Devices (state, gauges, last hour), what runs now, tonight's plan, and my recent jobs."""
+    """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
     return render(request, "dashboard.html", dashboard_context(request.user))
 
 

@@ -185,10 +185,17 @@ def next_job(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> 
 
 
 def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> list[Any]:
-    """The whole waiting queue in the order it is expected to run (for the plan and the ETA).
+    """The whole waiting queue in the order it is expected to run (for the plan and the ETA)."""
+    return [job for job, _why in order_with_reasons(snap, jobs, k)]
 
-    Simulates repeated picks: after each pick that job's model counts as loaded. Jobs whose window is not open
-    yet follow in the order their windows open (ties in base order).
+
+def order_with_reasons(
+    snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP
+) -> list[tuple[Any, str]]:
+    """The waiting queue in run order, each job with why it sits where it does ("" for plain arrival order).
+
+    Simulates repeated picks: after each pick that job's model counts as loaded. Jobs that can't start yet
+    (window, backoff, a polite wait for the night) follow in the order they may start (ties in base order).
     """
     rest = base_order(jobs, snap)
     ready = [j for j in rest if earliest_start(j, snap) <= snap.now]
@@ -196,7 +203,7 @@ def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -
         (j for j in rest if earliest_start(j, snap) > snap.now),
         key=lambda j: (earliest_start(j, snap), *base_key(j, snap)),
     )
-    out: list[Any] = []
+    out: list[tuple[Any, str]] = []
     loaded = set(snap.loaded)
     bypassed = {j.pk: j.bypassed for j in ready}
     while ready:
@@ -206,9 +213,38 @@ def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -
         for j in jumped:
             bypassed[j.job.pk] += 1
         ready.remove(job)
-        out.append(job)
+        out.append((job, "runs first: its model is already loaded" if jumped else ""))
         loaded = {job.model_id}
-    return out + later
+    out += [(job, _later_reason(job, snap)) for job in later]
+    paused = "paused by an admin" if snap.paused else ""
+    return [(job, paused or why or _base_reason(job, i, out, snap)) for i, (job, why) in enumerate(out)]
+
+
+def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
+    if job.retry_after and job.retry_after > snap.now:
+        return "waits to try again (the device was busy or away)"
+    if job.when == "tonight":
+        return "waits for the night window"
+    if job.when == "not_before" and job.not_before and job.not_before > snap.now:
+        return "waits for its start time"
+    return "waits for the night window: by day it would unload a model someone else is using"
+
+
+def _base_reason(job: Any, index: int, order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> str:
+    """Why a ready job is where the base order put it: an admin's move, or fair share against an older job."""
+    if job.priority > 0:
+        return "moved up by an admin"
+    for other, _why in order[index + 1 :]:
+        if other.priority == job.priority and other.created < job.created and other.owner_id != job.owner_id:
+            mine, theirs = snap.usage.get(job.owner_id, 0.0), snap.usage.get(other.owner_id, 0.0)
+            if mine < theirs:
+                return f"fair share: {_owner_name(other)} has used more this week"
+    return ""
+
+
+def _owner_name(job: Any) -> str:
+    owner = getattr(job, "owner", None)
+    return str(owner) if owner is not None else "someone"
 
 
 @dataclass

@@ -61,7 +61,7 @@ def running_job(device: Any) -> Job | None:
 def queue_plan(device: Any) -> list[Job]:
     """The device's active job(s) then waiting jobs, in the order the scheduler will run them, each with the
     ``predicted_start``/``predicted_finish`` that ``jobs.eta.plan_device`` stored last."""
-    from jobs.scheduler import order_jobs, snapshot_for
+    from jobs.scheduler import order_with_reasons, snapshot_for
 
     device_id = getattr(device, "pk", device)
     active = list(
@@ -73,5 +73,8 @@ def queue_plan(device: Any) -> list[Job]:
     if not waiting:
         return active
     snap = snapshot_for(device_id)
-    order = order_jobs(snap, waiting)
+    order = []
+    for job, why in order_with_reasons(snap, waiting):
+        job.plan_reason = why  # shown in the plan: why it waits where it does
+        order.append(job)
     return active + order

@@ -124,3 +124,19 @@ def test_it_orders_the_whole_queue_with_affinity_and_windows():
     jobs = [J(1, model_id="x"), J(2, model_id="y"), J(3, model_id="x"), J(4, when="tonight")]
     order = [j.pk for j in order_jobs(snap(), jobs)]
     assert order == [1, 3, 2, 4]
+
+
+def test_the_plan_says_why_each_job_waits_or_jumps():
+    from jobs.scheduler import order_with_reasons
+
+    jobs = [J(1, model_id="m/music"), J(2, model_id="m/video", owner_id=2), J(3, when="tonight")]
+    rows = order_with_reasons(snap(loaded=frozenset({"m/video"})), jobs)
+    assert [(j.pk, why) for j, why in rows] == [
+        (2, "runs first: its model is already loaded"),
+        (1, ""),
+        (3, "waits for the night window"),
+    ]
+    fair = order_with_reasons(snap(usage={1: 3600.0, 2: 0.0}), [J(1), J(2, owner_id=2)])
+    assert fair[0][0].pk == 2 and fair[0][1].startswith("fair share:")
+    assert order_with_reasons(snap(paused=True), [J(1)])[0][1] == "paused by an admin"
+    assert order_with_reasons(snap(), [J(1, priority=2)])[0][1] == "moved up by an admin"
