@@ -524,3 +524,33 @@ def test_a_paused_queue_says_so_for_every_job(clients, member, device):
 def test_a_plan_for_a_bad_device_id_is_a_404(clients, bad):
     response = clients["owner"].get(f"/api/devices/{bad}/plan")
     assert response.status_code == 404 and response.json()["detail"] == "No such device."
+
+
+def test_the_small_bodies_are_bounded_and_strict_too(clients, member, device, settings):
+    job = make_job(member, device, state="done")
+    settings.DATA_UPLOAD_MAX_MEMORY_SIZE = 1000
+    big = post_json(clients["owner"], f"/api/jobs/{job.pk}/share", {"shared": True, "pad": "x" * 2000})
+    assert big.status_code == 413 and "too large" in big.json()["detail"]
+    settings.DATA_UPLOAD_MAX_NUMBER_FIELDS = 5
+    many = clients["owner"].post("/api/jobs", {f"f{i}": "1" for i in range(10)})
+    assert many.status_code == 400 and many.json()["detail"].startswith("The request could not be read")
+    assert Job.objects.count() == 1
+
+
+def test_wrong_methods_and_head_on_files(clients, member, device, media):
+    job = make_job(member, device, state="done")
+    artifact = add_artifact(job, media)
+    assert clients["owner"].get(f"/api/jobs/{job.pk}/cancel").status_code == 405
+    head = clients["owner"].head(f"/api/jobs/{job.pk}/artifacts/{artifact.pk}")
+    assert head.status_code == 200 and head["Accept-Ranges"] == "bytes"
+
+
+def test_a_page_of_100_costs_a_few_queries_whatever_its_size(
+    clients, member, device, django_assert_max_num_queries
+):
+    for i in range(100):
+        make_job(member, device, prompt=f"job {i}")
+    clients["owner"].get("/api/jobs", {"limit": 1})  # the token's "last used" write happens once a minute
+    with django_assert_max_num_queries(4):
+        page = clients["owner"].get("/api/jobs", {"limit": 100}).json()
+    assert len(page["items"]) == 100 and page["next"] is None
