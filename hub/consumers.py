@@ -14,7 +14,7 @@ from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 
-from hub import live
+from hub import live, metrics
 
 log = logging.getLogger(__name__)
 MAX_TOPICS = 20
@@ -32,10 +32,12 @@ class HubConsumer(AsyncWebsocketConsumer):
         for group in groups:
             await self.channel_layer.group_add(group, self.channel_name)
         await self.accept()
+        await metrics.ws_opened(self)
         for html in snapshot:
             await self.send(text_data=html)
 
     async def disconnect(self, code):
+        await metrics.ws_closed(self)
         for group in getattr(self, "joined", []):
             await self.channel_layer.group_discard(group, self.channel_name)
 

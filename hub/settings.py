@@ -251,6 +251,26 @@ from hub.env import env_rate  # noqa: E402 - this block stays at the end of the 
 
 HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
 
+# --- Metrics (GET /metrics, Prometheus text format; hub.metrics) --------------------------------------------
+# Client addresses (IPs or CIDRs) that may scrape without a token; anyone else needs an admin API token.
+# "none" = tokens only. A request carrying X-Forwarded-For/Forwarded/X-Real-IP never passes by address alone.
+import ipaddress as _ipaddress  # noqa: E402 - this block stays at the end of the file
+
+HUB_METRICS_ALLOW = env_list("HUB_METRICS_ALLOW", ["127.0.0.1", "::1"])
+if [a.lower() for a in HUB_METRICS_ALLOW] == ["none"]:
+    HUB_METRICS_ALLOW = []
+for _net in HUB_METRICS_ALLOW:
+    try:
+        _ipaddress.ip_network(_net, strict=False)
+    except ValueError:
+        raise SettingError(
+            f"HUB_METRICS_ALLOW: {_net!r} is not an IP address or network (e.g. 127.0.0.1,::1,192.168.1.0/24)"
+        ) from None
+# The render-time histogram covers the jobs finished in this many days.
+HUB_METRICS_RENDER_DAYS = env_int("HUB_METRICS_RENDER_DAYS", 30, minimum=1, maximum=3650)
+if HUB_HTTPS:  # a scraper on the inside speaks plain HTTP, like the /healthz probe
+    SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics$"]
+
 # --- /v1: the OpenAI-compatible routes (jobs/v1.py) ----------------------------------------------------------
 # images.generate and audio.speech.create wait inside the HTTP call for their turn and result, at most this long;
 # then the answer is a 504 naming the job (it stays queued; fetch it from /api/jobs/<id>).

@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
+from hub import metrics as hub_metrics
 from hub import views
 from hub.api import api
 from jobs.v1 import v1
@@ -21,6 +22,7 @@ urlpatterns = [
     path("", views.dashboard, name="dashboard"),
     path("live-wire/", views.live_wire, name="hub-live-wire"),
     path("healthz", views.healthz, name="healthz"),
+    path("metrics", hub_metrics.metrics, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("manifest.webmanifest", views.manifest, name="manifest"),
     path("accounts/", include("hub.accounts.urls")),

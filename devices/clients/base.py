@@ -24,6 +24,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from devices import errors
+from hub.metrics import count_device_errors
 
 logger = logging.getLogger("devices.clients")
 
@@ -103,6 +104,8 @@ def json_error_text(body: Any) -> str:
 
 class HttpDevice:
     """Shared HTTP plumbing. Subclasses map statuses to typed errors in ``_raise_for``."""
+
+    __init_subclass__ = classmethod(count_device_errors)  # /metrics counts every typed error (hub.metrics)
 
     #: Header sent with every request (only to our own base URL).
     def __init__(

@@ -1,0 +1,426 @@
+"""``GET /metrics``: the hub in Prometheus' text format, computed at scrape time from the shared truth.
+
+Several web and worker processes on several machines serve one hub, so nothing here is an in-process
+counter of something another process does:
+
+* jobs, queues, device states and render times are read from the database on each scrape (four queries);
+* device request errors and open websockets are kept in Redis, written by whichever process saw them;
+* the worker heartbeat is the sorted set ``hub.health`` already reads.
+
+Everything is exported through a private ``CollectorRegistry``: the global default registry would also
+export the metrics of this one process as if they were the hub's. The web process's own ``process_*``
+metrics are added on purpose (they describe whichever web process answered the scrape).
+
+Access: the client addresses in ``HUB_METRICS_ALLOW``, an admin's API token (``Authorization: Bearer``),
+or a signed-in admin's browser. Everyone else gets a short 403, never the sign-in page.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import functools
+import ipaddress
+import logging
+import math
+import os
+import socket
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import redis
+from django.conf import settings
+from django.contrib.auth.decorators import login_not_required
+from django.db import DatabaseError
+from django.http import HttpRequest, HttpResponse
+from django.views.decorators.cache import never_cache
+from django.views.decorators.http import require_GET
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+
+from devices.errors import DeviceError
+from hub.celery import WORKER_HEARTBEAT_KEY
+
+log = logging.getLogger(__name__)
+
+# Redis keys (shared by every process of the hub).
+DEVICE_ERRORS_KEY = "hub:metrics:device_errors"  # hash: "<base_url>\t<ErrorClass>" -> count
+WS_COUNTS_KEY = "hub:metrics:ws:counts"  # hash: "<host>:<pid>" -> sockets that process holds now
+WS_SEEN_KEY = "hub:metrics:ws:seen"  # sorted set: "<host>:<pid>" -> unix time it last said it lives
+WS_HEARTBEAT_S = 30.0
+WS_STALE_S = 90.0  # a process silent this long died without closing its sockets: its count is dropped
+
+# Render times run from seconds (speech) to the device's 60-minute cut-off (a long video).
+RENDER_BUCKETS = (5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 900.0, 1200.0, 1800.0, 2700.0, 3600.0)
+UNREGISTERED = "unregistered"  # errors from URLs no device row has (test connection, discovery)
+
+
+def _redis() -> redis.Redis:
+    return _redis_for(settings.REDIS_URL)
+
+
+@functools.cache
+def _redis_for(url: str) -> redis.Redis:
+    # One pool per URL and process; short timeouts, because a counter must never hold up a device call.
+    return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
+
+
+# --- device request errors ------------------------------------------------------------------------------
+def note_device_error(base_url: str, exc: DeviceError) -> None:
+    """Count one typed error a device client produced (once per exception object, whoever sees it twice)."""
+    if getattr(exc, "_hub_metrics_counted", False):
+        return
+    exc._hub_metrics_counted = True  # type: ignore[attr-defined]
+    try:
+        _redis().hincrby(DEVICE_ERRORS_KEY, f"{base_url}\t{type(exc).__name__}", 1)
+    except redis.RedisError:
+        log.debug("device error not counted: Redis unreachable")
+
+
+def count_device_errors(cls: type, **kwargs: Any) -> None:
+    """``HttpDevice.__init_subclass__``: count every typed error the client's error mapping produces.
+
+    The two mappings are where HTTP becomes a typed error: ``_raise_for`` (statuses and envelopes: locked,
+    auth, busy, …) raises, ``_transport_error`` (refused, timeout, broken connection) returns. Wrapping them
+    once per client class counts each failed device request without touching the protocol code.
+    """
+    for name in ("_raise_for", "_transport_error"):
+        method = getattr(cls, name, None)
+        if method is not None and not getattr(method, "_hub_counts_errors", False):
+            setattr(cls, name, _counting(method))
+
+
+def _counting(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            result = method(self, *args, **kwargs)
+        except DeviceError as exc:
+            note_device_error(self.base_url, exc)
+            raise
+        if isinstance(result, DeviceError):
+            note_device_error(self.base_url, result)
+        return result
+
+    wrapper._hub_counts_errors = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+# --- open websockets ------------------------------------------------------------------------------------
+# Each process publishes the number of sockets it holds itself (an absolute value, so a lost write or a
+# flushed Redis heals at the next change or heartbeat); a heartbeat thread keeps its entry fresh, and a
+# process that died without closing its sockets drops out of the sum after WS_STALE_S.
+_ws_lock = threading.Lock()
+_ws_write_lock = threading.Lock()
+_ws_open = 0
+_ws_heartbeat_pid: int | None = None
+
+
+def _process_id() -> str:
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+async def ws_opened(consumer: Any) -> None:
+    """Call after ``accept()``. Idempotent per consumer."""
+    if getattr(consumer, "_hub_metrics_open", False):
+        return
+    consumer._hub_metrics_open = True
+    await _ws_change(+1)
+
+
+async def ws_closed(consumer: Any) -> None:
+    """Call from ``disconnect``. Counts only sockets ``ws_opened`` counted (a refused handshake never was)."""
+    if not getattr(consumer, "_hub_metrics_open", False):
+        return
+    consumer._hub_metrics_open = False
+    await _ws_change(-1)
+
+
+async def _ws_change(delta: int) -> None:
+    global _ws_open
+    with _ws_lock:
+        _ws_open = max(0, _ws_open + delta)
+    _ensure_ws_heartbeat()
+    await asyncio.to_thread(_ws_publish)  # never block the event loop on Redis
+
+
+def _ws_publish() -> None:
+    # Read the count under the write lock, so a slow earlier write can't overwrite a newer value.
+    with _ws_write_lock:
+        with _ws_lock:
+            count = _ws_open
+        proc = _process_id()
+        try:
+            pipe = _redis().pipeline(transaction=False)
+            pipe.hset(WS_COUNTS_KEY, proc, count)
+            pipe.zadd(WS_SEEN_KEY, {proc: time.time()})
+            pipe.execute()
+        except redis.RedisError:
+            log.debug("websocket count not published: Redis unreachable")
+
+
+def _ensure_ws_heartbeat() -> None:
+    global _ws_heartbeat_pid
+    with _ws_lock:
+        if _ws_heartbeat_pid == os.getpid():  # (a forked child needs its own thread)
+            return
+        _ws_heartbeat_pid = os.getpid()
+    threading.Thread(target=_ws_heartbeat, name="hub-metrics-ws", daemon=True).start()
+
+
+def _ws_heartbeat() -> None:
+    while True:
+        time.sleep(WS_HEARTBEAT_S)
+        _ws_publish()
+
+
+# --- the collector --------------------------------------------------------------------------------------
+class HubCollector(Collector):
+    """Builds every ``tiiny_hub_*`` family at scrape time: 4 database queries and 1–2 Redis round trips."""
+
+    def describe(self) -> list:
+        return []  # don't let registration run a scrape (and its queries) at import time
+
+    def collect(self) -> Iterator[Any]:
+        from devices.models import Device
+
+        devices = list(Device.objects.order_by("pk").values_list("pk", "name", "state", "base_url"))
+        names = {pk: name for pk, name, _, _ in devices}
+        yield _jobs_family()
+        yield from _queue_families(names)
+        yield _device_state_family(devices)
+        yield _render_family(list(names))
+        yield from _redis_families(devices)
+
+
+def _jobs_family() -> GaugeMetricFamily:
+    from django.db.models import Count
+
+    from jobs.models import Job, JobKind, JobState
+
+    # Every state x kind, zeros included, so a series never vanishes when its last job moves on.
+    counts = dict.fromkeys(((s, k) for s in JobState.values for k in JobKind.values), 0)
+    for state, kind, n in Job.objects.order_by().values_list("state", "kind").annotate(n=Count("pk")):
+        counts[(state, kind)] = n
+    family = GaugeMetricFamily("tiiny_hub_jobs", "Jobs by state and kind.", labels=["state", "kind"])
+    for (state, kind), n in counts.items():
+        family.add_metric([state, kind], n)
+    return family
+
+
+def _queue_families(names: dict[int, str]) -> Iterator[GaugeMetricFamily]:
+    from django.db.models import Count, Max, Q, Sum
+    from django.utils import timezone
+
+    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+
+    depth = GaugeMetricFamily(
+        "tiiny_hub_queue_depth", "Jobs waiting for the device (queued or scheduled).", labels=["device"]
+    )
+    drain = GaugeMetricFamily(
+        "tiiny_hub_queue_drain_seconds",
+        "Predicted seconds until the device has finished its running and waiting jobs (from the stored plan).",
+        labels=["device"],
+    )
+    # One query over (device, state): the jobs_device_state_idx index. The plan (jobs.eta.plan_device) stores
+    # every active and waiting job's predicted finish; the latest one is when the queue drains. A job the
+    # plan has not reached yet adds its estimate.
+    rows = {
+        row["device_id"]: row
+        for row in Job.objects.filter(device_id__in=list(names), state__in=[*WAITING_STATES, *ACTIVE_STATES])
+        .order_by()
+        .values("device_id")
+        .annotate(
+            waiting=Count("pk", filter=Q(state__in=WAITING_STATES)),
+            last_finish=Max("predicted_finish"),
+            unplanned=Sum("estimate_s", filter=Q(predicted_finish__isnull=True)),
+        )
+    }
+    now = timezone.now()
+    for pk, name in names.items():
+        row = rows.get(pk, {})
+        last_finish = row.get("last_finish")
+        seconds = max(0.0, (last_finish - now).total_seconds()) if last_finish else 0.0
+        depth.add_metric([name], row.get("waiting", 0))
+        drain.add_metric([name], seconds + (row.get("unplanned") or 0.0))
+    yield depth
+    yield drain
+
+
+def _device_state_family(devices: list[tuple[int, str, str, str]]) -> GaugeMetricFamily:
+    from devices.models import Device
+
+    family = GaugeMetricFamily(
+        "tiiny_hub_device_state",
+        "1 for the device's current state, 0 for the others.",
+        labels=["device", "state"],
+    )
+    for _, name, current, _ in devices:
+        for state in Device.State.values:
+            family.add_metric([name, state], 1 if state == current else 0)
+    return family
+
+
+def _render_family(device_ids: list[int]) -> HistogramMetricFamily:
+    from django.db.models import Count, Q, Sum
+    from django.utils import timezone
+
+    from jobs.models import Job, JobKind, JobState
+
+    days = settings.HUB_METRICS_RENDER_DAYS
+    family = HistogramMetricFamily(
+        "tiiny_hub_render_seconds",
+        f"Device seconds of the jobs finished (done) in the last {days} days, by kind. A window, not a "
+        "counter: read quantiles from it, not rate().",
+        labels=["kind"],
+    )
+    cutoff = timezone.now() - dt.timedelta(days=days)
+    # Bounded by (device, finished_at): the jobs_device_fair_idx index. "done" is a filter of the aggregates,
+    # not of the WHERE: given (device, state) there, an ANALYZEd SQLite prefers jobs_device_state_idx and reads
+    # every done job ever (measured: 12 ms -> 54 ms at 100k jobs). Buckets are counted in SQL.
+    done = Q(state=JobState.DONE)
+    buckets = {
+        f"le{i}": Count("pk", filter=done & Q(device_seconds__lte=b)) for i, b in enumerate(RENDER_BUCKETS)
+    }
+    rows = {
+        row["kind"]: row
+        for row in Job.objects.filter(device_id__in=device_ids, finished_at__gte=cutoff, device_seconds__gt=0)
+        .order_by()
+        .values("kind")
+        .annotate(n=Count("pk", filter=done), total=Sum("device_seconds", filter=done), **buckets)
+    }
+    for kind in JobKind.values:
+        row = rows.get(kind, {})
+        cumulative = [(_le(b), row.get(f"le{i}", 0)) for i, b in enumerate(RENDER_BUCKETS)]
+        family.add_metric([kind], [*cumulative, ("+Inf", row.get("n", 0))], sum_value=row.get("total") or 0.0)
+    return family
+
+
+def _le(bound: float) -> str:
+    return f"{bound:g}" if bound != int(bound) else f"{int(bound)}.0"
+
+
+def _redis_families(devices: list[tuple[int, str, str, str]]) -> Iterator[Any]:
+    up = GaugeMetricFamily("tiiny_hub_redis_up", "1 when Redis answered this scrape.")
+    errors = CounterMetricFamily(
+        "tiiny_hub_device_request_errors",
+        "Failed device requests by device and typed error (devices.errors), from every process.",
+        labels=["device", "kind"],
+    )
+    sockets = GaugeMetricFamily(
+        "tiiny_hub_websocket_connections", "Open websockets, summed over the web processes that are alive."
+    )
+    heartbeat = GaugeMetricFamily(
+        "tiiny_hub_worker_heartbeat_age_seconds",
+        "Seconds since the newest Celery worker heartbeat (+Inf when no worker ever reported).",
+    )
+    now = time.time()
+    client = _redis()
+    try:
+        pipe = client.pipeline(transaction=False)
+        pipe.hgetall(DEVICE_ERRORS_KEY)
+        pipe.hgetall(WS_COUNTS_KEY)
+        pipe.zrange(WS_SEEN_KEY, 0, -1, withscores=True)
+        pipe.zrange(WORKER_HEARTBEAT_KEY, -1, -1, withscores=True)
+        error_counts, ws_counts, ws_seen, newest = pipe.execute()
+    except redis.RedisError as exc:
+        log.warning("metrics without Redis: %s", exc)
+        up.add_metric([], 0)
+        yield from (up, errors, sockets, heartbeat)
+        return
+    up.add_metric([], 1)
+
+    # The client knows only its URL; the device rows name it. Several rows on one URL: the first one.
+    by_url: dict[str, str] = {}
+    for _, name, _, base_url in devices:
+        by_url.setdefault(base_url.rstrip("/"), name)
+    totals: dict[tuple[str, str], int] = {}
+    for field, count in error_counts.items():
+        url, _, kind = field.decode().rpartition("\t")
+        key = (by_url.get(url.rstrip("/"), UNREGISTERED), kind)
+        totals[key] = totals.get(key, 0) + int(count)
+    for (device, kind), count in sorted(totals.items()):
+        errors.add_metric([device, kind], count)
+
+    alive = {proc for proc, seen in ws_seen if now - seen <= WS_STALE_S}
+    sockets.add_metric([], sum(max(0, int(n)) for proc, n in ws_counts.items() if proc in alive))
+    dead = [proc for proc, _ in ws_seen if proc not in alive]
+    if dead:  # tidy up after processes that died; harmless if two scrapes do it at once
+        try:
+            client.pipeline(transaction=False).hdel(WS_COUNTS_KEY, *dead).zrem(WS_SEEN_KEY, *dead).execute()
+        except redis.RedisError:
+            pass
+
+    heartbeat.add_metric([], max(0.0, now - newest[0][1]) if newest else math.inf)
+    yield from (up, errors, sockets, heartbeat)
+
+
+REGISTRY = CollectorRegistry(auto_describe=False)
+REGISTRY.register(HubCollector())
+ProcessCollector(registry=REGISTRY)  # process_*: the web process that answered this scrape
+
+
+# --- access and the view --------------------------------------------------------------------------------
+# A reverse proxy on this machine makes every client look like 127.0.0.1: a forwarded request never passes
+# on its address alone (a client adding such a header to itself only loses the address pass).
+_FORWARDED_HEADERS = ("HTTP_X_FORWARDED_FOR", "HTTP_FORWARDED", "HTTP_X_REAL_IP")
+FORBIDDEN_TEXT = (
+    "403 Forbidden: /metrics answers the addresses in HUB_METRICS_ALLOW and admin API tokens "
+    "(Authorization: Bearer thub_...).\n"
+)
+
+
+@functools.cache
+def _networks(allow: tuple[str, ...]) -> tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]:
+    return tuple(ipaddress.ip_network(item, strict=False) for item in allow)
+
+
+def address_allowed(request: HttpRequest) -> bool:
+    if any(request.META.get(header) for header in _FORWARDED_HEADERS):
+        return False
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR", "").strip())
+    except ValueError:
+        return False
+    if isinstance(address, ipaddress.IPv6Address) and address.ipv4_mapped:
+        address = address.ipv4_mapped
+    return any(address in net for net in _networks(tuple(settings.HUB_METRICS_ALLOW)))
+
+
+def _admin_token(request: HttpRequest) -> bool:
+    scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
+    if scheme.lower() != "bearer" or not raw.strip():
+        return False
+    from hub.accounts.tokens import TokenInvalid, token_authenticate
+
+    try:
+        token = token_authenticate(raw, ip=request.META.get("REMOTE_ADDR"))
+    except TokenInvalid:
+        return False
+    return token.user.is_admin
+
+
+def may_read(request: HttpRequest) -> bool:
+    if address_allowed(request):
+        return True
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and user.is_admin:
+        return True  # an admin looking in the browser
+    return _admin_token(request)
+
+
+@login_not_required
+@never_cache
+@require_GET
+def metrics(request: HttpRequest) -> HttpResponse:
+    if not may_read(request):
+        return HttpResponse(FORBIDDEN_TEXT, status=403, content_type="text/plain; charset=utf-8")
+    try:
+        body = generate_latest(REGISTRY)
+    except DatabaseError as exc:
+        log.warning("metrics: database unavailable: %s", exc)
+        return HttpResponse("503: the database is unavailable\n", status=503, content_type="text/plain")
+    return HttpResponse(body, content_type=CONTENT_TYPE_LATEST)
