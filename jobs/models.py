@@ -39,6 +39,9 @@ class JobState(models.TextChoices):
 WAITING_STATES = (JobState.QUEUED, JobState.SCHEDULED)
 ACTIVE_STATES = (JobState.PREPARING, JobState.SUBMITTED, JobState.RUNNING, JobState.COLLECTING)
 FINAL_STATES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
+# Which states allow which action: decided here once; services enforce it, templates and hub.js read it.
+CANCELLABLE_STATES = WAITING_STATES + ACTIVE_STATES
+RETRYABLE_STATES = (JobState.FAILED, JobState.CANCELLED, JobState.INTERRUPTED)
 
 
 class When(models.TextChoices):
@@ -134,6 +137,14 @@ class Job(models.Model):
     @property
     def is_waiting(self) -> bool:
         return self.state in WAITING_STATES
+
+    @property
+    def can_cancel(self) -> bool:
+        return self.state in CANCELLABLE_STATES
+
+    @property
+    def can_retry(self) -> bool:
+        return self.state in RETRYABLE_STATES
 
 
 class JobEvent(models.Model):

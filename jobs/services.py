@@ -18,13 +18,21 @@ from django.db import transaction
 from django.db.models import Max
 from django.utils import timezone
 
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobEvent, JobKind, JobState, When
+from jobs.models import (
+    ACTIVE_STATES,
+    RETRYABLE_STATES,
+    WAITING_STATES,
+    Job,
+    JobEvent,
+    JobKind,
+    JobState,
+    When,
+)
 from jobs.models import new_share_token as _new_token
 from jobs.selectors import can_manage
 from jobs.transitions import job_note, job_transition
 
 S = JobState
-RETRYABLE = (S.FAILED, S.CANCELLED, S.INTERRUPTED)
 PROMPT_KEYS = ("prompt", "caption", "input")
 
 
@@ -193,7 +201,7 @@ def job_retry(*, job: Job, by: Any) -> Job:
         raise PermissionDenied("Viewers cannot queue jobs.")
     ok = job_transition(
         job.pk,
-        from_states=RETRYABLE,
+        from_states=RETRYABLE_STATES,
         to=S.QUEUED,
         message=f"Queued again by {by.username}.",
         remote_id="",
