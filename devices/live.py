@@ -2,7 +2,8 @@
 
 Rendered from the named partials of ``devices/_fragments.html`` — the same partials the pages use — with
 ``oob=True`` so htmx swaps them in by id. The card goes to ``everyone`` (list and dashboard) and the device's
-group; the gauges only to the device's group (its detail page). Fragments never include the URL or the key.
+group; the gauges only to the device's group (its detail page). Fragments never include the key, and the URL
+only in the admins' version of the card (the address beside a state message), which goes to ``admins`` only.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ def fragment_context(device: Device, **extra: Any) -> dict[str, Any]:
     }
 
 
-def render_card(device: Device, *, oob: bool = False) -> str:
-    return render_to_string(f"{FRAGMENTS}#device-card", fragment_context(device, oob=oob))
+def render_card(device: Device, *, oob: bool = False, admin: bool = False) -> str:
+    """The card; ``admin`` adds the admins-only detail (``Device.state_detail``) when there is one."""
+    return render_to_string(f"{FRAGMENTS}#device-card", fragment_context(device, oob=oob, admin_view=admin))
 
 
 def render_gauges(device: Device, *, oob: bool = False) -> str:
@@ -41,13 +43,19 @@ def device_push(device_id: int) -> None:
     if device is None:
         return
     card = render_card(device, oob=True)
-    live.push_many([live.EVERYONE, live.device_group(device_id)], card)
+    if device.state_detail:
+        # Admins get their own card (with the address); the public one must not overwrite it on their pages.
+        live.push_many([live.EVERYONE, live.device_group(device_id)], card, exclude=[live.ADMINS])
+        live.push(live.ADMINS, render_card(device, oob=True, admin=True), audience=[live.ADMINS])
+    else:
+        live.push_many([live.EVERYONE, live.device_group(device_id)], card)
     live.push(live.device_group(device_id), render_gauges(device, oob=True))
 
 
 def device_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
-    """``watch=device:<id>``: anyone signed in may watch a device (no URL or key is ever pushed)."""
+    """``watch=device:<id>``: anyone signed in may watch a device (the address only for admins)."""
     if not getattr(user, "is_authenticated", False):
         raise PermissionDenied
     device = Device.objects.get(pk=int(object_id))  # DoesNotExist is handled by the consumer
-    return [live.device_group(device.pk)], [render_card(device, oob=True), render_gauges(device, oob=True)]
+    card = render_card(device, oob=True, admin=getattr(user, "is_admin", False))
+    return [live.device_group(device.pk)], [card, render_gauges(device, oob=True)]

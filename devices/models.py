@@ -82,6 +82,10 @@ class Device(models.Model):
     def __str__(self) -> str:
         return self.name
 
+    def __repr__(self) -> str:
+        # Never the key, not even encrypted.
+        return f"<Device {self.pk} {self.name!r} {self.kind} {self.state}>"
+
     @property
     def state_detail(self) -> str:
         """The admins-only part of the state message: where the hub tried to reach the device.
@@ -91,10 +95,6 @@ class Device(models.Model):
         show this only to admins, and ``devices.live`` pushes it only to the ``admins`` group.
         """
         return f"Address: {self.base_url}" if self.state_message and self.base_url else ""
-
-    def __repr__(self) -> str:
-        # Never the key, not even encrypted.
-        return f"<Device {self.pk} {self.name!r} {self.kind} {self.state}>"
 
     @property
     def api_key(self) -> str:

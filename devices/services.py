@@ -117,8 +117,12 @@ def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Dev
 # -- state -------------------------------------------------------------------------------------------------
 
 
-def state_for_error(exc: errors.DeviceError, *, base_url: str = "") -> tuple[str, str, str]:
-    """(state, human message, fix) for a failed call; the state is ``""`` when it says nothing about it."""
+def state_for_error(exc: errors.DeviceError) -> tuple[str, str, str]:
+    """(state, human message, fix) for a failed call; the state is ``""`` when it says nothing about it.
+
+    The message and the fix are for everyone who watches the device, so they never name its address:
+    admins see that beside them (``Device.state_detail``), members and viewers don't.
+    """
     if isinstance(exc, errors.DeviceLocked):
         return (
             Device.State.LOCKED,
@@ -126,11 +130,7 @@ def state_for_error(exc: errors.DeviceError, *, base_url: str = "") -> tuple[str
             FIX_LOCKED,
         )
     if isinstance(exc, errors.DeviceUnreachable):
-        return (
-            Device.State.UNREACHABLE,
-            f"{exc.human} ({base_url})" if base_url else exc.human,
-            FIX_UNREACHABLE,
-        )
+        return Device.State.UNREACHABLE, exc.human, FIX_UNREACHABLE
     if isinstance(exc, errors.AuthFailed):
         return Device.State.AUTH_FAILED, exc.human, FIX_AUTH
     return "", f"{exc.human}" + (f": {exc.detail}" if exc.detail else ""), ""
@@ -250,7 +250,7 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
     try:
         reading = _reading_for(client)
     except errors.DeviceError as exc:
-        state, message, fix = state_for_error(exc, base_url=device.base_url)
+        state, message, fix = state_for_error(exc)
         if state:
             device_set_state(device_id=device_id, state=state, message=message, fix=fix)
         else:
@@ -298,7 +298,7 @@ def device_test_connection(
             rows = tiiny.models()
             running = tiiny.running().running
     except errors.DeviceError as exc:
-        state, message, fix = state_for_error(exc, base_url=url)
+        state, message, fix = state_for_error(exc)
         return ConnectionReport(False, state or Device.State.UNKNOWN, message, fix=fix, detail=exc.detail)
     versions = {k: str(info[k]) for k in ("tiiny_os", "version", "device_name") if info.get(k)}
     return ConnectionReport(

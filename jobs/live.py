@@ -1,7 +1,8 @@
 """Websocket topics for job pages and queues (registered in ``JobsConfig.ready``).
 
 - ``job:<id>``: the job's page. Only people who may view the job join ``job.<id>``; the snapshot is the
-  job's current fragments, so a reload or reconnect shows the truth at once.
+  job's current fragments, so a reload or reconnect shows the truth at once. The check is repeated whenever
+  access may have changed (``hub.consumers``): a job made private stops reaching the people who watched it.
 - ``queue:<device_id>``: the plan and the running-now card (both safe for everyone; they arrive through
   ``everyone`` and the device's group, which anyone signed in may join); admins also get their control list.
 - ``mine:<user_id>``: the dashboard's "my recent jobs" rows (only your own id is accepted).

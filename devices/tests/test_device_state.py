@@ -51,7 +51,8 @@ def test_it_goes_unreachable_when_the_device_stops(db):
         emu.stop()
         assert poll_device(device.pk) == Device.State.UNREACHABLE
     device.refresh_from_db()
-    assert device.base_url in device.state_message
+    # The address is for admins only (state_detail), never in the message everyone sees.
+    assert device.base_url not in device.state_message and device.base_url in device.state_detail
 
 
 def test_it_polls_a_device_once_at_a_time(pocket):

@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.db import transaction
 
+from hub import live
 from hub.accounts.models import User
 
 
@@ -32,6 +33,7 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
     created = user is None
     if user is None:
         user = User(username=username)
+    changed_access = not created and (user.role != role or bool(password))
     user.role = role
     user.is_staff = user.is_superuser = role == User.Role.ADMIN
     generated = None
@@ -41,6 +43,9 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
         generated = generate_password()
         user.set_password(generated)
     user.save()
+    if changed_access:
+        # A new role (or password) reaches their open sockets at once, not at their next connect.
+        user_access_changed(user_id=user.pk)
     return UserResult(user=user, created=created, generated_password=generated)
 
 
@@ -59,4 +64,21 @@ def user_set_active(*, user: User, active: bool) -> User:
         raise ValueError("This is the last admin; make someone else an admin first.")
     User.objects.filter(pk=user.pk).update(is_active=active)
     user.is_active = active
+    user_access_changed(user_id=user.pk, closed=not active)
     return user
+
+
+def user_access_changed(*, user_id: int, closed: bool = False) -> None:
+    """After commit, every open socket of the person re-checks what it may watch (``closed``: is closed).
+
+    Call it wherever a role, an active flag or a password changes. Sockets also re-check on their
+    heartbeat, but only this makes the change take effect at once (a demoted admin leaves ``admins`` now).
+    """
+    group = live.user_group(user_id)
+    transaction.on_commit(lambda: live.close_group(group) if closed else live.reauthorize(group))
+
+
+def session_ended(*, session_key: str | None) -> None:
+    """A browser session signed out: close its sockets (other sessions of the same person stay open)."""
+    if session_key:
+        live.close_group(live.session_group(session_key))

@@ -1,0 +1,192 @@
+"""Websocket access is re-checked whenever it changes, not only at connect.
+
+Every socket here goes through ``hub.asgi.application`` — the origin validator, the session/auth middleware
+and the router — over the run's real Redis channel layer, with a session cookie made by a real sign-in.
+"""
+
+from __future__ import annotations
+
+import pytest
+from asgiref.sync import sync_to_async
+from channels.testing import WebsocketCommunicator
+from django.conf import settings
+from django.test import Client
+
+from hub.testing import run_async
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import make_job
+
+pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+ORIGIN = b"http://localhost"
+QUIET_S = 0.6  # how long "nothing more arrives" is waited for
+
+
+def signed_in(user) -> Client:
+    """A browser session of ``user`` (its own session row, like one browser profile)."""
+    client = Client()
+    client.force_login(user)
+    return client
+
+
+class Socket:
+    """One open page: what it received, and whether the server closed it."""
+
+    def __init__(self, client: Client, watch: str = "") -> None:
+        cookie = f"{settings.SESSION_COOKIE_NAME}={client.cookies[settings.SESSION_COOKIE_NAME].value}"
+        from hub.asgi import application
+
+        self.comm = WebsocketCommunicator(
+            application,
+            f"/ws/hub/?watch={watch}" if watch else "/ws/hub/",
+            headers=[(b"cookie", cookie.encode()), (b"origin", ORIGIN), (b"host", b"localhost")],
+        )
+        self.texts: list[str] = []
+        self.closed = False
+
+    async def open(self) -> Socket:
+        connected, _ = await self.comm.connect(timeout=5)
+        assert connected, "the socket was refused"
+        await self.drain()
+        return self
+
+    async def drain(self, quiet: float = QUIET_S) -> list[str]:
+        """Everything that arrives until the wire is quiet for ``quiet`` seconds."""
+        new: list[str] = []
+        while not self.closed and not await self.comm.receive_nothing(timeout=quiet):
+            message = await self.comm.receive_output()
+            if message["type"] == "websocket.close":
+                self.closed = True
+            elif message.get("text"):
+                new.append(message["text"])
+        self.texts.extend(new)
+        return new
+
+    async def close(self) -> None:
+        await self.comm.disconnect()  # also after the server closed it: the consumer's disconnect runs
+
+
+def test_a_member_stops_receiving_a_job_once_its_owner_makes_it_private(member, other_member, device):
+    from jobs.transitions import job_note
+
+    job = make_job(member, device, state="running", prompt="a shared fox", shared=True)
+    owner, other = signed_in(member), signed_in(other_member)
+
+    async def scenario():
+        mine = await Socket(owner, f"job:{job.pk}").open()
+        theirs = await Socket(other, f"job:{job.pk}").open()
+        assert any("a shared fox" in t for t in theirs.texts)  # shared: they may watch it
+        # The owner makes it private through the page's own button, then the job moves on.
+        response = await sync_to_async(owner.post)(f"/jobs/{job.pk}/share/", {"shared": "0"})
+        assert response.status_code < 400
+        await sync_to_async(job_note)(job.pk, "Cancelled because of the secret plan.")
+        after_mine, after_theirs = await mine.drain(), await theirs.drain()
+        await mine.close()
+        await theirs.close()
+        return after_mine, after_theirs
+
+    after_mine, after_theirs = run_async(scenario)
+    assert any("secret plan" in t for t in after_mine)  # the pushes happened
+    assert not any("a shared fox" in t or "secret plan" in t for t in after_theirs), after_theirs
+
+
+def test_an_admin_demoted_to_member_leaves_the_admins_group_at_once(admin_user, member, device):
+    from conftest import _person
+    from jobs.broadcast import broadcast_queue
+
+    make_job(member, device, prompt="my private birthday surprise")
+    other_admin = _person("bea", "admin")
+    ada, bea = signed_in(admin_user), signed_in(other_admin)
+
+    async def scenario():
+        socket = await Socket(ada, f"queue:{device.pk}").open()
+        assert any("queue-admin" in t for t in socket.texts)  # the controls, while she is an admin
+        response = await sync_to_async(bea.post)(
+            f"/accounts/people/{admin_user.pk}/role/", {"role": "member"}
+        )
+        assert response.status_code == 302
+        await socket.drain()
+        await sync_to_async(broadcast_queue)(device.pk)
+        after = await socket.drain()
+        await socket.close()
+        return socket.closed, after
+
+    closed, after = run_async(scenario)
+    assert not closed  # still a member: the page keeps its public updates
+    assert any(f'id="device-{device.pk}-queue"' in t for t in after)
+    assert not any("queue-admin" in t or "birthday surprise" in t for t in after), after
+
+
+def test_every_socket_of_a_deactivated_person_is_closed(admin_user, member, device):
+    ada = signed_in(admin_user)
+    laptop, phone = signed_in(member), signed_in(member)
+
+    async def scenario():
+        sockets = [
+            await Socket(laptop, f"device:{device.pk}").open(),
+            await Socket(laptop).open(),
+            await Socket(phone, f"mine:{member.pk}").open(),
+        ]
+        response = await sync_to_async(ada.post)(f"/accounts/people/{member.pk}/active/", {"active": "0"})
+        assert response.status_code == 302
+        for s in sockets:
+            await s.drain()
+        closed = [s.closed for s in sockets]
+        for s in sockets:
+            await s.close()
+        return closed
+
+    assert run_async(scenario) == [True, True, True]
+
+
+def test_signing_out_closes_that_sessions_sockets_only(member, device):
+    from jobs.broadcast import broadcast_job
+
+    job = make_job(member, device, state="running", prompt="my own fox")
+    laptop, phone = signed_in(member), signed_in(member)
+
+    async def scenario():
+        tab1 = await Socket(laptop, f"job:{job.pk}").open()
+        tab2 = await Socket(laptop).open()
+        other = await Socket(phone, f"job:{job.pk}").open()
+        response = await sync_to_async(laptop.post)("/accounts/logout/")
+        assert response.status_code in (200, 302)
+        await tab1.drain()
+        await tab2.drain()
+        await sync_to_async(broadcast_job)(job.pk)
+        still = await other.drain()
+        for s in (tab1, tab2, other):
+            await s.close()
+        return tab1.closed, tab2.closed, other.closed, still
+
+    tab1_closed, tab2_closed, other_closed, still = run_async(scenario)
+    assert tab1_closed and tab2_closed
+    assert not other_closed and any("my own fox" in t for t in still)
+
+
+def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(admin_user, viewer, device):
+    from devices.tasks import poll_device
+
+    address = device.base_url.removeprefix("http://")  # nothing listens there: the poll finds it unreachable
+    ada, vic = signed_in(admin_user), signed_in(viewer)
+
+    async def scenario():
+        theirs = await Socket(vic, f"device:{device.pk}").open()
+        admins = await Socket(ada, f"device:{device.pk}").open()
+        await sync_to_async(poll_device)(device.pk)
+        pushed_theirs, pushed_admins = await theirs.drain(), await admins.drain()
+        # A reconnect (the snapshot) is the same story.
+        again = await Socket(vic, f"device:{device.pk}").open()
+        snapshot = again.texts
+        for s in (theirs, admins, again):
+            await s.close()
+        return pushed_theirs, pushed_admins, snapshot
+
+    pushed_theirs, pushed_admins, snapshot = run_async(scenario)
+    cards = [t for t in pushed_theirs + snapshot if f'id="device-{device.pk}-card"' in t]
+    assert cards and all("cannot be reached" in t for t in cards)
+    assert not any(address in t for t in pushed_theirs + snapshot), cards
+    admin_cards = [t for t in pushed_admins if f'id="device-{device.pk}-card"' in t]
+    assert admin_cards and admin_cards[-1].count(address) == 1  # the newest card the admin got has it
+    assert address in signed_in(admin_user).get("/").content.decode()
+    assert address not in signed_in(viewer).get("/").content.decode()
