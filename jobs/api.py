@@ -8,12 +8,10 @@ Errors are turned into JSON by the handlers in ``hub.api``.
 
 from __future__ import annotations
 
-import datetime as dt
 import json
 import re
 from pathlib import Path
 from typing import Any
-from zoneinfo import ZoneInfo
 
 from django import forms
 from django.conf import settings
@@ -22,6 +20,7 @@ from django.core.files import File
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
+from django.utils.text import capfirst
 from ninja import Query, Router
 from ninja.errors import HttpError
 from ninja.responses import Status
@@ -574,32 +573,13 @@ def job_artifact(request: HttpRequest, job_id: str, artifact_id: str, download: 
 
 
 # -- the queue plan -----------------------------------------------------------------------------------------------
-def _local(device: Device, at: dt.datetime) -> str:
-    try:
-        zone = ZoneInfo(device.time_zone or "UTC")
-    except (KeyError, ValueError):
-        zone = ZoneInfo("UTC")
-    return at.astimezone(zone).strftime("%H:%M")
-
-
-def waiting_because(job: Job, *, device: Device, snap: Any, ahead: int, blocked: str) -> str:
-    """Why a waiting job has not started, in the order the scheduler applies its rules."""
-    from jobs.scheduler import next_night_start, opens_at, polite_blocked, summary_blocked
-
+def waiting_because(job: Job, *, ahead: int, blocked: str) -> str:
+    """Why a waiting job has not started: the device's block, else the plan's own reason
+    (``jobs.scheduler.order_with_reasons``, the same words as the queue page), else its place in line."""
     if blocked:
         return blocked
-    if job.retry_after and job.retry_after > snap.now:
-        return f"Waiting to try again at {_local(device, job.retry_after)} ({job.phase or 'backing off'})."
-    if opens_at(job, snap) > snap.now:
-        if job.when == "tonight":
-            opens = next_night_start(snap.now, snap.night_start, snap.night_end, snap.time_zone)
-            return f"Waiting for the night window (opens {_local(device, opens)})."
-        if job.when == "not_before" and job.not_before:
-            return f"Waiting for its time: not before {_local(device, job.not_before)}."
-    if polite_blocked(job, snap):
-        return "Polite: it waits for the night window rather than unload a model someone else is using."
-    if summary_blocked(job, snap):
-        return "Waiting for the memory summaries to end: renders may not unload the summary model."
+    if getattr(job, "plan_reason", ""):
+        return capfirst(job.plan_reason) + "."
     if ahead:
         return f"Behind {ahead} job{'s' if ahead != 1 else ''}."
     return "Next in line: it starts as soon as the device is free."
@@ -652,9 +632,7 @@ def device_plan(request: HttpRequest, device_id: str):
                 "not_before": job.not_before,
                 "predicted_start": job.predicted_start,
                 "predicted_finish": job.predicted_finish,
-                "waiting_because": waiting_because(
-                    job, device=device, snap=snap, ahead=i + (1 if running else 0), blocked=blocked
-                ),
+                "waiting_because": waiting_because(job, ahead=i + (1 if running else 0), blocked=blocked),
                 "url": url,
             }
         )

@@ -12,7 +12,7 @@ from functools import cache
 from typing import Any
 
 from devices.capabilities import Capabilities
-from jobs import eta, forms
+from jobs import eta, forms, schemas
 from jobs.models import JobKind
 from jobs.runners.base import Runner
 from jobs.runners.tensorsharp import TensorSharpEditRunner, TensorSharpVideoRunner
@@ -69,10 +69,23 @@ SPECS: tuple[KindSpec, ...] = (
             refuse_over_s=TIINY_VIDEO_LIMIT_S,
             refuse_why="the device cuts renders off after an hour",
         ),
+        api_schema=schemas.TiinyVideoFields,
     ),
-    KindSpec("tiiny", JobKind.MESH, forms.MeshForm, TiinyMeshRunner, Estimate(eta.mesh_shape, eta.mesh_seed)),
     KindSpec(
-        "tiiny", JobKind.MUSIC, forms.MusicForm, TiinyMusicRunner, Estimate(eta.music_shape, eta.music_seed)
+        "tiiny",
+        JobKind.MESH,
+        forms.MeshForm,
+        TiinyMeshRunner,
+        Estimate(eta.mesh_shape, eta.mesh_seed),
+        api_schema=schemas.MeshFields,
+    ),
+    KindSpec(
+        "tiiny",
+        JobKind.MUSIC,
+        forms.MusicForm,
+        TiinyMusicRunner,
+        Estimate(eta.music_shape, eta.music_seed),
+        api_schema=schemas.MusicFields,
     ),
     KindSpec(
         "tiiny",
@@ -80,6 +93,7 @@ SPECS: tuple[KindSpec, ...] = (
         forms.TiinyImageForm,
         TiinyImageRunner,
         Estimate(eta.tiiny_image_shape, eta.tiiny_image_seed),
+        api_schema=schemas.TiinyImageFields,
     ),
     KindSpec(
         "tiiny",
@@ -87,6 +101,7 @@ SPECS: tuple[KindSpec, ...] = (
         forms.SpeechForm,
         TiinySpeechRunner,
         Estimate(eta.speech_shape, eta.speech_seed),
+        api_schema=schemas.SpeechFields,
     ),
     KindSpec(
         "tensorsharp",
@@ -95,6 +110,7 @@ SPECS: tuple[KindSpec, ...] = (
         TensorSharpVideoRunner,
         Estimate(eta.ts_video_shape, eta.ts_video_seed),
         available=lambda caps: bool(caps.tensorsharp and caps.tensorsharp.video is not None),
+        api_schema=schemas.TensorSharpVideoFields,
     ),
     KindSpec(
         "tensorsharp",
@@ -103,6 +119,7 @@ SPECS: tuple[KindSpec, ...] = (
         TensorSharpEditRunner,
         Estimate(eta.ts_edit_shape, eta.ts_edit_seed),
         available=lambda caps: bool(caps.models_of_kind("image_edit")),
+        api_schema=schemas.TensorSharpEditFields,
     ),
 )
 

@@ -217,7 +217,7 @@ def order_with_reasons(
         loaded = {job.model_id}
     out += [(job, _later_reason(job, snap)) for job in later]
     paused = "paused by an admin" if snap.paused else ""
-    return [(job, paused or why or _base_reason(job, i, out, snap)) for i, (job, why) in enumerate(out)]
+    return [(job, paused or why or _ready_reason(job, i, out, snap)) for i, (job, why) in enumerate(out)]
 
 
 def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
@@ -230,8 +230,10 @@ def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
     return "waits for the night window: by day it would unload a model someone else is using"
 
 
-def _base_reason(job: Any, index: int, order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> str:
+def _ready_reason(job: Any, index: int, order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> str:
     """Why a ready job is where the base order put it: an admin's move, or fair share against an older job."""
+    if summary_blocked(job, snap):
+        return "waits for the memory summaries to end: renders may not unload their model"
     if job.priority > 0:
         return "moved up by an admin"
     for other, _why in order[index + 1 :]:

@@ -140,35 +140,27 @@ class SpeechFields(CommonFields):
     response_format: str | None = Field(default=None, description="`wav` (default) or `mp3`.")
 
 
-#: (device kind, job kind) -> the schema of its form fields. ``jobs.kinds.KindSpec.api_schema`` may point here.
-FIELDS: dict[tuple[str, str], type[CommonFields]] = {
-    ("tiiny", "video"): TiinyVideoFields,
-    ("tiiny", "mesh"): MeshFields,
-    ("tiiny", "music"): MusicFields,
-    ("tiiny", "image"): TiinyImageFields,
-    ("tiiny", "speech"): SpeechFields,
-    ("tensorsharp", "video"): TensorSharpVideoFields,
-    ("tensorsharp", "image"): TensorSharpEditFields,
-}
 #: Form fields that are files (multipart/form-data only).
 FILE_FIELDS = ("start_image", "end_image", "image", "ref_audio")
 
 
 def fields_schema(device_kind: str, kind: str) -> type[CommonFields] | None:
-    """The pair's schema: the registry's ``api_schema`` when it names one, else this module's table."""
-    try:
-        from jobs.kinds import spec_for
+    """The pair's schema, as the kinds registry names it (None for a pair no device kind runs)."""
+    from jobs.kinds import spec_for
 
-        schema = spec_for(device_kind, kind).api_schema
-    except (ImportError, ValueError):
-        schema = None
-    return schema or FIELDS.get((device_kind, kind))
+    try:
+        return spec_for(device_kind, kind).api_schema
+    except ValueError:
+        return None
 
 
 def submit_body_openapi() -> dict[str, Any]:
     """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas, JSON or multipart."""
     variants = []
-    for (device_kind, kind), schema in FIELDS.items():
+    from jobs.kinds import SPECS
+
+    for spec in SPECS:
+        device_kind, kind, schema = spec.device_kind, str(spec.kind), spec.api_schema
         js = schema.model_json_schema()
         js["title"] = f"{schema.__name__.removesuffix('Fields')} ({device_kind} {kind})"
         js["properties"] = {

@@ -500,7 +500,7 @@ def test_the_plan_shows_order_times_and_why_without_private_prompts(clients, mem
     assert rows[first.pk]["url"] is None and "mia's private fox" not in json.dumps(plan)
     assert rows[shared.pk]["prompt"] == "otto's shared owl"
     assert rows[first.pk]["waiting_because"].startswith("Behind 1 job")
-    assert rows[tonight.pk]["waiting_because"].startswith("Waiting for the night window")
+    assert rows[tonight.pk]["waiting_because"].startswith("Waits for the night window")
     assert all(r["predicted_start"] and r["predicted_finish"] for r in plan["jobs"])
 
     mine = clients["owner"].get(f"/api/devices/{device.pk}/plan").json()
