@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import ipaddress
 import time
 from dataclasses import dataclass
 
@@ -91,3 +92,29 @@ def redis_ok() -> bool:
         return False
     finally:
         client.close()
+
+
+def may_see_details(request) -> bool:
+    """Who may read what each check found (addresses, error text, ages): admins, and the allow-list.
+
+    Everyone else learns only "ok" or "failing". The allow-list (HUB_HEALTH_ALLOW, loopback by default)
+    is for probes and monitors on the host; a request that came through a proxy (it carries
+    X-Forwarded-For, Forwarded or X-Real-IP) never passes by its address alone, since behind a reverse
+    proxy every caller seems to come from the proxy's loopback address.
+    """
+    user = getattr(request, "user", None)
+    if user is not None and user.is_authenticated and getattr(user, "is_admin", False):
+        return True
+    if any(h in request.headers for h in ("X-Forwarded-For", "Forwarded", "X-Real-IP")):
+        return False
+    try:
+        address = ipaddress.ip_address(request.META.get("REMOTE_ADDR") or "")
+    except ValueError:
+        return False
+    if address.version == 6 and address.ipv4_mapped:  # a dual-stack socket's "::ffff:127.0.0.1"
+        address = address.ipv4_mapped
+    return any(address in net for net in allowed_networks())
+
+
+def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
+    return [ipaddress.ip_network(n, strict=False) for n in settings.HUB_HEALTH_ALLOW]

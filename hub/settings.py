@@ -5,6 +5,8 @@ See README.md ("Configuration") for the table of variables.
 
 from __future__ import annotations
 
+import datetime as _dt
+import ipaddress as _ip
 from pathlib import Path
 
 import dj_database_url
@@ -56,6 +58,8 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "ninja",  # serves /api/docs from its own static files (no CDN on a LAN)
+    "axes",  # sign-in throttling: failed attempts per account and per address (see "Sign-in throttling")
+    "csp",  # the Content-Security-Policy header (see "Security")
     "hub",
     "hub.accounts",
     "devices",
@@ -64,15 +68,18 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "hub.security.SecurityHeadersMiddleware",  # Permissions-Policy; private, no-store for signed-in pages
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    "axes.middleware.AxesMiddleware",  # last: turns a locked-out sign-in into the lockout page
 ]
 
 ROOT_URLCONF = "hub.urls"
@@ -202,11 +209,73 @@ SILENCED_SYSTEM_CHECKS = ["security.W005", "security.W021"]
 if env_bool("HUB_INSECURE_FAST_HASHER", False):
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
+# Run wherever a password is set through a form or command: the password page, the People page, the admin,
+# `create_user`. (Services and tests that call set_password directly are not checked.) The cap keeps a
+# megabyte "password" from costing a megabyte of PBKDF2 input on every sign-in.
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
-    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 8}},
+    {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},
     {"NAME": "django.contrib.auth.password_validation.CommonPasswordValidator"},
+    {"NAME": "django.contrib.auth.password_validation.NumericPasswordValidator"},
+    {"NAME": "hub.accounts.validators.MaximumLengthValidator", "OPTIONS": {"max_length": 128}},
 ]
+
+# --- Sign-in throttling (django-axes): per account and per address --------------------------------------
+# After HUB_SIGNIN_FAILURES failed sign-ins for one username, or from one address, that username (or
+# address) is refused for HUB_SIGNIN_COOLOFF_MIN minutes, even with the right password; the login page
+# says until when. An admin unlocks earlier in the admin site ("Access attempts": delete the row) or
+# with `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`. HUB_SIGNIN_FAILURES=0 turns it off.
+HUB_SIGNIN_FAILURES = env_int("HUB_SIGNIN_FAILURES", 5, minimum=0, maximum=1000)
+HUB_SIGNIN_COOLOFF_MIN = env_int("HUB_SIGNIN_COOLOFF_MIN", 15, minimum=1, maximum=7 * 24 * 60)
+AUTHENTICATION_BACKENDS = [
+    "hub.accounts.backends.SignInThrottleBackend",  # first: refuses a locked-out sign-in before the password
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_ENABLED = HUB_SIGNIN_FAILURES > 0
+AXES_FAILURE_LIMIT = max(HUB_SIGNIN_FAILURES, 1)
+AXES_COOLOFF_TIME = _dt.timedelta(minutes=HUB_SIGNIN_COOLOFF_MIN)
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching the limit locks
+AXES_RESET_ON_SUCCESS = True  # a good sign-in forgets the earlier typos
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # "try again at 11:47" stays true while they retry
+AXES_LOCKOUT_CALLABLE = "hub.accounts.views_signin.lockout_response"  # the login page with "try again at …"
+AXES_HTTP_RESPONSE_CODE = 429
+AXES_CLIENT_IP_CALLABLE = "hub.accounts.backends.signin_address"  # REMOTE_ADDR, never X-Forwarded-For
+AXES_VERBOSE = False
+
+# --- Content-Security-Policy (django-csp 4) and Permissions-Policy (hub.security) -------------------------
+# Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow
+# 'unsafe-inline' because templates set a few style attributes (bar widths, aspect ratios) and htmx and
+# model-viewer inject <style>; a style can't run code. The websocket is same-host (ws:/wss: for Chromium
+# versions where 'self' does not cover them). model-viewer decodes glTF in blob: workers and textures.
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'", "'unsafe-inline'"],
+        "img-src": ["'self'", "data:", "blob:"],
+        "media-src": ["'self'", "blob:"],
+        "font-src": ["'self'", "data:"],
+        "connect-src": ["'self'", "ws:", "wss:", "blob:", "data:"],
+        "worker-src": ["'self'", "blob:"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
+
+# --- /healthz: anyone learns "ok" or "failing"; admins and these addresses also get each check's detail ----
+# IPs or CIDRs, comma-separated; "none" = admins only.
+HUB_HEALTH_ALLOW = env_list("HUB_HEALTH_ALLOW", ["127.0.0.1", "::1"])
+if [a.lower() for a in HUB_HEALTH_ALLOW] == ["none"]:
+    HUB_HEALTH_ALLOW = []
+for _net in HUB_HEALTH_ALLOW:
+    try:
+        _ip.ip_network(_net, strict=False)
+    except ValueError:
+        raise SettingError(
+            f"HUB_HEALTH_ALLOW: {_net!r} is not an IP address or network (e.g. 127.0.0.1,::1,192.168.1.0/24)"
+        ) from None
 
 # --- Logging: one line per event; device API keys never reach a log (see devices.crypto) ----------------
 LOGGING = {
@@ -219,6 +288,7 @@ LOGGING = {
         "django": {"level": "INFO"},
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
+        "axes": {"level": "WARNING"},  # failed sign-ins and lockouts; not a line for every good one
     },
 }
 

@@ -15,7 +15,7 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST, require_safe
 from kombu.exceptions import OperationalError
 
-from hub.health import run_checks
+from hub.health import may_see_details, run_checks
 from hub.tasks import live_wire_ping
 from jobs.pages import dashboard_context
 
@@ -26,9 +26,12 @@ log = logging.getLogger(__name__)
 @never_cache
 @require_GET
 def healthz(request):
+    """200 ``{"status": "ok"}`` or 503 ``{"status": "failing"}``; each check's detail only for those allowed."""
     checks = run_checks()
     healthy = all(check.ok for check in checks)
-    body = {"status": "ok" if healthy else "failing", **{c.name: c.as_json() for c in checks}}
+    body = {"status": "ok" if healthy else "failing"}
+    if may_see_details(request):
+        body |= {c.name: c.as_json() for c in checks}
     return JsonResponse(body, status=200 if healthy else 503)
 
 

@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth import password_validation
 
 from hub.accounts.models import ApiToken, User
 
@@ -15,10 +16,11 @@ class PersonAddForm(forms.Form):
     role = forms.ChoiceField(choices=User.Role.choices, initial=User.Role.MEMBER, label="Role")
     password = forms.CharField(
         required=False,
-        min_length=8,
+        strip=False,
         label="Password (optional)",
         widget=forms.PasswordInput(render_value=True),
-        help_text="Leave empty to have one generated; it is shown once.",
+        help_text="Leave empty to have one generated; it is shown once. At least 10 characters, "
+        "not a common one, not all digits, not like the username.",
     )
 
     def clean_username(self) -> str:
@@ -26,6 +28,19 @@ class PersonAddForm(forms.Form):
         if User.objects.filter(username__iexact=name).exists():
             raise forms.ValidationError(f"“{name}” is already here; change their role in the list below.")
         return name
+
+    def clean(self) -> dict:
+        data = super().clean()
+        if data.get("password"):
+            # The same rules as the password page and the admin (AUTH_PASSWORD_VALIDATORS); the unsaved
+            # user lets the similarity check compare against the username being added.
+            try:
+                password_validation.validate_password(
+                    data["password"], user=User(username=data.get("username", ""))
+                )
+            except forms.ValidationError as exc:
+                self.add_error("password", exc)
+        return data
 
 
 class RoleForm(forms.Form):

@@ -67,3 +67,68 @@ def test_it_is_200_with_a_real_worker_and_beat(transactional_db, live_worker, li
     wait_for(lambda: Client().get("/healthz").status_code == 200, timeout=30, what="healthz 200")
     body = Client().get("/healthz").json()
     assert body["worker"]["status"] == "ok" and body["beat"]["status"] == "ok"
+
+
+# --- who sees the details ---------------------------------------------------------------------------------
+OUTSIDE = "192.0.2.44"  # TEST-NET-1: not loopback, not on the default allow-list
+
+
+def _healthy(redis_client):
+    redis_client.zadd(WORKER_HEARTBEAT_KEY, {"w@host": time.time()})
+    redis_client.set(BEAT_TICK_KEY, time.time())
+
+
+def test_an_anonymous_caller_from_outside_learns_only_ok(redis_client):
+    _healthy(redis_client)
+    response = Client(REMOTE_ADDR=OUTSIDE).get("/healthz")
+    assert response.status_code == 200 and response.json() == {"status": "ok"}
+
+
+def test_an_anonymous_caller_from_outside_learns_only_failing_without_the_reason(redis_client):
+    redis_client.set(BEAT_TICK_KEY, time.time())  # no worker
+    response = Client(REMOTE_ADDR=OUTSIDE).get("/healthz")
+    assert response.status_code == 503 and response.json() == {"status": "failing"}
+    assert b"heartbeat" not in response.content
+
+
+def test_members_see_no_details_and_admins_do_from_anywhere(redis_client, member, admin_user):
+    _healthy(redis_client)
+    as_member = Client(REMOTE_ADDR=OUTSIDE)
+    as_member.force_login(member)
+    assert as_member.get("/healthz").json() == {"status": "ok"}
+    as_admin = Client(REMOTE_ADDR=OUTSIDE)
+    as_admin.force_login(admin_user)
+    body = as_admin.get("/healthz").json()
+    assert body["status"] == "ok" and body["worker"]["status"] == "ok" and "detail" in body["database"]
+
+
+def test_a_proxied_request_from_loopback_does_not_pass_by_address(redis_client):
+    _healthy(redis_client)
+    response = Client(HTTP_X_FORWARDED_FOR="203.0.113.9").get("/healthz")  # REMOTE_ADDR is 127.0.0.1
+    assert response.json() == {"status": "ok"}
+
+
+def test_the_allow_list_takes_networks_and_none(redis_client, settings):
+    _healthy(redis_client)
+    settings.HUB_HEALTH_ALLOW = ["192.0.2.0/24"]
+    assert "worker" in Client(REMOTE_ADDR=OUTSIDE).get("/healthz").json()
+    assert Client(REMOTE_ADDR="198.51.100.1").get("/healthz").json() == {"status": "ok"}
+    settings.HUB_HEALTH_ALLOW = []
+    assert Client().get("/healthz").json() == {"status": "ok"}  # not even loopback
+
+
+def test_a_bad_allow_list_stops_start_up_with_one_line():
+    import subprocess
+    import sys
+
+    from django.conf import settings as dj
+
+    env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "x", "HUB_HEALTH_ALLOW": "127.0.0.1,not-a-net"}
+    proc = subprocess.run(
+        [sys.executable, "-c", "import hub.settings"],
+        cwd=dj.BASE_DIR,
+        env=env,
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode != 0 and "HUB_HEALTH_ALLOW: 'not-a-net' is not an IP address" in proc.stderr

@@ -30,9 +30,9 @@ def test_it_prints_a_generated_password_once():
 
 
 def test_it_makes_admins_staff_and_takes_a_password():
-    run("create_user", "root", "--role", "admin", "--password", "pw-123456")
+    run("create_user", "root", "--role", "admin", "--password", "pw-1234567890")
     user = User.objects.get(username="root")
-    assert user.is_admin and user.is_staff and user.is_superuser and user.check_password("pw-123456")
+    assert user.is_admin and user.is_staff and user.is_superuser and user.check_password("pw-1234567890")
     run("create_user", "root", "--role", "member")
     user.refresh_from_db()
     assert not user.is_staff and not user.is_admin and user.can_submit

@@ -1,0 +1,46 @@
+"""The page a locked-out sign-in gets: the login form again, saying until when (django-axes calls this)."""
+
+from __future__ import annotations
+
+import math
+
+from axes.helpers import get_cool_off
+from axes.models import AccessAttempt
+from django.contrib.auth.forms import AuthenticationForm
+from django.db.models import Max, Q
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.utils import timezone
+
+from hub.accounts.backends import signin_address
+
+
+def locked_until(*, username: str | None, address: str | None):
+    """When the lockout of this username or address ends: its newest counted failure plus the cool-off.
+
+    Failures during a lockout are not counted (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False),
+    so the time we show does not move while the person retries.
+    """
+    match = Q(ip_address=address) if address else Q(pk__in=[])
+    if username:
+        match |= Q(username=username)
+    newest = AccessAttempt.objects.filter(match).aggregate(t=Max("attempt_time"))["t"] or timezone.now()
+    return newest + get_cool_off()
+
+
+def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:
+    # Axes passes (request, response, credentials) on the sync path and shuffles them on its async path;
+    # everything needed is read from the request instead.
+    username = (request.POST.get("username") or "").strip()[:150]
+    until = locked_until(username=username or None, address=signin_address(request))
+    seconds = max(0, math.ceil((until - timezone.now()).total_seconds()))
+    form = AuthenticationForm(request, initial={"username": username})
+    context = {
+        "form": form,
+        "next": request.POST.get("next") or request.GET.get("next", ""),
+        "locked_until": timezone.localtime(until),
+        "locked_minutes": max(1, math.ceil(seconds / 60)),
+    }
+    response = render(request, "registration/login.html", context, status=429)
+    response["Retry-After"] = str(seconds)
+    return response

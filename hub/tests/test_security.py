@@ -1,0 +1,221 @@
+"""Headers every page carries (CSP, Permissions-Policy, no caching of private pages), no inline script
+anywhere in the templates, and the password rules wherever a password is set."""
+
+from __future__ import annotations
+
+import re
+from io import StringIO
+from pathlib import Path
+
+import pytest
+from django.conf import settings as dj_settings
+from django.core.management import call_command
+from django.core.management.base import CommandError
+from django.test import Client
+
+from conftest import PASSWORD
+from hub.accounts.models import User
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import add_artifact, make_job
+
+pytestmark = pytest.mark.django_db
+
+
+def directives(response) -> dict[str, list[str]]:
+    policy = response["Content-Security-Policy"]
+    return {part.split()[0]: part.split()[1:] for part in policy.split(";") if part.strip()}
+
+
+# --- Content-Security-Policy ----------------------------------------------------------------------------
+def test_pages_allow_scripts_from_our_own_files_only(member_client, device):
+    for url in ("/", "/jobs/", "/jobs/new/", "/jobs/queue/", "/devices/", f"/devices/{device.pk}/"):
+        response = member_client.get(url)
+        assert response.status_code == 200, url
+        csp = directives(response)
+        assert csp["script-src"] == ["'self'"], url  # no 'unsafe-inline', no 'unsafe-eval'
+        assert csp["default-src"] == ["'self'"] and csp["object-src"] == ["'none'"]
+        assert csp["frame-ancestors"] == ["'none'"] and csp["base-uri"] == ["'self'"]
+
+
+def test_the_policy_lets_the_live_socket_media_and_model_viewer_work(member_client):
+    csp = directives(member_client.get("/"))
+    assert {"'self'", "ws:", "wss:"} <= set(csp["connect-src"])
+    assert set(csp["img-src"]) == {"'self'", "data:", "blob:"}
+    assert set(csp["media-src"]) == {"'self'", "blob:"}
+    assert "blob:" in csp["worker-src"]
+    assert csp["style-src"] == ["'self'", "'unsafe-inline'"]  # style attributes only; styles run no code
+
+
+def test_the_login_page_and_the_public_share_page_carry_it_too(member, device):
+    from jobs.services import job_share_link
+
+    assert directives(Client().get("/accounts/login/"))["script-src"] == ["'self'"]
+    job = job_share_link(job=make_job(member, device, state="done"), by=member, enable=True)
+    response = Client().get(f"/jobs/shared/{job.share_token}/")
+    assert response.status_code == 200 and directives(response)["script-src"] == ["'self'"]
+
+
+def test_api_docs_render_under_the_policy_with_external_scripts_only(member_client):
+    response = member_client.get("/api/docs")
+    assert response.status_code == 200 and directives(response)["script-src"] == ["'self'"]
+    html = response.content.decode()
+    scripts = re.findall(r"<script([^>]*)>", html)
+    assert scripts, "swagger needs its scripts"
+    for attrs in scripts:
+        # Either an external file or a JSON data block (never executed, so CSP doesn't govern it).
+        assert "src=" in attrs or 'type="application/json"' in attrs, attrs
+
+
+TEMPLATES = Path(dj_settings.BASE_DIR) / "templates"
+INLINE_SCRIPT = re.compile(r"<script(?![^>]*\bsrc=)(?![^>]*type=\"application/(?:ld\+)?json\")[^>]*>", re.I)
+INLINE_HANDLER = re.compile(r"\s(on[a-z]+|hx-on[:\-][\w:\-]*)\s*=", re.I)
+JS_URL = re.compile(r"""(href|src|action)\s*=\s*["']\s*javascript:""", re.I)
+
+
+@pytest.mark.parametrize(
+    "path", sorted(TEMPLATES.rglob("*.html")), ids=lambda p: str(p.relative_to(TEMPLATES))
+)
+def test_no_template_carries_inline_script(path):
+    text = path.read_text()
+    assert not INLINE_SCRIPT.search(text), "move it to static/js/"
+    assert not INLINE_HANDLER.search(text), "inline on*=/hx-on handlers are inline script: use static/js/"
+    assert not JS_URL.search(text)
+
+
+def test_the_template_check_itself_catches_each_form():
+    assert INLINE_SCRIPT.search("<script>alert(1)</script>")
+    assert INLINE_SCRIPT.search('<script type="module">x</script>')
+    assert not INLINE_SCRIPT.search('<script src="/static/a.js" defer></script>')
+    assert not INLINE_SCRIPT.search('<script type="application/json" id="s">{}</script>')
+    assert INLINE_HANDLER.search('<input onfocus="this.select()">')
+    assert INLINE_HANDLER.search('<button hx-on:click="x()">')
+    assert INLINE_HANDLER.search('<button hx-on::after-request="x()">')
+    assert not INLINE_HANDLER.search('<input data-select-on-focus aria-label="one">')
+
+
+def test_copy_fields_select_through_the_static_script(member_client, member, device):
+    from jobs.services import job_share_link
+
+    job = job_share_link(job=make_job(member, device, state="done"), by=member, enable=True)
+    html = member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert re.search(r'id="share-url"[^>]*data-select-on-focus', html)
+    assert "/static/js/focus-select.js" in html
+    js = (Path(dj_settings.BASE_DIR) / "static/js/focus-select.js").read_text()
+    assert "data-select-on-focus" in js and ".select()" in js
+
+
+# --- Permissions-Policy -----------------------------------------------------------------------------------
+def test_powerful_features_are_refused_on_every_page(member_client):
+    for response in (member_client.get("/"), Client().get("/accounts/login/"), Client().get("/healthz")):
+        policy = response["Permissions-Policy"]
+        for feature in ("camera", "microphone", "geolocation", "payment", "usb"):
+            assert f"{feature}=()" in policy
+
+
+# --- Cache-Control ----------------------------------------------------------------------------------------
+def test_private_pages_and_fragments_are_never_stored(member_client, member, device):
+    job = make_job(member, device)
+    for url, headers in (
+        ("/", {}),
+        (f"/jobs/{job.pk}/", {}),
+        ("/jobs/queue/", {"HX-Request": "true"}),
+        (f"/jobs/{job.pk}/actions/", {"HX-Request": "true"}),
+        ("/api/jobs", {}),
+    ):
+        response = member_client.get(url, headers=headers)
+        assert response.status_code == 200, url
+        assert response["Cache-Control"] == "private, no-store", url
+        assert "Cookie" in response["Vary"], url
+
+
+def test_a_post_answer_for_a_signed_in_person_is_not_stored_either(member_client, member, device):
+    job = make_job(member, device)
+    response = member_client.post(f"/jobs/{job.pk}/bookmark/", headers={"HX-Request": "true"})
+    assert response.status_code < 400 and "no-store" in response["Cache-Control"]
+
+
+def test_result_files_keep_revalidating_and_icons_stay_public(member_client, member, device, media):
+    job = make_job(member, device, state="done")
+    art = add_artifact(job, media)
+    response = member_client.get(f"/jobs/{job.pk}/files/{art.pk}/")
+    assert response.status_code == 200 and response["Cache-Control"] == "private, no-cache"
+    assert response["ETag"]
+    assert member_client.get("/favicon.ico")["Cache-Control"] == "public, max-age=86400"
+
+
+def test_static_files_are_not_marked_private(member_client):
+    response = member_client.get("/static/js/hub.js")
+    assert response.status_code == 200 and "no-store" not in response.get("Cache-Control", "")
+
+
+# --- Passwords --------------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("password", "why"),
+    [
+        ("short-pw1", "too short"),
+        ("password123", "too common"),
+        ("4815162342108", "entirely numeric"),
+        ("kimberly-kim", "too similar"),
+        ("x" * 129, "too long"),
+    ],
+)
+def test_create_user_refuses_weak_passwords(password, why):
+    with pytest.raises(CommandError, match=why):
+        call_command("create_user", "kimberly-kim", "--password", password, stdout=StringIO())
+    assert not User.objects.filter(username="kimberly-kim").exists()
+
+
+def test_create_user_takes_a_good_long_one():
+    call_command("create_user", "kim", "--password", "x9" * 64, stdout=StringIO())
+    assert User.objects.get(username="kim").check_password("x9" * 64)
+
+
+def test_the_people_page_applies_the_rules(admin_client):
+    response = admin_client.post(
+        "/accounts/people/add/", {"username": "newbie", "role": "member", "password": "newbie2024"}
+    )
+    assert response.status_code == 400 and b"too similar" in response.content
+    assert not User.objects.filter(username="newbie").exists()
+    response = admin_client.post(
+        "/accounts/people/add/", {"username": "newbie", "role": "member", "password": "tangerine-moss-41"}
+    )
+    assert response.status_code == 200 and User.objects.get(username="newbie").check_password(
+        "tangerine-moss-41"
+    )
+
+
+def test_the_password_page_applies_the_rules(member_client, member):
+    weak = member_client.post(
+        "/accounts/password/",
+        {"old_password": PASSWORD, "new_password1": "12345678901", "new_password2": "12345678901"},
+    )
+    assert weak.status_code == 200 and b"entirely numeric" in weak.content
+    long = "y" * 200
+    too_long = member_client.post(
+        "/accounts/password/", {"old_password": PASSWORD, "new_password1": long, "new_password2": long}
+    )
+    assert b"too long" in too_long.content
+    member.refresh_from_db()
+    assert member.check_password(PASSWORD)
+    ok = member_client.post(
+        "/accounts/password/",
+        {"old_password": PASSWORD, "new_password1": "quiet-harbour-77", "new_password2": "quiet-harbour-77"},
+    )
+    assert ok.status_code == 302
+    member.refresh_from_db()
+    assert member.check_password("quiet-harbour-77")
+
+
+def test_the_admin_applies_the_rules(admin_client):
+    response = admin_client.post(
+        "/admin/accounts/user/add/",
+        {
+            "username": "adm-made",
+            "password1": "abc",
+            "password2": "abc",
+            "usable_password": "true",
+            "role": "member",
+        },
+    )
+    assert response.status_code == 200 and b"too short" in response.content
+    assert not User.objects.filter(username="adm-made").exists()
