@@ -4,6 +4,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
 from hub.accounts.models import ApiToken, User
+from hub.accounts.services import user_access_changed
 from hub.accounts.tokens import token_revoke
 
 
@@ -12,6 +13,11 @@ class HubUserAdmin(UserAdmin):
     list_display = ("username", "role", "is_active", "last_login")
     list_filter = ("role", "is_active")
     fieldsets = ((None, {"fields": ("role",)}), *UserAdmin.fieldsets)
+
+    def save_model(self, request, obj, form, change):
+        super().save_model(request, obj, form, change)
+        if change:  # their open sockets re-check at once, as after the People page (hub.consumers)
+            user_access_changed(user_id=obj.pk, closed=not obj.is_active)
 
 
 @admin.register(ApiToken)

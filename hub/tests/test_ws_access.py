@@ -190,3 +190,68 @@ def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(a
     assert admin_cards and admin_cards[-1].count(address) == 1  # the newest card the admin got has it
     assert address in signed_in(admin_user).get("/").content.decode()
     assert address not in signed_in(viewer).get("/").content.decode()
+
+
+def test_a_role_changed_in_the_admin_site_reaches_open_sockets_at_once(admin_user, member, device):
+    from conftest import _person
+    from jobs.broadcast import broadcast_queue
+
+    make_job(member, device, prompt="my private birthday surprise")
+    bea = _person("bea", "admin")
+    ada, bea_client = signed_in(admin_user), signed_in(bea)
+    joined = admin_user.date_joined
+
+    async def scenario():
+        socket = await Socket(ada, f"queue:{device.pk}").open()
+        response = await sync_to_async(bea_client.post)(
+            f"/admin/accounts/user/{admin_user.pk}/change/",
+            {
+                "username": admin_user.username,
+                "role": "viewer",
+                "is_active": "on",
+                "date_joined_0": joined.strftime("%Y-%m-%d"),
+                "date_joined_1": joined.strftime("%H:%M:%S"),
+            },
+        )
+        assert response.status_code == 302, response.content.decode()[:2000]
+        await socket.drain()
+        await sync_to_async(broadcast_queue)(device.pk)
+        after = await socket.drain()
+        await socket.close()
+        return after
+
+    after = run_async(scenario)
+    assert any(f'id="device-{device.pk}-queue"' in t for t in after)
+    assert not any("queue-admin" in t or "birthday surprise" in t for t in after), after
+
+
+def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member, device):
+    """The safety net: a role changed behind the services' back (a bare UPDATE) is noticed on the page's next
+    heartbeat, and a session deleted behind its back closes the socket."""
+    from django.contrib.sessions.models import Session
+
+    from hub.accounts.models import User
+    from jobs.broadcast import broadcast_queue
+
+    make_job(member, device, prompt="my private birthday surprise")
+    ada, laptop = signed_in(admin_user), signed_in(member)
+
+    async def scenario():
+        admin_socket = await Socket(ada, f"queue:{device.pk}").open()
+        member_socket = await Socket(laptop).open()
+        await sync_to_async(User.objects.filter(pk=admin_user.pk).update)(role="member")
+        key = laptop.cookies[settings.SESSION_COOKIE_NAME].value
+        await sync_to_async(Session.objects.filter(session_key=key).delete)()
+        for s in (admin_socket, member_socket):
+            await s.comm.send_to(text_data='{"watching": true}')
+            await s.drain()
+        await sync_to_async(broadcast_queue)(device.pk)
+        after = await admin_socket.drain()
+        closed = admin_socket.closed, member_socket.closed
+        for s in (admin_socket, member_socket):
+            await s.close()
+        return after, closed
+
+    after, closed = run_async(scenario)
+    assert closed == (False, True)
+    assert not any("queue-admin" in t or "birthday surprise" in t for t in after), after
