@@ -350,7 +350,11 @@ def _check(request: HttpRequest, *, device, kind: str, data: dict[str, Any], fil
 def _queue(request: HttpRequest, *, device, checked) -> Job:
     from jobs.admission import submit_checked
 
-    return submit_checked(owner=request.user, device=device, checked=checked)
+    # A caller's Idempotency-Key (curl users, other clients; the OpenAI SDK sends none): the same key again
+    # answers with the job it queued instead of queuing another.
+    key = (request.headers.get("Idempotency-Key") or "").strip()[:200]
+    extra = {"idempotency_key": key} if key else {}
+    return submit_checked(owner=request.user, device=device, checked=checked, **extra)
 
 
 # ---------------------------------------------------------------------------------------------------------

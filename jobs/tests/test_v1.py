@@ -155,6 +155,14 @@ def test_a_render_over_the_device_limit_is_refused_at_submit(member, device):
     assert not Job.objects.exists()
 
 
+def test_the_same_idempotency_key_answers_with_the_same_video(member, device):
+    client = api(member)
+    first = post_video(client, headers={"Idempotency-Key": "run-42"}).json()
+    again = post_video(client, headers={"Idempotency-Key": "run-42"}).json()
+    assert first["id"] == again["id"] and Job.objects.count() == 1
+    assert post_video(client, headers={"Idempotency-Key": "run-43"}).json()["id"] != first["id"]
+
+
 def test_bad_json_and_unknown_devices_are_400s(member, device):
     client = api(member)
     err = error_of(client.post("/v1/videos", "{nope", content_type="application/json"), 400)
@@ -335,7 +343,9 @@ def ts_device(db):
 
 def test_on_a_tensorsharp_server_size_and_seconds_become_pixels_and_frames(member, device, ts_device):
     client = api(member)
-    response = post_video(client, model="h3.gguf", size="640x384", seconds="2", headers={"X-Hub-Device": "Studio PC"})
+    response = post_video(
+        client, model="h3.gguf", size="640x384", seconds="2", headers={"X-Hub-Device": "Studio PC"}
+    )
     assert response.status_code == 200, response.content
     job = Job.objects.get()
     assert job.device == ts_device
