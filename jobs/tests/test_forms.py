@@ -17,10 +17,10 @@ from jobs.forms import (
     form_class_for,
     snap_frames,
 )
+from jobs.tests.ui_fixtures import PNG  # a real 1x1 PNG: uploads are decoded
 
 pytestmark = pytest.mark.django_db
 V = "MiniMaxAI/MiniMax-H3-Turbo"
-PNG = b"\x89PNG\r\n\x1a\n" + b"\x00" * 32
 
 
 @pytest.fixture
