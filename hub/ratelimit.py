@@ -73,7 +73,8 @@ class RateLimited(HttpError):
 def rate_key(request) -> str:
     token = getattr(request, "api_token", None)
     if token is not None:
-        return f"token:{token.pk}"
+        # The hash, not the row id: ids come back after a database is reset, a token's hash never does.
+        return f"token:{token.key_hash[:16]}"
     return f"user:{request.user.pk}"
 
 

@@ -23,6 +23,8 @@ def jobs_visible_to(user: Any) -> QuerySet[Job]:
 def can_view(user: Any, job: Job) -> bool:
     if not getattr(user, "is_authenticated", False):
         return False
+    if job.hidden_at is not None and not user.is_admin:  # deleted through /v1: gone for everyone but admins
+        return False
     return user.is_admin or job.owner_id == user.pk or job.shared
 
 
