@@ -98,3 +98,8 @@ class DeviceMetricAdmin(admin.ModelAdmin):
         "cpu_sum",
         "mem_sum",
     ]
+
+    def has_add_permission(self, request) -> bool:
+        # Every field is read-only (the poller writes the buckets): an add form would save an empty row,
+        # which the NOT NULL columns refuse with a 500.
+        return False

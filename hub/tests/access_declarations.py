@@ -1,0 +1,213 @@
+"""What each person gets from each view: the access matrix's declarations (``test_access_matrix``).
+
+One line per URL name. Each method maps to five outcomes, in the order of ``ROLES``:
+
+    anon  viewer  owner  other  admin
+
+``owner`` is the member who owns the private job named in the URL (and the device, token and link the URL
+names are the world's, see ``matrix_support.build_world``); ``other`` is another member. Outcome classes:
+
+- ``ok``           2xx, or a redirect that is not to a sign-in page (a POST's "done, back to the page")
+- ``login``        redirect to the sign-in page
+- ``admin-login``  redirect to the admin site's sign-in page
+- ``400``          400 or 422: the request (here an empty form or ``{}``) is refused with a message
+- ``401`` ``403`` ``404`` ``405``  as said; ``a|b`` accepts either
+
+Views whose URL names a job are requested twice: with the owner's *private* job and with a job *shared* with
+the household. ``"shared"`` holds the outcomes that differ for the shared one (``"same"``: none differ);
+``"foreign"`` likewise for a read-only link asked for another job's file (see ``variants``).
+HEAD, when a view answers it, is declared like GET unless it says otherwise.
+
+The admin site is one prefix rule: admins only; everyone else is sent to the admin's sign-in page.
+"""
+
+from __future__ import annotations
+
+ANY = "?"  # only while drafting with ACCESS_MATRIX_OBSERVE=1
+
+# Shorthands for lines that recur.
+NO = "login 405 405 405 405"  # the method this page does not take, for everyone signed in
+EVERYONE = "login ok ok ok ok"  # any signed-in person
+ADMINS = "login 403 403 403 ok"
+ADMINS_NOT_THIS_METHOD = "login 403 403 403 405"  # the role check comes first: non-admins learn nothing more
+PUBLIC = "ok ok ok ok ok"
+PUBLIC_NO = "405 405 405 405 405"
+PRIVATE_JOB = "login 404 ok 404 ok"  # someone else's private job is exactly like a missing one
+SHARED_JOB = "login ok ok ok ok"
+MANAGE_PRIVATE = "login 404 ok 404 ok"  # cancel, retry, share: the owner and admins; others don't see it
+MANAGE_SHARED = "login 403 ok 403 ok"  # a shared job: others see it, but may not change it
+API_NO = "405 405 405 405 405"  # ninja answers the method before it asks who you are
+API_READ = "401 ok ok ok ok"
+API_PRIVATE = "401 404 ok 404 ok"
+API_SUBMIT_EMPTY = "401 403 400 400 400"  # {} is refused with a message; a viewer's token may not submit
+
+DECLARATIONS: dict[str, dict] = {
+    # -- hub ----------------------------------------------------------------------------------------------
+    "dashboard": {"GET": EVERYONE, "POST": NO},
+    "hub-live-wire": {"GET": NO, "POST": EVERYONE},
+    # 503 while no worker has checked in (the test run has none); details only for admins (test_healthz)
+    "healthz": {"GET": "ok|503 ok|503 ok|503 ok|503 ok|503", "POST": PUBLIC_NO},
+    # the test client's address is loopback, which HUB_METRICS_ALLOW lets in by default (test_metrics)
+    "metrics": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "favicon": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "manifest": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    # -- accounts (Django's own auth views answer an invalid form with 200 and the errors) ---------------------
+    "login": {"GET": PUBLIC, "POST": PUBLIC},
+    "logout": {"GET": NO, "POST": "login login login login login"},
+    "password_change": {"GET": EVERYONE, "POST": EVERYONE},
+    "password_change_done": {"GET": EVERYONE, "POST": NO},
+    "people": {"GET": ADMINS, "POST": "login 403 403 403 405"},
+    "people-add": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},
+    "people-role": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # {} : a message, back to the list
+    "people-active": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    "accounts-tokens": {"GET": EVERYONE, "POST": NO},
+    "accounts-tokens-add": {"GET": NO, "POST": "login 400 400 400 400"},
+    # the owner's spare token: someone else's is "not found"; admins may revoke anyone's
+    "accounts-tokens-revoke": {"GET": NO, "POST": "login 404 ok 404 ok"},
+    # -- devices ----------------------------------------------------------------------------------------------
+    "devices-list": {"GET": EVERYONE, "POST": NO},
+    "devices-detail": {"GET": EVERYONE, "POST": NO},
+    "devices-metrics": {"GET": EVERYONE, "POST": NO},
+    "devices-add": {"GET": ADMINS, "POST": "login 403 403 403 400"},
+    "devices-add-test": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},
+    "devices-find": {"GET": ADMINS, "POST": ADMINS},
+    "devices-edit": {"GET": ADMINS, "POST": "login 403 403 403 400"},
+    "devices-test": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # -- jobs -------------------------------------------------------------------------------------------------
+    "jobs-gallery": {"GET": EVERYONE, "POST": NO},
+    "jobs-new": {"GET": EVERYONE, "POST": "login 403 400 400 400"},  # a viewer's page says why not
+    "jobs-admission": {"GET": "login 403 405 405 405", "POST": "login 403 ok ok ok"},
+    "jobs-queue": {"GET": EVERYONE, "POST": NO},
+    "jobs-sparkline": {"GET": EVERYONE, "POST": NO},
+    "jobs-queue-controls": {"GET": ADMINS, "POST": NO},
+    "jobs-queue-pause": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    "jobs-queue-resume": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # The read-only link: its token is the permission, for that job's files only ("foreign": the private
+    # job's file asked for through the link of another job).
+    "jobs-public": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "jobs-public-file": {"GET": PUBLIC, "POST": PUBLIC_NO, "foreign": {"GET": "404 404 404 404 404"}},
+    "jobs-detail": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    "jobs-actions": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    "jobs-npu": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    # members only (a viewer is told so before anything is looked up); {} is an invalid form
+    "jobs-again": {
+        "GET": "login 403 ok 404 ok",
+        "POST": "login 403 400 404 400",
+        "shared": {"GET": "login 403 ok ok ok", "POST": "login 403 400 400 400"},
+    },
+    # a finished job can't be cancelled or retried: a message on the job page (a redirect), not an error
+    "jobs-cancel": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    "jobs-retry": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    "jobs-share": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    "jobs-share-link": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    "jobs-bookmark": {"GET": NO, "POST": PRIVATE_JOB, "shared": {"POST": SHARED_JOB}},
+    "jobs-queue-move": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400", "shared": "same"},
+    "jobs-queue-run-next": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS, "shared": "same"},
+    "jobs-file": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    # -- REST API (Bearer tokens; a viewer's token reads only) ------------------------------------------------
+    # ninja's own schema views answer any method; they show nothing private
+    "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},
+    "api:openapi-view": {"GET": PUBLIC, "POST": PUBLIC},
+    "api:ping": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "api:api-root": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    "api:job_submit": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
+    "api:job_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
+    "api:job_get": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    # the scope is checked first (a read token learns nothing); a finished job can't be cancelled: 422
+    "api:job_cancel": {
+        "GET": API_NO,
+        "POST": "401 403 400 404 400",
+        "shared": {"POST": "401 403 400 403 400"},
+    },
+    "api:job_retry": {
+        "GET": API_NO,
+        "POST": "401 403 400 404 400",
+        "shared": {"POST": "401 403 400 403 400"},
+    },
+    # {} means "again, unchanged": a new job for whoever may see this one
+    "api:job_again": {"GET": API_NO, "POST": "401 403 ok 404 ok", "shared": {"POST": "401 403 ok ok ok"}},
+    # the body ({"shared": …}) is validated before anything is looked up: {} is a 422 for everyone
+    "api:job_share": {"GET": API_NO, "POST": "401 400 400 400 400", "shared": "same"},
+    "api:job_artifact": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    "api:device_list": {"GET": API_READ, "POST": API_NO},
+    "api:device_get": {"GET": API_READ, "POST": API_NO},
+    "api:device_capabilities": {"GET": API_READ, "POST": API_NO},
+    "api:device_metrics": {"GET": API_READ, "POST": API_NO},
+    "api:device_metric_history": {"GET": API_READ, "POST": API_NO},
+    "api:device_plan": {"GET": API_READ, "POST": API_NO},
+    # -- /v1 (OpenAI's shapes) ----------------------------------------------------------------------------
+    "v1:videos": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
+    "v1:video": {
+        "GET": API_PRIVATE,
+        "POST": API_NO,
+        "DELETE": "401 403 ok 404 ok",
+        "shared": {"GET": API_READ, "DELETE": "401 403 ok 403 ok"},
+    },
+    "v1:video-content": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    "v1:image-generations": {"GET": API_NO, "POST": API_SUBMIT_EMPTY},
+    "v1:audio-speech": {"GET": API_NO, "POST": API_SUBMIT_EMPTY},
+    "v1:file-content": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    "v1:models": {"GET": API_READ, "POST": API_NO},
+    "v1:model": {"GET": API_READ, "POST": API_NO},
+    "v1:unknown": {m: "401 404 404 404 404" for m in ("GET", "POST", "PUT", "PATCH", "DELETE")},
+}
+
+# The admin site: admins only. The sign-in middleware sends anonymous people to the hub's sign-in page first;
+# signed-in non-staff get the admin's own sign-in page. What an admin gets is Django's business, except
+# that it must not be a 500: "ok|403|404|405" (add forms of read-only models are 403, GET-only views 405).
+ADMIN_SITE = "login admin-login admin-login admin-login ok|403|404|405"
+PREFIXES: dict[str, dict] = {
+    "admin:": {"GET": ADMIN_SITE, "POST": ADMIN_SITE},
+    "route:admin/": {"GET": ADMIN_SITE, "POST": ADMIN_SITE},
+}
+# The admin's views that are outside the sign-in middleware (login_not_required) or answer differently.
+DECLARATIONS.update({
+    "admin:index": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},
+    "admin:login": {"GET": PUBLIC, "POST": PUBLIC},
+    "admin:logout": {"GET": "admin-login ok ok ok 405", "POST": "admin-login ok ok ok login"},
+    "admin:app_list": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},
+    "admin:password_change": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},
+    "admin:password_change_done": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login 405"},
+    "admin:autocomplete": {"GET": "admin-login admin-login admin-login admin-login 403", "POST": "admin-login admin-login admin-login admin-login 405"},
+    "admin:jsi18n": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login 405"},
+    "admin:view_on_site": {"GET": "admin-login admin-login admin-login admin-login 404", "POST": "admin-login admin-login admin-login admin-login 404"},
+    "route:admin/(?P<url>.*)$": {"GET": "admin-login admin-login admin-login admin-login 404", "POST": "admin-login admin-login admin-login admin-login 404"},
+})  # fmt: skip
+
+
+def rule_for(key: str) -> dict | None:
+    if key in DECLARATIONS:
+        return DECLARATIONS[key]
+    for prefix, rule in PREFIXES.items():
+        if key.startswith(prefix):
+            return rule
+    return None
+
+
+def expected(rule: dict, method: str, variant: str) -> list[str] | None:
+    line = None
+    for method_ in (method, "GET") if method == "HEAD" else (method,):
+        override = rule.get(variant) if variant in ("shared", "foreign") else None
+        line = (override.get(method_) if isinstance(override, dict) else None) or rule.get(method_)
+        if line is not None:
+            break
+    if line is None:
+        return None
+    if line == ANY:
+        return ["ok|login|admin-login|400|401|403|404|405|429|500|raised"] * 5
+    return line.split()
+
+
+def variants(pattern) -> tuple[str, ...]:
+    """Which objects a URL is requested with (``matrix_support.kwarg_values``).
+
+    A URL naming a job or one of its files: the private job, then the shared one. A read-only link: its own
+    job's file, then ("foreign") the private job's file through that link.
+    """
+    if pattern.key.startswith(("admin:", "route:admin/")):
+        return ("private",)
+    if "token" in pattern.kwargs:
+        return ("link", "foreign") if "artifact_id" in pattern.kwargs else ("link",)
+    if {"job_id", "video_id", "artifact_id"} & set(pattern.kwargs):
+        return ("private", "shared")
+    return ("private",)
