@@ -62,8 +62,8 @@ def port_free(host: str, port: int) -> bool:
     return True
 
 
-def manage(*args: str, capture: bool = False) -> str:
-    result = subprocess.run([PY, "manage.py", *args], cwd=BASE, text=True, capture_output=capture)
+def manage(*args: str, capture: bool = False, env: dict | None = None) -> str:
+    result = subprocess.run([PY, "manage.py", *args], cwd=BASE, text=True, capture_output=capture, env=env)
     if result.returncode != 0:
         if capture:
             sys.stderr.write(result.stdout + result.stderr)
@@ -184,6 +184,8 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
         fail(
             f"port {emu_port} (the emulated Tiiny) is taken. Set HUB_EMULATOR_PORT=8801, or HUB_DEVICE=none."
         )
+    # The key travels in the environment, never in argv: any local user can read a command line (`ps`,
+    # /proc/<pid>/cmdline), while a process's environment is readable only by its owner.
     key = os.environ["HUB_EMULATOR_API_KEY"]
     speed = os.environ.get("HUB_EMULATOR_SPEED", "60")
     cmd = [
@@ -196,8 +198,6 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
         str(emu_port),
         "--speed",
         speed,
-        "--api-key",
-        key,
         "--data-dir",
         str(data_dir / "emulator"),
         "--discovery-port",
@@ -215,12 +215,11 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
             "tiiny",
             "--url",
             f"http://127.0.0.1:{emu_port}",
-            "--api-key",
-            key,
             "--no-check",
             "--default",
+            env={**os.environ, "HUB_DEVICE_API_KEY": key},
         )
-    manager.add_process("emulator", shlex.join(cmd), env=env)
+    manager.add_process("emulator", shlex.join(cmd), env={**env, "HUB_EMULATOR_API_KEY": key})
 
 
 if __name__ == "__main__":

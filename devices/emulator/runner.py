@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 from pathlib import Path
 
 from devices.emulator.quirks import ALL_QUIRKS, UnknownQuirk, parse_quirks
 from devices.emulator.tiiny_state import Options
+
+KEY_ENV = "HUB_EMULATOR_API_KEY"  # the accepted key when no flag gives one (how `make up` passes it)
 
 
 def _port_or_off(value: str) -> int | None:
@@ -33,7 +36,15 @@ def add_tiiny_arguments(parser: argparse.ArgumentParser) -> None:
         action="append",
         dest="api_keys",
         metavar="KEY",
-        help="accepted Bearer key (repeatable; default test-key)",
+        help="accepted Bearer key (repeatable). Visible in `ps`: prefer --api-key-file or "
+        f"${KEY_ENV}. Default without any of them: test-key",
+    )
+    parser.add_argument(
+        "--api-key-file",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="read the accepted key(s) from this file, one per line",
     )
     parser.add_argument(
         "--quirks",
@@ -63,13 +74,31 @@ def add_tiiny_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log-level", default="warning")
 
 
+def api_keys_from(ns: argparse.Namespace, environ=os.environ) -> tuple[str, ...]:
+    """--api-key, then --api-key-file, then $HUB_EMULATOR_API_KEY, else the test key.
+
+    ``make up`` uses the environment: a key on the command line is readable by every local user
+    through ``ps`` and /proc/<pid>/cmdline.
+    """
+    keys = list(getattr(ns, "api_keys", None) or [])
+    path = getattr(ns, "api_key_file", None)
+    if path is not None:
+        try:
+            keys += [line.strip() for line in Path(path).read_text().splitlines() if line.strip()]
+        except OSError as exc:
+            raise SystemExit(f"--api-key-file {path}: {exc.strerror or exc}") from None
+    if not keys and environ.get(KEY_ENV, "").strip():
+        keys = [environ[KEY_ENV].strip()]
+    return tuple(keys or ["test-key"])
+
+
 def options_from_args(ns: argparse.Namespace) -> Options:
     try:
         quirks = parse_quirks(ns.quirks)
     except UnknownQuirk as exc:
         raise SystemExit(str(exc)) from exc
     return Options(
-        api_keys=tuple(ns.api_keys or ["test-key"]),
+        api_keys=api_keys_from(ns),
         host=ns.host,
         port=ns.port,
         speed=ns.speed,

@@ -1,21 +1,30 @@
-"""``manage.py add_device --name N --kind tiiny|tensorsharp --url URL [--api-key KEY] [--no-check]``.
+"""``manage.py add_device --name N --kind tiiny|tensorsharp --url URL [--api-key-file PATH] [--no-check]``.
 
 Idempotent by name (an existing device is updated). Checks the connection unless ``--no-check`` and exits
-non-zero with one clear line when the device can't be reached or the key is wrong. The key is never printed;
-``--api-key -`` reads it from stdin, and ``HUB_DEVICE_API_KEY`` is used when the flag is absent (so the key
-need not appear in a process list).
+non-zero with one clear line when the device can't be reached or the key is wrong. The key is never printed.
+
+Where the key comes from, first match wins: ``--api-key-file PATH`` (its first line), ``--api-key -`` (a
+line on stdin), the ``HUB_DEVICE_API_KEY`` environment variable, or, for a new device when stdin is a
+terminal, a prompt that does not echo. ``--api-key KEY`` still works for scripts, with a warning: a
+command line is visible to every local user (``ps``, /proc/<pid>/cmdline) and stays in shell history.
+An existing device keeps its key when none is given.
 """
 
 from __future__ import annotations
 
+import getpass
 import os
+import stat
 import sys
+from pathlib import Path
 
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
 from devices.models import Device
 from devices.services import device_check_now, device_register, device_update
+
+ENV_KEY = "HUB_DEVICE_API_KEY"
 
 
 class Command(BaseCommand):
@@ -25,17 +34,21 @@ class Command(BaseCommand):
         parser.add_argument("--name", required=True)
         parser.add_argument("--kind", required=True, choices=[k for k, _ in Device.Kind.choices])
         parser.add_argument("--url", required=True)
-        parser.add_argument("--api-key", default=None, help="'-' reads it from stdin")
+        parser.add_argument(
+            "--api-key",
+            default=None,
+            help="'-' reads it from stdin. A key here is visible in `ps` and shell history: prefer "
+            "--api-key-file, $HUB_DEVICE_API_KEY or the prompt",
+        )
+        parser.add_argument(
+            "--api-key-file", default=None, metavar="PATH", help="read the key from this file"
+        )
         parser.add_argument("--no-check", action="store_true", help="save without testing the connection")
         parser.add_argument("--default", action="store_true", help="make it the default device")
 
     def handle(self, *args, **opts) -> None:
-        key = opts["api_key"]
-        if key == "-":
-            key = sys.stdin.readline().strip()
-        elif key is None:
-            key = os.environ.get("HUB_DEVICE_API_KEY")
         existing = Device.objects.filter(name=opts["name"]).first()
+        key = self._key(opts, new=existing is None)
         try:
             if existing is None:
                 device = device_register(
@@ -69,6 +82,43 @@ class Command(BaseCommand):
         self.stdout.write(
             f"{device.name}: {verb}, {report.human.lower().rstrip('.')} ({report.models} models installed)"
         )
+
+    def _key(self, opts: dict, *, new: bool) -> str | None:
+        """The key from the first source that has one; None = none given (an existing device keeps its own)."""
+        flag, path = opts["api_key"], opts["api_key_file"]
+        if flag is not None and path is not None:
+            raise CommandError("give --api-key or --api-key-file, not both")
+        if path is not None:
+            return _read_key_file(path, warn=self.stderr.write)
+        if flag == "-":
+            return sys.stdin.readline().strip()
+        if flag is not None:
+            self.stderr.write(
+                "warning: --api-key puts the key on the command line, where other users of this machine "
+                "can read it (ps, /proc) and your shell history keeps it. Use --api-key-file PATH, "
+                "HUB_DEVICE_API_KEY=… or leave it out to be asked."
+            )
+            return flag
+        if os.environ.get(ENV_KEY) is not None:
+            return os.environ[ENV_KEY].strip()
+        if new and sys.stdin.isatty():
+            return getpass.getpass(f"API key for {opts['name']} (input hidden; empty for none): ").strip()
+        return None
+
+
+def _read_key_file(path: str, *, warn) -> str:
+    file = Path(path)
+    try:
+        text = file.read_text()
+        mode = file.stat().st_mode
+    except OSError as exc:
+        raise CommandError(f"--api-key-file {path}: {exc.strerror or exc}") from None
+    key = text.strip().splitlines()[0].strip() if text.strip() else ""
+    if not key:
+        raise CommandError(f"--api-key-file {path} is empty")
+    if mode & (stat.S_IRGRP | stat.S_IROTH):
+        warn(f"warning: {path} is readable by other users; `chmod 600 {path}` keeps the key yours.")
+    return key
 
 
 def _one_line(exc: ValidationError) -> str:
