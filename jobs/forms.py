@@ -258,10 +258,21 @@ class TiinyVideoForm(VideoForm):
         steps = cap.step_options if cap else []
         self.fields["size"].choices = [(c, c) for c in canvases]
         self.fields["steps"].choices = [(s, str(s)) for s in steps]
+        # Name the allowed values, not Django's "Select a valid choice".
+        self.fields["size"].error_messages["invalid_choice"] = (
+            f"This model only renders {', '.join(canvases)}." if canvases else "This model reports no sizes."
+        )
+        self.fields["steps"].error_messages["invalid_choice"] = (
+            f"Steps must be one of {', '.join(map(str, steps))}." if steps else "This model reports no steps."
+        )
         if cap:
             self.fields["steps"].initial = cap.default_steps
             self.fields["seconds"].max_value = cap.max_seconds
             self.fields["seconds"].help_text = f"1 to {cap.max_seconds} seconds (the device's limit)."
+            for code in ("max_value", "min_value"):
+                self.fields["seconds"].error_messages[code] = (
+                    f"The device renders 1 to {cap.max_seconds} seconds; longer fails at once."
+                )
 
     def _cap(self, model_id: str | None):
         if model_id:
@@ -278,7 +289,9 @@ class TiinyVideoForm(VideoForm):
         cap = self._cap(data.get("model"))
         if cap is None:
             return data
-        if not data.get("size"):
+        if "size" in self.errors:
+            pass  # already refused with the sizes it renders
+        elif not data.get("size"):
             self.add_error("size", f"Choose one of the sizes this model renders: {', '.join(cap.canvases)}.")
         elif data["size"] not in cap.canvases:
             self.add_error("size", f"This model only renders {', '.join(cap.canvases)}.")

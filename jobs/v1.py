@@ -412,11 +412,6 @@ def _video_form_data(
         if block.get("supportsAudio"):
             form["generate_audio"] = True
     else:
-        cap = Capabilities.from_dict(device.capabilities).video_for(model)
-        size = data.get("size")
-        if cap and size not in (None, "") and str(size) not in cap.canvases:
-            # The form's choice field would only say "not one of the available choices".
-            raise V1Error(400, f"{model} renders only {', '.join(cap.canvases)}; not {size}.", param="size")
         form.update(seconds=seconds, **_passthrough(data, "size", "steps"))
     if start is not None:
         upload["start_image"] = start

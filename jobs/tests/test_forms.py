@@ -91,9 +91,9 @@ def test_it_accepts_a_good_tiiny_video_and_estimates_it(pocket, member):
 @pytest.mark.parametrize(
     ("field", "value", "message"),
     [
-        ("size", "640x640", "Select a valid choice"),
-        ("seconds", 8, "less than or equal to 7"),
-        ("steps", 3, "Select a valid choice"),
+        ("size", "640x640", "This model only renders 1344x768, 768x1344, 832x480"),
+        ("seconds", 8, "The device renders 1 to 7 seconds"),
+        ("steps", 3, "Steps must be one of"),
     ],
 )
 def test_it_refuses_what_the_device_would_reject(pocket, member, field, value, message):

@@ -72,13 +72,14 @@ def test_it_keeps_what_was_typed_when_something_is_wrong(member_client, device):
     response = member_client.post("/jobs/new/", video_post(device, seconds="9", prompt="keep this prompt"))
     html = response.content.decode()
     assert response.status_code == 400
-    assert "keep this prompt" in html and "Ensure this value is less than or equal to 7" in html
+    assert "keep this prompt" in html and "The device renders 1 to 7 seconds" in html
     assert Job.objects.count() == 0
 
 
 def test_it_refuses_a_size_the_model_does_not_render(member_client, device):
     response = member_client.post("/jobs/new/", video_post(device, size="640x640"))
-    assert response.status_code == 400 and "640x640" not in [] and Job.objects.count() == 0
+    assert response.status_code == 400 and Job.objects.count() == 0
+    assert "This model only renders 1344x768, 768x1344, 832x480, 480x832." in response.content.decode()
 
 
 def test_it_wants_a_time_for_not_before(member_client, device):
