@@ -22,6 +22,7 @@ from jobs.bookmarks import bookmarked_ids
 from jobs.fragments import job_title
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
 from jobs.selectors import jobs_visible_to
+from jobs.thumbnails import THUMB_SIZE
 
 PAGE_SIZE = 24
 STATE_GROUPS = {
@@ -159,7 +160,7 @@ def gallery_page(user: Any, form: GalleryFilterForm, *, cursor: str = "") -> Gal
     if position:
         created, pk = position
         qs = qs.filter(Q(created__lt=created) | Q(created=created, pk__lt=pk))
-    thumbs = Artifact.objects.filter(kind__in=[Artifact.Kind.VIDEO, Artifact.Kind.IMAGE]).order_by("id")
+    thumbs = Artifact.objects.filter(kind=Artifact.Kind.THUMB).order_by("id")  # made by jobs.thumbnails
     jobs = list(
         qs.prefetch_related(Prefetch("artifacts", queryset=thumbs, to_attr="thumbs"))[: PAGE_SIZE + 1]
     )
@@ -171,7 +172,8 @@ def gallery_page(user: Any, form: GalleryFilterForm, *, cursor: str = "") -> Gal
         thumb = None
         if job.state == JobState.DONE and job.thumbs:
             a = job.thumbs[0]
-            thumb = {"kind": a.kind, "url": reverse("jobs-file", args=[job.pk, a.pk])}
+            w, h = THUMB_SIZE
+            thumb = {"url": reverse("jobs-file", args=[job.pk, a.pk]), "width": w, "height": h}
         cards.append(
             {"job": job, "title": job_title(job, limit=90), "thumb": thumb, "bookmarked": job.pk in marks}
         )

@@ -55,7 +55,8 @@ def job_context(job: Job, *, share_token: str = "", **extra: Any) -> dict[str, A
     With ``share_token`` the file links point at the public read-only view (the token is the permission).
     """
     events = list(job.events.all())[-EVENTS_SHOWN:]
-    artifacts = list(job.artifacts.all())
+    # Thumbnails are the gallery's (``jobs.thumbnails``): not a result to play or download.
+    artifacts = [a for a in job.artifacts.all() if a.kind != Artifact.Kind.THUMB]
     for a in artifacts:
         a.url = (
             reverse("jobs-public-file", args=[share_token, a.pk])

@@ -170,6 +170,7 @@ class Artifact(models.Model):
         MESH = "mesh", "3D model"
         IMAGE = "image", "Image"
         SIDECAR = "sidecar", "Sidecar"  # e.g. MiniMax-H3's WAV track beside the MP4
+        THUMB = "thumb", "Thumbnail"  # the gallery's picture of the result (``jobs.thumbnails``)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="artifacts")
     kind = models.CharField(max_length=10, choices=Kind.choices)

@@ -27,4 +27,8 @@ urlpatterns = [
     path("<int:job_id>/move/", views.queue_move, name="jobs-queue-move"),
     path("<int:job_id>/run-next/", views.queue_run_next, name="jobs-queue-run-next"),
     path("<int:job_id>/files/<int:artifact_id>/", views.job_file, name="jobs-file"),
+    path("<int:job_id>/inputs/<slug:name>/", views.job_input, name="jobs-input"),
+    path("shared/<str:token>/inputs/<slug:name>/", views.job_public_input, name="jobs-public-input"),
+    path("<int:job_id>/preview/", views.job_preview, name="jobs-preview"),
+    path("<int:job_id>/preview/box/", views.job_preview_box, name="jobs-preview-box"),
 ]

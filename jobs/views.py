@@ -319,3 +319,42 @@ def device_sparkline(request: HttpRequest, device_id: int) -> HttpResponse:
     now = timezone.now()
     spark = sparkline(device.pk, since=now - dt.timedelta(hours=1), until=now)
     return render(request, "dashboard.html#sparkline", {"device": device, "spark": spark})
+
+
+# -- a job's inputs and live preview (jobs.inputs): the same access rules and file serving as its results ---------
+@require_safe  # HEAD too: the voice reference's <audio> probes before fetching ranges
+def job_input(request: HttpRequest, job_id: int, name: str) -> HttpResponse:
+    from jobs.inputs import input_response
+
+    return input_response(request, job_for(request.user, job_id), name)
+
+
+@login_not_required
+@require_safe
+def job_public_input(request: HttpRequest, token: str, name: str) -> HttpResponse:
+    from jobs.inputs import input_response
+
+    return input_response(request, job_by_share_token(token), name, share_token=token)
+
+
+@require_safe
+def job_preview(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The latest preview the device streamed, as the worker left it on disk (no device request)."""
+    from jobs.inputs import preview_response
+
+    return preview_response(request, job_for(request.user, job_id))
+
+
+@require_GET
+def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The page's preview box, polled while the job runs: 204 while nothing changed, empty once it is over."""
+    from jobs.templatetags.job_media import preview_of
+
+    job = job_for(request.user, job_id)
+    preview = preview_of(job)
+    if not preview["show"]:
+        return HttpResponse("")  # finished: the box goes (the result takes its place)
+    mode = "a" if preview["active"] else "w"
+    if request.GET.get("v", "") == preview["version"] and request.GET.get("m") == mode:
+        return HttpResponse(status=204)  # htmx keeps the element, and its polling, as they are
+    return render(request, f"{DETAIL}#job-preview", {"job": job})

@@ -99,7 +99,8 @@ def save_artifact(
     mime: str | None = None,
 ) -> Artifact:
     """Write (or adopt) a result file under the job's folder, checksum it, and record it. Idempotent by name,
-    so a collect step that runs twice (after a crash) leaves one row per file."""
+    so a collect step that runs twice (after a crash) leaves one row per file. The result a gallery card
+    shows also gets its thumbnail here (``jobs.thumbnails``)."""
     dest = result_path(job, name)
     if data is not None:
         tmp = dest.with_name(dest.name + ".part")
@@ -111,9 +112,16 @@ def save_artifact(
     mime = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
     with transaction.atomic():
         Artifact.objects.filter(job=job, name=name).delete()
-        return Artifact.objects.create(
+        artifact = Artifact.objects.create(
             job=job, kind=kind, file=job_rel(job, name), name=name, mime=mime, bytes=size, sha256=digest
         )
+    if kind != Artifact.Kind.THUMB:
+        from jobs.thumbnails import thumbnail_after_save
+
+        # Here, once the file is whole and checksummed, in the worker that collects it: never on a web
+        # request. It never raises (a thumbnail that can't be made is logged, and the job still finishes).
+        thumbnail_after_save(job, artifact)
+    return artifact
 
 
 class Runner:

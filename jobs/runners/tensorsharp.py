@@ -11,6 +11,7 @@ from typing import Any
 
 from devices import errors
 from jobs.models import Artifact
+from jobs.previews import clear_preview, keep_preview, preview_from_frame
 from jobs.runners.base import ProgressFn, Runner, Stopped, input_bytes, result_path, save_artifact
 
 logger = logging.getLogger("jobs.runners.tensorsharp")
@@ -47,11 +48,13 @@ class TensorSharpRunner(Runner):
 
     def _run_stream(self, frames, progress: ProgressFn) -> dict[str, Any]:
         final: dict[str, Any] = {}
+        clear_preview(self.job)  # a retry must not show the last attempt's picture
         try:
             for frame in frames:
                 if frame.get("done"):
                     final = frame
                     break
+                self._keep_preview(frame)
                 pct, phase = _progress_of(frame)
                 if progress(pct, phase):
                     raise Stopped  # leaving the loop closes the stream: the server cancels the render
@@ -62,6 +65,16 @@ class TensorSharpRunner(Runner):
         if not final:
             raise errors.Transient("The server closed the stream before the render finished.")
         return final
+
+    def _keep_preview(self, frame: dict[str, Any]) -> None:
+        """The job page shows the latest preview while it renders: one file on the hub's disk, replaced."""
+        data = preview_from_frame(frame)
+        if data is None:
+            return
+        try:
+            keep_preview(self.job, data)
+        except OSError as exc:  # a full disk costs the preview, never the render
+            logger.warning("job %s: could not keep the preview: %s", self.job.pk, exc)
 
 
 def _progress_of(frame: dict[str, Any]) -> tuple[float, str]:
@@ -107,6 +120,7 @@ class TensorSharpVideoRunner(TensorSharpRunner):
             wav = result_path(self.job, "audio.wav.download")
             self.client.download(final["audioUrl"], wav)
             save_artifact(self.job, kind=Artifact.Kind.SIDECAR, name="audio.wav", path=wav, mime="audio/wav")
+        clear_preview(self.job)  # the result replaces it
 
     def timeout_s(self) -> float:
         # Between two SSE frames, not for the whole render: a heartbeat or step arrives well within this.
@@ -137,3 +151,4 @@ class TensorSharpEditRunner(TensorSharpRunner):
         dest = result_path(self.job, "image.png.download")
         self.client.download(final["url"], dest)
         save_artifact(self.job, kind=Artifact.Kind.IMAGE, name="image.png", path=dest, mime="image/png")
+        clear_preview(self.job)  # the result replaces it

@@ -75,10 +75,13 @@ def test_it_renders_every_kind_one_after_another(engine, tiiny, pocket, member):
     for job in jobs:
         wait_job(job, timeout=60, engine=engine)
     names = {j.kind + ":" + j.model_id: sorted(a.name for a in j.artifacts.all()) for j in jobs}
-    assert names[f"video:{VIDEO}"] == ["video.mp4"]
+    # Every result gets its gallery thumbnail when the worker collects it (jobs.thumbnails).
+    assert names[f"video:{VIDEO}"] == ["thumb.webp", "video.mp4"]
+    # The 3D job's source picture (PNG above) is a stub that does not decode: no thumbnail, and done anyway.
     assert names["mesh:tencent/Hunyuan3D-2.1"] == ["model.glb"]
-    assert names["image:Tongyi-MAI/Z-Image-Turbo"] == ["image-1.png", "image-2.png"]
-    assert names["music:tencent/SongGeneration-v2-large"] == ["song.wav"]
+    assert names["image:Tongyi-MAI/Z-Image-Turbo"] == ["image-1.png", "image-2.png", "thumb.webp"]
+    assert names["music:tencent/SongGeneration-v2-large"] == ["song.wav", "thumb.webp"]
+    assert all("thumb.webp" in n for k, n in names.items() if not k.startswith("mesh:")), names
     for a in Artifact.objects.all():
         assert a.bytes > 0 and len(a.sha256) == 64
         assert a.file.name.startswith(f"results/{member.pk}/{a.job_id}/")
@@ -113,7 +116,7 @@ def test_it_resumes_the_same_render_after_the_worker_is_killed(engine, tiiny, po
     assert job.remote_id == remote_id
     counters = tiiny.counters()
     assert counters["renders_submitted"] == 1
-    assert job.artifacts.get().name == "video.mp4"
+    assert job.artifacts.exclude(kind="thumb").get().name == "video.mp4"
 
 
 def test_it_adopts_a_render_created_just_before_a_crash(engine, tiiny, pocket, member):

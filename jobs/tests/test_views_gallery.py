@@ -38,11 +38,11 @@ def test_admins_see_everything(admin_client, member, device):
 
 def test_it_shows_thumbnails(member_client, member, device, media):
     video = make_job(member, device, state="done")
-    add_artifact(video, media)
+    add_artifact(video, media)  # a result without a thumbnail: the placeholder, never a <video> per card
     image = make_job(member, device, kind="image", state="done")
-    add_artifact(image, media, kind="image", name="image-1.png", mime="image/png", data=PNG)
+    thumb = add_artifact(image, media, kind="thumb", name="thumb.webp", mime="image/webp", data=PNG)
     html = member_client.get("/jobs/").content.decode()
-    assert '<video preload="metadata"' in html and '<img src="/jobs/' in html
+    assert "<video" not in html and f'<img src="/jobs/{image.pk}/files/{thumb.pk}/"' in html
 
 
 def test_it_filters_and_searches(member_client, member, device):

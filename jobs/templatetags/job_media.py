@@ -1,0 +1,26 @@
+"""Template tags for the job page's inputs and live preview (read from disk: a stat or two, no device I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+from jobs.inputs import job_inputs
+from jobs.previews import preview_version, streams_previews
+
+register = template.Library()
+
+
+@register.simple_tag
+def inputs_of(job: Any, public: bool = False) -> list:
+    """``{% inputs_of job public as inputs %}``: on the share link's page, links go through its token (the
+    page is only reachable with the job's current token, so ``job.share_token`` is the one in its URL)."""
+    return job_inputs(job, share_token=job.share_token if public else "")
+
+
+@register.simple_tag
+def preview_of(job: Any) -> dict[str, Any]:
+    """``{% preview_of job as preview %}``: whether the page polls for a preview, and the current one."""
+    show = not job.is_final and streams_previews(job)
+    return {"show": show, "active": job.is_active, "version": preview_version(job) if show else ""}
