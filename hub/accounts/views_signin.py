@@ -11,6 +11,7 @@ from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
+from django.utils.cache import add_never_cache_headers
 
 from hub.accounts.backends import signin_address
 
@@ -43,4 +44,5 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
     }
     response = render(request, "registration/login.html", context, status=429)
     response["Retry-After"] = str(seconds)
+    add_never_cache_headers(response)  # like the login page it replaces
     return response

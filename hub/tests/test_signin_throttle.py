@@ -57,6 +57,7 @@ def test_n_wrong_passwords_lock_with_a_message_saying_when(member, settings):
     shown = re.search(r"Try again at (\d\d:\d\d)", html).group(1)
     assert shown in {until.strftime("%H:%M"), (until + dt.timedelta(minutes=1)).strftime("%H:%M")}
     assert 14 * 60 < int(response["Retry-After"]) <= 15 * 60
+    assert "no-store" in response["Cache-Control"]
     assert 'value="mia"' in html  # the username stays filled in
 
 
