@@ -9,7 +9,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_d
 
 def test_the_dashboard_shows_a_worker_push_without_reload(signed_in_page, member, live_worker):
     page = signed_in_page(member)
-    page.wait_for_function("document.body.dataset.live === 'open'", timeout=15000)
+    page.wait_for_function("() => document.body.dataset.live === 'open'", timeout=15000)
     page.evaluate("window.__marker = 'same-page'")
     page.click("#live-wire-button")
     page.wait_for_selector("#live-wire:has-text('A worker answered at')", timeout=20000)

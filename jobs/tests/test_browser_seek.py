@@ -49,7 +49,7 @@ def test_a_result_video_seeks_to_where_it_is_asked(signed_in_page, member, real_
     job, art = real_mp4_job
     page = signed_in_page(member)
     page.goto(f"/jobs/{job.pk}/")
-    page.wait_for_function("document.body.dataset.live === 'open'", timeout=15000)
+    page.wait_for_function("() => document.body.dataset.live === 'open'", timeout=15000)
     state = page.evaluate(SEEK, f"job-{job.pk}-video")
     assert abs(state["current"] - 1.2) < 0.1, state
     assert state["duration"] >= 3.5, state
