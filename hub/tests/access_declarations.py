@@ -104,6 +104,13 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-queue-move": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400", "shared": "same"},
     "jobs-queue-run-next": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS, "shared": "same"},
     "jobs-file": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    # A job's inputs and live preview (jobs.inputs): the world's jobs have none, so whoever may see the job
+    # gets a 404 like everyone else; jobs/tests/test_thumbnails.py holds the 200s (owner, admin, shared, link).
+    "jobs-input": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
+    "jobs-public-input": {"GET": "404 404 404 404 404", "POST": PUBLIC_NO},
+    "jobs-preview": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
+    # a finished job's box is empty (200): it takes itself off the page
+    "jobs-preview-box": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     # -- REST API (Bearer tokens; a viewer's token reads only) ------------------------------------------------
     # ninja's own schema views answer any method; they show nothing private
     "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},
