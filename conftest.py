@@ -9,6 +9,7 @@ from django.conf import settings
 PASSWORD = "correct horse battery staple"
 
 pytest_plugins = [p for p in ("devices.emulator.fixtures",) if __import__("importlib").util.find_spec(p)]
+pytest_plugins.append("hub.tests.leakguard")  # no device key or API token in any answer, frame or log
 
 
 def pytest_collection_modifyitems(config, items):

@@ -218,3 +218,16 @@ def variants(pattern) -> tuple[str, ...]:
     if {"job_id", "video_id", "artifact_id"} & set(pattern.kwargs):
         return ("private", "shared")
     return ("private",)
+
+
+# -- websocket topics (``test_ws_matrix``) ------------------------------------------------------------------
+# Per topic, in the order of ROLES: "yes" (the socket subscribes and gets the topic's snapshot), "no" (the
+# socket is accepted but the topic is refused: nothing of it arrives), "refused" (no socket at all: anonymous).
+# "job/private" is the owner's private job, "job/shared" a shared one, "mine" the owner's own rows.
+TOPICS: dict[str, str] = {
+    "job/private": "refused no yes no yes",
+    "job/shared": "refused yes yes yes yes",
+    "queue": "refused yes yes yes yes",  # the plan is everyone's (private jobs without their prompt)
+    "device": "refused yes yes yes yes",  # the card and gauges; the address only in the admins' card
+    "mine": "refused no yes no no",  # only your own id, even for an admin
+}

@@ -114,7 +114,7 @@ def fill(route: str, values: dict[str, str]) -> str:
 # ---------------------------------------------------------------------------------------------------------
 
 
-@dataclass
+@dataclass(repr=False)
 class World:
     people: dict[str, Any]  # role -> user (no "anon")
     device: Any
@@ -130,6 +130,13 @@ class World:
     markers: dict[str, str]  # what -> the unique text
     # which roles may see each marker (everything else must never contain it)
     allowed: dict[str, frozenset[str]]
+
+    def __repr__(self) -> str:
+        # Never the markers or the raw tokens: hypothesis and pytest print fixtures in their reports.
+        return f"<World device {self.device.pk}, private job {self.private_job.pk}>"
+
+    def _repr_pretty_(self, printer, cycle) -> None:  # hypothesis' printer, which otherwise lists fields
+        printer.text(repr(self))
 
     def forbidden_for(self, role: str) -> dict[str, str]:
         return {what: text for what, text in self.markers.items() if role not in self.allowed[what]}
@@ -229,6 +236,7 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
         "token_id": str(world.spare_token.pk),
         "model_id": VIDEO,
         "rest": "no-such-route",
+        "name": "image",  # an input's name (the world's jobs were made without inputs)
         # the admin's own parameters
         "app_label": "jobs",
         "object_id": str(job.pk),
