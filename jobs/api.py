@@ -203,8 +203,10 @@ def read_body(request: HttpRequest, *, files_allowed: bool) -> tuple[dict[str, A
         return {}, {}
     try:
         data = json.loads(request.body)
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and a number of over 4,300 digits
         raise HttpError(400, f"The request body is not valid JSON ({exc}).") from None
+    except RecursionError:  # json.loads of ~1,000 nested arrays or objects (found by hub/tests/test_fuzz.py)
+        raise HttpError(400, "The request body is nested too deeply to be a job.") from None
     if not isinstance(data, dict):
         raise HttpError(400, 'The request body must be a JSON object, e.g. {"kind": "video", …}.')
     return data, {}

@@ -21,6 +21,7 @@ import binascii
 import datetime as dt
 import json
 import logging
+import math
 import os
 import subprocess
 import time
@@ -114,6 +115,11 @@ def _translate(exc: Exception) -> HttpResponse:
         return V1Error(400, message, param=None if field == "__all__" else field).response()
     if isinstance(exc, (RequestDataTooBig, TooManyFieldsSent)):
         return V1Error(413, "The request body is too large.", code="request_too_large").response()
+    from django.http import UnreadablePostError
+    from django.http.multipartparser import MultiPartParserError
+
+    if isinstance(exc, (MultiPartParserError, UnreadablePostError)):  # e.g. multipart without a boundary
+        return V1Error(400, f"We could not read the request body: {exc}", code="invalid_body").response()
     log.exception("unexpected error in /v1")
     return V1Error(
         500, "The hub failed on this request; the admin can find it in the log.", type="server_error"
@@ -196,7 +202,7 @@ def _body(request: HttpRequest) -> tuple[dict[str, Any], dict[str, Any]]:
         return {}, {}
     try:
         data = json.loads(raw)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested ~1,000 deep
         raise V1Error(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
     if not isinstance(data, dict):
         raise V1Error(400, "The request body must be a JSON object.", code="invalid_json")
@@ -292,7 +298,8 @@ def _whole(value: Any, param: str) -> int:
         number = float(value)
     except (TypeError, ValueError):
         number = float("nan")
-    if number != number or number != int(number):
+    # Not finite first: int() of an infinity (e.g. JSON 1e999) raises OverflowError.
+    if not math.isfinite(number) or number != int(number):
         raise V1Error(400, f"'{param}' must be a whole number, not {value!r}.", param=param)
     return int(number)
 
