@@ -33,6 +33,7 @@ from hub.ratelimit import check_submit
 from jobs import services
 from jobs.admission import RequestInvalid, check_form, form_for, submit_request
 from jobs.filters import STATE_GROUPS, decode_cursor, encode_cursor
+from jobs.forms import form_class_for
 from jobs.fragments import eta_for, job_title, public_label
 from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
 from jobs.schemas import (
@@ -453,16 +454,8 @@ def job_retry(request: HttpRequest, job_id: str):
 
 def _again_data(job: Job) -> dict[str, Any]:
     """The job's settings as its form's fields (what the page's "run again" form is filled in with)."""
-    params = {k: v for k, v in (job.params or {}).items() if k != "files"}
-    data: dict[str, Any] = {**params, "model": job.model_id, "polite": job.polite}
-    if job.device.kind == "tensorsharp" and job.kind == JobKind.VIDEO and "steps" in params:
-        data["ts_steps"] = params["steps"]
-    if job.kind == JobKind.IMAGE and "x" in str(params.get("size", "")):
-        data["width"], data["height"] = str(params["size"]).split("x", 1)
-    if job.kind == JobKind.MESH:
-        stages = params.get("stages") or []
-        data["simplify"], data["texture"] = "simplify" in stages, "texture" in stages
-    return data
+    form_class = form_class_for(job.kind, job.device)
+    return {**form_class.fields_from_params(job.params or {}), "model": job.model_id, "polite": job.polite}
 
 
 def _stored_inputs(job: Job) -> dict[str, Any]:

@@ -176,6 +176,12 @@ class JobForm(forms.Form):
         """Files the job keeps as inputs (saved under its folder by ``job_submit``)."""
         return {}
 
+    @classmethod
+    def fields_from_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        """A job's stored parameters as this form's fields (the inverse of ``cleaned_params``): what "run
+        again" fills the form with, on the page and through the API."""
+        return {k: v for k, v in params.items() if k != "files"}
+
     # -- shared ------------------------------------------------------------------------------------------
     def _name(self, model_id: str) -> str:
         m = self.caps.model(model_id)
@@ -347,6 +353,13 @@ class TensorSharpVideoForm(VideoForm):
         if ts and ts.max_cfg is not None:
             self.fields["cfg"].help_text = f"At most {ts.max_cfg:g} for this model (it is CFG-distilled)."
 
+    @classmethod
+    def fields_from_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        data = super().fields_from_params(params)
+        if "steps" in data:
+            data["ts_steps"] = data.pop("steps")
+        return data
+
     @property
     def block(self) -> dict[str, Any]:
         ts = self.caps.tensorsharp
@@ -430,6 +443,14 @@ class MeshForm(JobForm):
 
     def clean_image(self):
         return clean_image_upload(self.cleaned_data.get("image"), label="The picture")
+
+    @classmethod
+    def fields_from_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        data = super().fields_from_params(params)
+        stages = data.pop("stages", None) or []
+        data["simplify"], data["texture"] = "simplify" in stages, "texture" in stages
+        data.pop("format", None)
+        return data
 
     def stages(self) -> list[str]:
         offered = [
@@ -579,6 +600,13 @@ class TiinyImageForm(ImageForm):
 
     def model_choices(self) -> list[tuple[str, str]]:
         return [(m.id, self._name(m.id)) for m in self.caps.models_of_kind("image")]
+
+    @classmethod
+    def fields_from_params(cls, params: dict[str, Any]) -> dict[str, Any]:
+        data = super().fields_from_params(params)
+        if "x" in str(data.get("size", "")):
+            data["width"], data["height"] = str(data.pop("size")).split("x", 1)
+        return data
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

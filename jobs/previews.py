@@ -35,7 +35,12 @@ def preview_path(job: Job) -> Path:
 
 def streams_previews(job: Job) -> bool:
     """Whether this job's device can send previews while it renders (TensorSharp's SSE streams)."""
-    return job.device.kind == "tensorsharp" and job.kind in ("image", "video")
+    from jobs.kinds import spec_for
+
+    try:
+        return spec_for(job.device.kind, job.kind).style == "stream"
+    except ValueError:
+        return False
 
 
 def preview_from_frame(frame: dict) -> bytes | None:

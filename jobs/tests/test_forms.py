@@ -225,3 +225,19 @@ def test_it_needs_a_time_for_not_before(pocket, member):
     form = video(pocket, member, when="not_before")
     assert not form.is_valid() and "not_before" in form.errors
     assert form_class_for("video", pocket) is TiinyVideoForm
+
+
+def test_fields_from_params_is_the_inverse_of_cleaned_params(ts_device, pocket, member):
+    """What "run again" fills in (page and API) must come back as the same parameters."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    ts = {"prompt": "p", "width": 640, "height": 384, "frames": 22, "steps": 8, "video_mode": "t2v"}
+    data = {**TensorSharpVideoForm.fields_from_params(ts), "model": "h3.gguf", "when": "asap"}
+    form = TensorSharpVideoForm(data, device=ts_device, user=member)
+    assert form.is_valid(), form.errors
+    assert {k: form.cleaned_params()[k] for k in ts} == ts
+    mesh = {"stages": ["shape", "texture", "export"], "format": "glb", "steps": 30}
+    data = {**MeshForm.fields_from_params(mesh), "model": "tencent/Hunyuan3D-2.1", "when": "asap"}
+    form = MeshForm(data, {"image": SimpleUploadedFile("a.png", PNG)}, device=pocket, user=member)
+    form.is_valid()
+    assert form.stages() == mesh["stages"]
