@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint bench venv clean
+.PHONY: up test lint bench venv clean fuzz
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("tiiny-hub needs Python 3.11+, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -19,6 +19,9 @@ up: $(STAMP)
 
 test: $(STAMP)
 	@bash scripts/test.sh
+
+fuzz: $(STAMP)
+	HYPOTHESIS_PROFILE=long $(PY) -m pytest hub/tests/test_fuzz.py -q
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
