@@ -230,4 +230,7 @@ TOPICS: dict[str, str] = {
     "queue": "refused yes yes yes yes",  # the plan is everyone's (private jobs without their prompt)
     "device": "refused yes yes yes yes",  # the card and gauges; the address only in the admins' card
     "mine": "refused no yes no no",  # only your own id, even for an admin
+    "plan": "refused yes yes yes yes",  # the queue plan alone, without the admins' controls
+    "card": "refused yes yes yes yes",  # the device card alone (the address only in the admins' card)
+    "wire": "refused no no no no",  # the owner's own live-wire check: accepted for them, but no snapshot
 }

@@ -87,6 +87,9 @@ def topics_for(world) -> dict[str, str]:
         "queue": f"queue:{device}",
         "device": f"device:{device}",
         "mine": f"mine:{world.people['owner'].pk}",  # the owner's rows
+        "plan": f"plan:{device}",
+        "card": f"card:{device}",
+        "wire": f"wire:{world.people['owner'].pk}",
     }
 
 
