@@ -251,7 +251,8 @@ def check_request(
     return check_form(form)
 
 
-def submit_checked(*, owner: Any, device: Any, checked: CheckedRequest):
+def submit_checked(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None = None):
+    """Queue a checked request; the same ``idempotency_key`` again returns the job it queued (see job_submit)."""
     from jobs.services import job_submit
 
     return job_submit(
@@ -261,6 +262,7 @@ def submit_checked(*, owner: Any, device: Any, checked: CheckedRequest):
         model_id=checked.model_id,
         params=checked.params,
         upload_files=checked.upload_files,
+        idempotency_key=idempotency_key,
         **checked.schedule,
     )
 

@@ -105,6 +105,9 @@ class Job(models.Model):
     # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
     # no longer listed anywhere (``jobs_visible_to`` leaves it out).
     hidden_at = models.DateTimeField(null=True, blank=True)
+    # The idempotency key it was submitted with (hashed with the owner, ``jobs.services.job_submit``): the same
+    # form posted twice, or an API call retried, finds this job instead of queuing another. NULL = none given.
+    submit_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
 
     class Meta:
         ordering = ["-created"]

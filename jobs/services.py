@@ -8,13 +8,14 @@ commit; these functions never call a device.
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
 import mimetypes
 from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Max
 from django.utils import timezone
 
@@ -98,15 +99,23 @@ def job_submit(
     polite: bool = True,
     shared: bool = False,
     upload_files: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ) -> Job:
     """Queue a job (params validated by the kind's form, see ``jobs.admission``). Refuses whatever
     ``jobs.admission.admit`` refuses, so no door can queue what the device would turn down. Dispatch and the
-    queue plan run after commit."""
+    queue plan run after commit.
+
+    With ``idempotency_key`` (the submit form's per-render token, or an API caller's ``Idempotency-Key``), the
+    same owner sending the same key again queues nothing: the job the first request queued comes back, marked
+    ``idempotent_replay = True``. The database is the arbiter (a unique column), so two requests at once in two
+    processes still make one job."""
     from jobs.admission import admit
     from jobs.scheduler import opens_at, snapshot_for
 
     if not getattr(owner, "can_submit", False):
         raise PermissionDenied("Viewers can watch but not submit jobs.")
+    if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
+        return queued
     if kind not in JobKind.values:
         raise ValidationError({"kind": f"Unknown kind {kind!r}."})
     if not model_id:
@@ -126,20 +135,28 @@ def job_submit(
     estimate = admission.estimate_s
     prompt = next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), "")
     with transaction.atomic():
-        job = Job.objects.create(
-            owner=owner,
-            device=device,
-            kind=kind,
-            model_id=model_id,
-            params=dict(params),
-            prompt=prompt,
-            when=when,
-            not_before=not_before if when == When.NOT_BEFORE else None,
-            polite=polite,
-            shared=shared,
-            estimate_s=estimate,
-            last_seq=1,
-        )
+        try:
+            with transaction.atomic():  # a savepoint: losing the race on the token must not end the outer one
+                job = Job.objects.create(
+                    owner=owner,
+                    device=device,
+                    kind=kind,
+                    model_id=model_id,
+                    params=dict(params),
+                    prompt=prompt,
+                    when=when,
+                    not_before=not_before if when == When.NOT_BEFORE else None,
+                    polite=polite,
+                    shared=shared,
+                    estimate_s=estimate,
+                    last_seq=1,
+                    submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
+                )
+        except IntegrityError:
+            queued = job_already_submitted(owner=owner, idempotency_key=idempotency_key)
+            if queued is None:
+                raise
+            return queued
         if upload_files:
             job.params = {
                 **job.params,
@@ -155,6 +172,21 @@ def job_submit(
         )
         _dispatch_on_commit(device.pk)
         _replan_on_commit(device.pk)
+    return job
+
+
+def _submit_token(owner: Any, key: str) -> str:
+    """What is stored for an idempotency key: per owner (two people's keys never collide), fixed length."""
+    return hashlib.sha256(f"{getattr(owner, 'pk', owner)}:{key}".encode()).hexdigest()
+
+
+def job_already_submitted(*, owner: Any, idempotency_key: str | None) -> Job | None:
+    """The job ``owner`` already queued with this key (marked ``idempotent_replay``), or None."""
+    if not idempotency_key:
+        return None
+    job = Job.objects.filter(owner=owner, submit_token=_submit_token(owner, idempotency_key)).first()
+    if job is not None:
+        job.idempotent_replay = True
     return job
 
 
@@ -229,7 +261,9 @@ def job_retry(*, job: Job, by: Any) -> Job:
     return job
 
 
-def job_run_again(*, job: Job, by: Any, changes: dict[str, Any]) -> Job:
+def job_run_again(
+    *, job: Job, by: Any, changes: dict[str, Any], idempotency_key: str | None = None
+) -> Job:
     """A new job like ``job`` with ``changes`` applied to its parameters (inputs are reused)."""
     from jobs.selectors import can_view
 
@@ -253,6 +287,7 @@ def job_run_again(*, job: Job, by: Any, changes: dict[str, Any]) -> Job:
         not_before=changes.get("not_before"),
         polite=changes.get("polite", job.polite),
         shared=changes.get("shared", False),
+        idempotency_key=idempotency_key,
     )
 
 
