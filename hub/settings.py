@@ -246,11 +246,13 @@ AXES_VERBOSE = False
 # Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow
 # 'unsafe-inline' because templates set a few style attributes (bar widths, aspect ratios) and htmx and
 # model-viewer inject <style>; a style can't run code. The websocket is same-host (ws:/wss: for Chromium
-# versions where 'self' does not cover them). model-viewer decodes glTF in blob: workers and textures.
+# versions where 'self' does not cover them). model-viewer decodes glTF in blob: workers and textures, and
+# compiles its bundled meshopt decoder to WebAssembly: 'wasm-unsafe-eval' allows WebAssembly compilation
+# only (still no eval() or new Function() of JavaScript, and no inline script).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
-        "script-src": ["'self'"],
+        "script-src": ["'self'", "'wasm-unsafe-eval'"],
         "style-src": ["'self'", "'unsafe-inline'"],
         "img-src": ["'self'", "data:", "blob:"],
         "media-src": ["'self'", "blob:"],
@@ -300,17 +302,18 @@ if HUB_DEVICE not in ("emulator", "none"):
 # --- Job engine (jobs/): intervals in real seconds; tests shorten them through the workers' environment -------
 JOBS_POLL_INTERVAL_S = env_float(
     "JOBS_POLL_INTERVAL_S", 2.0, minimum=0.01
-)  # poll a render this often while it moves
-JOBS_POLL_MAX_S = env_float("JOBS_POLL_MAX_S", 20.0, minimum=0.01)  # back off to this when progress stalls
+)  # poll a render this often while nothing says when it ends; errors back off from it
+JOBS_POLL_MIN_S = env_float("JOBS_POLL_MIN_S", 0.15, minimum=0.01)  # poll this often near a render's end
+JOBS_POLL_MAX_S = env_float("JOBS_POLL_MAX_S", 20.0, minimum=0.01)  # far from the end, or stalled: at most
 JOBS_LEASE_TTL_S = env_float(
     "JOBS_LEASE_TTL_S", 90.0, minimum=0.01
 )  # a dead worker's lease lapses after this
 JOBS_DEVICE_POLL_S = env_float(
-    "JOBS_DEVICE_POLL_S", 3.0, minimum=0.01
-)  # client: poll `running` while a model loads
+    "JOBS_DEVICE_POLL_S", 0.25, minimum=0.01
+)  # client: poll `running` while a model loads (its end is noticed within this)
 JOBS_LOAD_GRACE_S = env_float(
     "JOBS_LOAD_GRACE_S", 10.0, minimum=0.01
-)  # client: wait after a load (xh2a, 502)
+)  # client: the readiness window after a load (xh2a, 502), from the moment it is ready
 JOBS_RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)  # beat: how often reconcile repairs
 JOBS_SENDFILE = env_choice("JOBS_SENDFILE", "", ("", "x-accel", "x-sendfile"))  # "" = Django streams the file
 JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # nginx internal location
