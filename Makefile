@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint bench venv clean fuzz
+.PHONY: up test lint bench chaos venv clean fuzz
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("tiiny-hub needs Python 3.11+, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -29,6 +29,9 @@ lint: $(STAMP)
 
 bench: $(STAMP)
 	@$(PY) scripts/bench.py
+
+chaos: $(STAMP)
+	$(PY) scripts/chaos.py --long
 
 clean:
 	rm -rf $(VENV) staticfiles var/run var/test-logs test-artifacts
