@@ -222,10 +222,11 @@ def plan(
     snap = snapshot_for(device_id, now=now)
     out = []
     cursor = now
+    horizon = now + PLAN_HORIZON
     loaded = set(snap.loaded)
     for job in Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at"):
         start = job.started_at or now
-        done = now + dt.timedelta(seconds=remaining_seconds(job, now=now))
+        done = _later(now, remaining_seconds(job, now=now), horizon)
         out.append((job, start, done))
         cursor = max(cursor, done)
         loaded = {job.model_id}
@@ -242,12 +243,29 @@ def plan(
         )
         if job.model_id not in loaded:
             est += LOAD_SECONDS
-        start = max(cursor, earliest_start(job, snap))
-        finish = start + dt.timedelta(seconds=est)
+        start = min(max(cursor, earliest_start(job, snap)), horizon)
+        finish = _later(start, est, horizon)
         out.append((job, start, finish))
         cursor = finish
         loaded = {job.model_id}
     return out
+
+
+#: The plan looks this far ahead at most. Nothing admitted waits longer (``jobs.admission.MAX_NOT_BEFORE`` is
+#: 30 days), but a stored date may be anything, e.g. a ``not_before`` in the year 9999 written straight into
+#: the database: such a job is planned at the horizon instead of overflowing ``datetime`` for everyone else's
+#: submit form and admission summary on that device.
+PLAN_HORIZON = dt.timedelta(days=366)
+
+
+def _later(t: dt.datetime, seconds: float, ceiling: dt.datetime) -> dt.datetime:
+    """``t`` plus ``seconds``, never past ``ceiling`` and never an OverflowError (nor NaN or infinity)."""
+    if t >= ceiling:
+        return ceiling
+    seconds = float(seconds or 0.0)
+    if not seconds < (ceiling - t).total_seconds():  # also catches NaN and infinity
+        return ceiling
+    return t + dt.timedelta(seconds=max(seconds, 0.0))
 
 
 def plan_device(device_id: int) -> None:

@@ -15,9 +15,11 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import Prefetch, Q
 from django.urls import reverse
+from django.utils import timezone
 from django.utils.dateparse import parse_datetime
 
 from devices.models import Device
+from hub.parsing import parse_id
 from jobs.bookmarks import bookmarked_ids
 from jobs.fragments import job_title
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
@@ -116,7 +118,7 @@ class GalleryFilterForm(forms.Form):
         if d.get("person"):
             qs = qs.filter(owner__username=d["person"])
         if d.get("device"):
-            qs = qs.filter(device_id=int(d["device"]))
+            qs = qs.filter(device_id=parse_id(d["device"]))  # one of the form's choices: a device's pk
         if d.get("since"):
             qs = qs.filter(created__date__gte=d["since"])
         if d.get("until"):
@@ -135,14 +137,33 @@ def encode_cursor(job: Job) -> str:
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
+#: A real cursor is ~45 characters; anything much longer is not one (and is not worth decoding).
+MAX_CURSOR_CHARS = 120
+#: Cursors name a job's creation time: anything outside these years is not one (and extreme dates overflow
+#: when converted to UTC or handed to the database).
+CURSOR_YEARS = (2000, 9000)
+
+
 def decode_cursor(cursor: str) -> tuple[dt.datetime, int] | None:
+    """(created, id) of the last card shown, or None: a mangled, foreign or extreme cursor shows the first
+    page rather than an error."""
+    if not cursor or len(cursor) > MAX_CURSOR_CHARS:
+        return None
     try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode()
-        stamp, _, pk = raw.partition("|")
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        stamp, _, pk_text = raw.partition("|")
         created = parse_datetime(stamp)
-        return (created, int(pk)) if created else None
-    except (ValueError, UnicodeDecodeError):
-        return None  # a mangled cursor shows the first page rather than an error
+        if created is None:
+            return None
+        if timezone.is_naive(created):
+            created = created.replace(tzinfo=dt.UTC)
+        created = created.astimezone(dt.UTC)  # "9999-12-31T23:59-05:00" overflows here
+    except (ValueError, UnicodeDecodeError, OverflowError):
+        return None
+    pk = parse_id(pk_text)
+    if pk is None or not CURSOR_YEARS[0] <= created.year <= CURSOR_YEARS[1]:
+        return None
+    return created, pk
 
 
 @dataclass

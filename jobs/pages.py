@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
+import secrets
 from typing import Any
 
 from django import forms
@@ -11,7 +13,8 @@ from django.urls import reverse
 from django.utils import timezone
 
 from devices.models import Device
-from devices.selectors import device_default
+from devices.selectors import device_default, device_list_for
+from hub.parsing import parse_id, parse_int
 from jobs.admission import Admission, form_admission
 from jobs.bookmarks import is_bookmarked
 from jobs.forms import JobForm, form_class_for
@@ -51,17 +54,54 @@ PARAM_LABELS = {
 }
 
 
-def pick_device_and_kind(request: HttpRequest) -> tuple[Device | None, str]:
-    """The device (``?device=``, else the default one) and a kind it can run (``?kind=``, else its first)."""
+def _quoted(raw: str, limit: int = 40) -> str:
+    text = " ".join(str(raw).split())
+    return f"“{text[:limit]}…”" if len(text) > limit else f"“{text}”"
+
+
+def pick_device_and_kind(request: HttpRequest) -> tuple[Device | None, str, str]:
+    """The device (``?device=``, else the default one), a kind it can run (``?kind=``, else its first), and
+    what was wrong with the request ("" when nothing was).
+
+    A device or kind the request names but that doesn't exist is never replaced silently by the default: the
+    page says so ("No such device", "Unknown kind “bogus”") and offers the valid choices, and a POST queues
+    nothing. On a GET, a known kind the chosen device can't run falls back to its first kind without a word:
+    that is what the device picker sends when one switches from a Tiiny's speech form to a TensorSharp server.
+    """
     data = request.POST if request.method == "POST" else request.GET
-    raw = str(data.get("device") or "")
-    device = Device.objects.filter(pk=int(raw)).first() if raw.isdigit() else None
+    problems: list[str] = []
+    raw_device = data.get("device")
+    device = None
+    if raw_device not in (None, ""):
+        pk = parse_id(raw_device)
+        device = device_list_for(request.user).filter(pk=pk).first() if pk is not None else None
+        if device is None:
+            problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
     device = device or device_default()
     kinds = kinds_for(device) if device else []
-    kind = data.get("kind") or ""
-    if kind not in kinds:
-        kind = kinds[0] if kinds else JobKind.VIDEO
-    return device, kind
+    raw_kind = data.get("kind") or ""
+    kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
+    if raw_kind and raw_kind not in kinds and device is not None:
+        if raw_kind not in JobKind.values:
+            problems.append(f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below.")
+        elif request.method == "POST":
+            label = JobKind(raw_kind).label.lower()
+            problems.append(f"{device.name} can't run {label} jobs right now; choose one of the kinds below.")
+    return device, kind, " ".join(problems)
+
+
+#: The per-form idempotency token (``templates/jobs/new.html``): random, URL-safe, bounded.
+SUBMIT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def submit_token_of(request: HttpRequest) -> str | None:
+    """The form's idempotency token from a POST, when it is one (anything else means "no token")."""
+    raw = request.POST.get("submit_token") if request.method == "POST" else None
+    return raw if isinstance(raw, str) and SUBMIT_TOKEN.fullmatch(raw) else None
+
+
+def new_submit_token() -> str:
+    return secrets.token_urlsafe(24)
 
 
 # What people decide first comes first; tuning knobs (seed, guidance, ...) come last.
@@ -114,7 +154,7 @@ def _arrange(form: JobForm) -> None:
 
 def _area(size: str) -> int:
     w, _, h = str(size).partition("x")
-    return int(w) * int(h) if w.isdigit() and h.isdigit() else 0
+    return parse_int(w, 0, minimum=0) * parse_int(h, 0, minimum=0)
 
 
 def fields_not_for(form: JobForm, kind: str, model: str, voice_spec: Any = None) -> set[str]:
@@ -151,6 +191,9 @@ def new_job_context(
         "again": again,
         "can_submit": request.user.can_submit,
         "admission": None,
+        # A double click or a retried POST sends the same token again and queues nothing new; a form that
+        # came back with errors keeps its token (nothing was queued under it).
+        "submit_token": submit_token_of(request) or new_submit_token(),
     }
     if device is not None:
         ctx.update(queue_context(device))

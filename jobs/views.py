@@ -22,7 +22,7 @@ from devices.models import Device
 from devices.selectors import device_get_for
 from hub.accounts.decorators import admin_required, member_required
 from jobs import services
-from jobs.admission import RequestInvalid, check_form, submit_checked
+from jobs.admission import Admission, RequestInvalid, check_form, submit_checked
 from jobs.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.downloads import artifact_response
 from jobs.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
@@ -36,6 +36,7 @@ from jobs.pages import (
     job_spark,
     new_job_context,
     pick_device_and_kind,
+    submit_token_of,
 )
 from jobs.selectors import can_manage, job_by_share_token, job_for
 
@@ -64,26 +65,49 @@ def _service_error(request: HttpRequest, exc: ValidationError) -> None:
 
 
 # -- new job ------------------------------------------------------------------------------------------------
+def _typed(request: HttpRequest) -> dict[str, str]:
+    """What a person typed into a form we can't take as it is: shown again as the initial values."""
+    skip = {"csrfmiddlewaretoken", "submit_token", "device", "kind"}
+    return {k: v for k, v in request.POST.items() if k not in skip} if request.method == "POST" else {}
+
+
+def _already_queued(request: HttpRequest, job) -> HttpResponse:
+    """A second POST of the same form (double click, a retried request): nothing new, the job it queued."""
+    messages.info(request, "This form was already sent; here is the job it queued.")
+    return redirect("jobs-detail", job_id=job.pk)
+
+
 @require_http_methods(["GET", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
-    device, kind = pick_device_and_kind(request)
+    device, kind, problem = pick_device_and_kind(request)
+    if problem:
+        messages.error(request, problem)
     if device is None or not request.user.can_submit:  # the page explains why; no form to fill in vain
-        status = 403 if request.method == "POST" and not request.user.can_submit else 200
+        status = 403 if request.method == "POST" and not request.user.can_submit else 400 if problem else 200
         return render(
             request, "jobs/new.html", new_job_context(request, device, kind, form=None), status=status
         )
-    form = form_class_for(kind, device)(
-        request.POST or None, request.FILES or None, device=device, user=request.user
-    )
+    form_class = form_class_for(kind, device)
+    if problem:  # an unknown device or kind: queue nothing, offer the valid choices, keep what was typed
+        form = form_class(initial=_typed(request), device=device, user=request.user)
+        return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=400)
+    token = submit_token_of(request)
+    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+        return _already_queued(request, queued)
+    form = form_class(request.POST or None, request.FILES or None, device=device, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
-            job = submit_checked(owner=request.user, device=device, checked=check_form(form))
+            job = submit_checked(
+                owner=request.user, device=device, checked=check_form(form), idempotency_key=token
+            )
         except RequestInvalid as exc:
             for name, errs in exc.errors.items():
                 form.add_error(name if name in form.fields else None, errs)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
+            if getattr(job, "idempotent_replay", False):  # the same form won a race against itself
+                return _already_queued(request, job)
             messages.success(request, "Queued. This page follows it live; you can close it any time.")
             return redirect("jobs-detail", job_id=job.pk)
     status = 400 if request.method == "POST" else 200
@@ -97,9 +121,13 @@ def job_admission(request: HttpRequest) -> HttpResponse:
 
     When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
     """
-    device, kind = pick_device_and_kind(request)
+    device, kind, problem = pick_device_and_kind(request)
     if device is None:
         return HttpResponse(status=204)
+    if problem:
+        refusal = Admission(0.0, None, None, refused=problem, refused_field="kind")
+        ctx = {"admission": refusal, "fields_oob": False}
+        return render(request, "jobs/new.html#admission-response", ctx, status=400)
     form = form_class_for(kind, device)(request.POST, request.FILES or None, device=device, user=request.user)
     ctx = new_job_context(request, device, kind, form=form)
     ctx["admission"] = admission_for(form)
@@ -112,14 +140,19 @@ def job_admission(request: HttpRequest) -> HttpResponse:
 def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
     """Run again with changes: the same form, filled in with the job's settings."""
     job = job_for(request.user, job_id)
+    token = submit_token_of(request)
+    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+        return _already_queued(request, queued)
     form = again_form(request, job)
     if request.method == "POST" and form.is_valid():
         changes = {**form.cleaned_params(), "model_id": form.cleaned_data["model"], **form.schedule()}
         try:
-            new = services.job_run_again(job=job, by=request.user, changes=changes)
+            new = services.job_run_again(job=job, by=request.user, changes=changes, idempotency_key=token)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
+            if getattr(new, "idempotent_replay", False):
+                return _already_queued(request, new)
             messages.success(request, "Queued again with your changes.")
             return redirect("jobs-detail", job_id=new.pk)
     ctx = new_job_context(request, job.device, job.kind, form=form, again=job)
@@ -293,7 +326,7 @@ def queue_move(request: HttpRequest, job_id: int) -> HttpResponse:
     job = job_for(request.user, job_id)
     form = DirectionForm(request.POST)
     if not form.is_valid():
-        return HttpResponse("Choose up or down.", status=400)
+        return HttpResponse("Choose up or down.", status=400, content_type="text/plain")
     try:
         services.queue_move(job=job, by=request.user, direction=form.cleaned_data["direction"])
     except ValidationError as exc:

@@ -30,6 +30,17 @@
     socket = null;
   });
 
+  // A form that comes back invalid answers 400 (or 422) with the form and its messages. htmx swaps no 4xx by
+  // default, so the person would see nothing happen: swap those (HTML only; a bare 4xx text is left alone).
+  document.addEventListener("htmx:beforeSwap", function (evt) {
+    var xhr = evt.detail.xhr;
+    var type = (xhr && xhr.getResponseHeader("Content-Type")) || "";
+    if ((xhr.status === 400 || xhr.status === 422) && type.indexOf("text/html") === 0 && xhr.responseText) {
+      evt.detail.shouldSwap = true;
+      evt.detail.isError = false;
+    }
+  });
+
   // Destructive buttons carry data-confirm="…": ask before the request goes out.
   document.addEventListener("submit", function (evt) {
     var form = evt.target;
