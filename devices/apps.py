@@ -13,3 +13,4 @@ class DevicesConfig(AppConfig):
         from hub import live
 
         live.register_topic("device", devices_live.device_topic)
+        live.register_topic("card", devices_live.card_topic)

@@ -1,9 +1,11 @@
 """Device fragments for the live wire: the card (state, loaded models) and the gauges.
 
 Rendered from the named partials of ``devices/_fragments.html`` — the same partials the pages use — with
-``oob=True`` so htmx swaps them in by id. The card goes to ``everyone`` (list and dashboard) and the device's
-group; the gauges only to the device's group (its detail page). Fragments never include the key, and the URL
-only in the admins' version of the card (the address beside a state message), which goes to ``admins`` only.
+``oob=True`` so htmx swaps them in by id. Two topics (``hub.live``): ``device:<id>`` is the card and the gauges
+(dashboard, device page), ``card:<id>`` the card alone (device list). Fragments never include the key, and
+the URL only in the admins' version of the card (the address beside a state message): that version has
+``admins`` as its audience, and the public one excludes admins so it never overwrites theirs.
+Unchanged fragments are not sent again, and the gauges at most about once a second (``hub.live.push``).
 """
 
 from __future__ import annotations
@@ -39,17 +41,24 @@ def render_gauges(device: Device, *, oob: bool = False) -> str:
 
 
 def device_push(device_id: int) -> None:
+    """The card (both topics) and the gauges (``device:<id>``), for the topics someone watches."""
     device = Device.objects.filter(pk=device_id).first()
     if device is None:
         return
+    watching = live.watched([f"device:{device_id}", f"card:{device_id}"])
+    groups = [live.topic_group(t) for t in sorted(watching)]
+    if not groups:
+        return
     card = render_card(device, oob=True)
-    if device.state_detail:
-        # Admins get their own card (with the address); the public one must not overwrite it on their pages.
-        live.push_many([live.EVERYONE, live.device_group(device_id)], card, exclude=[live.ADMINS])
-        live.push(live.ADMINS, render_card(device, oob=True, admin=True), audience=[live.ADMINS])
-    else:
-        live.push_many([live.EVERYONE, live.device_group(device_id)], card)
-    live.push(live.device_group(device_id), render_gauges(device, oob=True))
+    for group in groups:
+        if device.state_detail:
+            # Admins get their own card (with the address); the public one must not overwrite it on their pages.
+            live.push(group, card, exclude=[live.ADMINS], variant=True)
+            live.push(group, render_card(device, oob=True, admin=True), audience=[live.ADMINS], variant=True)
+        else:
+            live.push(group, card)
+    if f"device:{device_id}" in watching:
+        live.push(live.device_group(device_id), render_gauges(device, oob=True), every=live.TICK_EVERY_S)
 
 
 def device_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
@@ -59,3 +68,13 @@ def device_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
     device = Device.objects.get(pk=int(object_id))  # DoesNotExist is handled by the consumer
     card = render_card(device, oob=True, admin=getattr(user, "is_admin", False))
     return [live.device_group(device.pk)], [card, render_gauges(device, oob=True)]
+
+
+def card_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
+    """``watch=card:<id>``: the card alone (the device list shows no gauges)."""
+    if not getattr(user, "is_authenticated", False):
+        raise PermissionDenied
+    device = Device.objects.get(pk=int(object_id))
+    return [live.card_group(device.pk)], [
+        render_card(device, oob=True, admin=getattr(user, "is_admin", False))
+    ]

@@ -6,8 +6,12 @@ never through the socket. The only message a page sends is a periodic ``{"watchi
 
 What a socket may see is re-checked, not remembered from the handshake (see ``hub.live``):
 
-- **Identity groups** (``everyone``, ``user.<id>``, ``admins`` for admins, ``session.<h>``) say who the
-  socket serves. A ``hub.reauth`` control message (sent to ``user.<id>`` when a role or an active flag
+- **Topic groups** carry the fragments: a page names the topics it shows in its URL (``?watch=job:7``) and
+  joins only those groups, so every fragment it receives has a target on the page. Joining a group resets
+  the group's "already sent" memory (``hub.live.forget_sent``): the page got the snapshot, and the next
+  change reaches it even when another page got that same fragment a moment ago.
+- **Identity groups** (``everyone``, ``user.<id>``, ``admins`` for admins, ``submitters`` for people who may
+  queue jobs, ``session.<h>``) say who the socket serves; they carry control messages, not fragments. A ``hub.reauth`` control message (sent to ``user.<id>`` when a role or an active flag
   changes) makes it reload its person and session and recompute every group: it leaves what it may no longer
   watch (a demoted admin leaves ``admins`` at once), joins what it now may, and closes when the person is
   inactive or the session is gone. ``hub.close`` (to ``session.<h>`` on sign-out, ``user.<id>`` on
@@ -36,7 +40,7 @@ from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 from hub import live, metrics
 
 log = logging.getLogger(__name__)
-MAX_TOPICS = 20
+MAX_TOPICS = 40  # a dashboard watches three topics per device plus two
 #: Close code for "you may no longer watch": not one htmx's ws extension reconnects on (1006/1012/1013).
 CLOSE_NOT_ALLOWED = 4403
 
@@ -99,7 +103,7 @@ class HubConsumer(AsyncWebsocketConsumer):
             return  # this socket gets its own version of the element (e.g. an admin's device card)
         audience = event.get("audience")
         if audience is not None and not self.identity.intersection(audience):
-            if group is not None and group not in self.identity:
+            if group is not None and group not in self.identity and not event.get("variant"):
                 # A topic group carried something this socket may no longer see: re-check its topics now.
                 await self._reauthorize()
             return
@@ -163,8 +167,11 @@ class HubConsumer(AsyncWebsocketConsumer):
         wanted = access.groups
         for group in sorted(self.joined - wanted):
             await self.channel_layer.group_discard(group, self.channel_name)
-        for group in sorted(wanted - self.joined):
+        joining = wanted - self.joined
+        for group in sorted(joining):
             await self.channel_layer.group_add(group, self.channel_name)
+        if topic_joins := joining - access.identity:
+            await database_sync_to_async(live.forget_sent)(sorted(topic_joins))
         self.joined = wanted
         self.identity = access.identity
 
@@ -215,6 +222,8 @@ def _identity(user: Any, session_key: str) -> frozenset[str]:
     groups = {live.EVERYONE, live.user_group(user.pk)}
     if getattr(user, "is_admin", False):
         groups.add(live.ADMINS)
+    if getattr(user, "can_submit", False):
+        groups.add(live.SUBMITTERS)
     if session_key:
         groups.add(live.session_group(session_key))
     return frozenset(groups)

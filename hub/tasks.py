@@ -24,4 +24,4 @@ def live_wire_ping(user_id: int, requested_at: str) -> None:
         "dashboard.html#live-wire",
         {"wire": {"requested_at": requested_at, "answered_at": timezone.now()}, "oob": True},
     )
-    live.push(live.user_group(user_id), html)
+    live.push(live.wire_group(user_id), html)  # the dashboards that show the check (watch=wire:<id>)

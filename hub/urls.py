@@ -7,6 +7,7 @@ from django.urls import include, path
 from hub import metrics as hub_metrics
 from hub import views
 from hub.api import api
+from jobs import views as jobs_views
 from jobs.v1 import v1
 
 
@@ -19,7 +20,7 @@ def _token_door(ninja_api):
 
 
 urlpatterns = [
-    path("", views.dashboard, name="dashboard"),
+    path("", jobs_views.dashboard, name="dashboard"),  # the jobs app builds it (jobs.pages)
     path("live-wire/", views.live_wire, name="hub-live-wire"),
     path("healthz", views.healthz, name="healthz"),
     path("metrics", hub_metrics.metrics, name="metrics"),

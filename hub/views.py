@@ -17,7 +17,6 @@ from kombu.exceptions import OperationalError
 
 from hub.health import may_see_details, run_checks
 from hub.tasks import live_wire_ping
-from jobs.pages import dashboard_context
 
 log = logging.getLogger(__name__)
 
@@ -33,12 +32,6 @@ def healthz(request):
     if may_see_details(request):
         body |= {c.name: c.as_json() for c in checks}
     return JsonResponse(body, status=200 if healthy else 503)
-
-
-@require_GET
-def dashboard(request):
-    """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
-    return render(request, "dashboard.html", dashboard_context(request.user))
 
 
 @require_POST

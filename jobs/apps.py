@@ -13,4 +13,5 @@ class JobsConfig(AppConfig):
 
         live.register_topic("job", jobs_live.job_topic)
         live.register_topic("queue", jobs_live.queue_topic)
+        live.register_topic("plan", jobs_live.plan_topic)
         live.register_topic("mine", jobs_live.mine_topic)

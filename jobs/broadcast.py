@@ -1,17 +1,23 @@
-"""The one module that pushes job and queue changes to open browsers (call after commit).
+"""The one module that pushes job and queue changes to open browsers. Only ``jobs.transitions`` calls it,
+after commit: a state change, an event, a progress tick or a queue change (see ``transitions.flush``).
 
-Rendering lives in ``jobs.fragments``; this module decides who receives what:
+Rendering lives in ``jobs.fragments``; this module decides who receives what. Every fragment goes to the
+topic group of the elements it replaces (``hub.live``), so a page gets only what it shows:
 
-- a job's own fragments (prompt, parameters, events, results) go only to people who may view the job:
-  ``job.<id>`` (its page; the topic handler checks access), ``user.<owner>``, ``admins`` and, when shared,
-  ``everyone``. Never ``device.<id>``: anyone signed in may join a device's group. They also carry their
+- a job's page (``job.<id>``): status, events, result, actions, header badge. They carry the job's
   *audience* (owner, admins, everyone when shared): each socket checks it on arrival, so a member who joined
-  ``job.<id>`` while the job was shared gets nothing once it is private — whatever the group, whenever the
-  change — and their socket then leaves the group (``hub.consumers``). No extra call is needed when
-  ``shared`` changes: the change's own broadcast carries the new audience.
-- the device's running-now card and the queue plan are safe for everyone (private jobs appear without their
-  prompt): ``everyone`` and ``device.<id>``. The admins' queue controls (with prompts) go to ``admins`` only,
-  with ``admins`` as their audience (a socket demoted a moment ago drops them).
+  while the job was shared gets nothing once it is private, and then leaves the group (``hub.consumers``).
+  The actions box goes out once per kind of viewer (owner and admins with the buttons), each marked as a
+  *variant* so not getting another person's version says nothing about access.
+- the owner's dashboard list (``mine.<owner>``): the whole list on a change, one row on a progress tick.
+- the device's running-now card and the plan (``queue.<device>``; topics ``plan:`` and ``queue:``) are safe
+  for everyone (private jobs without their prompt); the admins' controls (``control.<device>``, joined by
+  admins watching ``queue:``) carry ``admins`` as their audience.
+
+Quiet by construction: topics nobody watches are not even rendered, ``hub.live.push`` skips a fragment
+identical to the last one the group got, and a progress tick sends each element at most about once a second
+(a state change always goes out). A finished job's result (its player) goes out once, with the move to done,
+and never again: later pushes update only what is around it.
 
 A live update is best effort: a rendering or Redis failure is logged and never fails a job.
 """
@@ -34,33 +40,76 @@ def job_audience(job) -> list[str]:
 
 
 def job_groups(job) -> list[str]:
-    """The groups a job's full fragments are sent to: its page, and everyone in its audience."""
-    return [live.job_group(job.pk), *job_audience(job)]
+    """The groups a job's own fragments are sent to: its page and its owner's dashboard list."""
+    return [live.job_group(job.pk), live.mine_group(job.owner_id)]
 
 
-def public_groups(device_id: int) -> list[str]:
-    return [live.EVERYONE, live.device_group(device_id)]
-
-
-def broadcast_job(job_id: int) -> None:
+def broadcast_job(job_id: int, *, tick: bool = False, entered: str | None = None) -> None:
+    """Push one job's elements. ``tick``: only progress moved (status, row, running card; throttled).
+    ``entered``: the state it just moved to, if any (the move to done brings the result's player)."""
     from jobs import fragments
 
     try:
         job = fragments.job_with_related(job_id)
         if job is None:
             return
-        private = fragments.job_fragments(job)
-        running = fragments.running_fragment(job.device)
+        watching = live.watched(
+            [f"job:{job.pk}", f"mine:{job.owner_id}", f"plan:{job.device_id}", f"queue:{job.device_id}"]
+        )
+        _job_page(job, watching, tick=tick, entered=entered)
+        _owner_list(job, watching, tick=tick)
+        if tick:  # a state change sends the whole queue (broadcast_queue), the running card with it
+            _running(job.device, watching, tick=True)
     except Exception:
-        logger.exception("rendering job %s fragments failed", job_id)
+        logger.exception("pushing job %s failed", job_id)
+
+
+def _job_page(job, watching: set[str], *, tick: bool, entered: str | None) -> None:
+    from jobs import fragments
+
+    if f"job:{job.pk}" not in watching:
         return
-    audience = job_audience(job)
-    for html in private:
-        live.push_many(job_groups(job), html, audience=audience)
-    live.push_many(public_groups(job.device_id), running)
+    group, audience = live.job_group(job.pk), job_audience(job)
+    ctx = fragments.job_context(job, oob=True)
+    every = live.TICK_EVERY_S if tick else 0.0
+    live.push(group, fragments.render_status(job, ctx=ctx), audience=audience, every=every)
+    if tick:
+        return
+    live.push(group, fragments.render_privacy(job), audience=audience)
+    live.push(group, fragments.render_events(ctx), audience=audience)
+    if not fragments.has_player(job) or entered == job.state:
+        live.push(group, fragments.render_result(ctx), audience=audience)
+    for html, variant_audience, exclude in fragments.actions_variants(job):
+        live.push(group, html, audience=variant_audience, exclude=exclude, variant=True)
+
+
+def _owner_list(job, watching: set[str], *, tick: bool) -> None:
+    from jobs import fragments
+
+    if f"mine:{job.owner_id}" not in watching:
+        return
+    group, audience = live.mine_group(job.owner_id), [live.user_group(job.owner_id)]
+    recent = fragments.recent_jobs(job.owner_id)
+    if tick:
+        if any(j.pk == job.pk for j in recent):  # the row is on the list: only it moved
+            live.push(group, fragments.render_job_row(job), audience=audience, every=live.TICK_EVERY_S)
+        return
+    live.push(group, fragments.render_my_jobs(job.owner, jobs=recent), audience=audience)
+
+
+def _running(device, watching: set[str], *, tick: bool) -> None:
+    from jobs import fragments
+
+    every = live.TICK_EVERY_S if tick else 0.0
+    if watching & {f"plan:{device.pk}", f"queue:{device.pk}"}:
+        live.push(live.queue_group(device.pk), fragments.running_fragment(device), every=every)
+    if f"queue:{device.pk}" in watching:  # the admins' list shows the running job's progress too
+        for html in fragments.queue_admin_fragments(device):
+            live.push(live.control_group(device.pk), html, audience=[live.ADMINS], every=every)
 
 
 def broadcast_queue(device_id: int) -> None:
+    """Push one device's queue: the running-now card and the plan (everyone), the controls (admins)."""
     from devices.models import Device
     from jobs import fragments
 
@@ -68,12 +117,12 @@ def broadcast_queue(device_id: int) -> None:
         device = Device.objects.filter(pk=device_id).first()
         if device is None:
             return
-        public = fragments.queue_fragments(device)
-        admin = fragments.queue_admin_fragments(device)
+        watching = live.watched([f"plan:{device_id}", f"queue:{device_id}"])
+        if watching:
+            for html in fragments.queue_fragments(device):
+                live.push(live.queue_group(device_id), html)
+        if f"queue:{device_id}" in watching:  # the queue page, where admins have their controls
+            for html in fragments.queue_admin_fragments(device):
+                live.push(live.control_group(device_id), html, audience=[live.ADMINS])
     except Exception:
-        logger.exception("rendering queue fragments for device %s failed", device_id)
-        return
-    for html in public:
-        live.push_many(public_groups(device_id), html)
-    for html in admin:
-        live.push(live.ADMINS, html, audience=[live.ADMINS])
+        logger.exception("pushing the queue of device %s failed", device_id)

@@ -27,14 +27,14 @@ from devices.models import Device
 from jobs import lease
 from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState
 from jobs.runners import PollResult, Stopped, runner_for, style_of
-from jobs.transitions import job_note, job_set, job_transition
+from jobs.transitions import job_note, job_set, job_ticked, job_transition
 
 logger = logging.getLogger("jobs.engine")
 S = JobState
 POLLING_STATES = (S.SUBMITTED, S.RUNNING, S.COLLECTING)
 MAX_ATTEMPTS = 4  # transient failures before a job is failed for good
 MAX_AUTO_REQUEUES = 1  # interrupted jobs are re-queued once
-PROGRESS_EVERY_S = 0.5  # stream/blocking progress: at most two DB writes and broadcasts per second
+PROGRESS_EVERY_S = 0.5  # stream/blocking progress: at most two DB writes per second (pushes: one, hub.live)
 
 
 # -- helpers ---------------------------------------------------------------------------------------------------
@@ -414,11 +414,10 @@ def _execute(job: Job, runner, lost) -> None:
         last[0] = t
         if not job_set(job.pk, only_in=[S.RUNNING], progress=round(min(pct, 99.9), 1), phase=phase[:100]):
             return True  # cancelled: stop
-        from jobs.broadcast import broadcast_job
         from jobs.eta import note_progress
 
         note_progress(job.pk)
-        broadcast_job(job.pk)
+        job_ticked(job.pk)
         return False
 
     try:
@@ -584,12 +583,11 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         )
     elif moved or result.phase != job.phase:
         job_set(job.pk, only_in=POLLING_STATES, progress=result.progress, phase=result.phase[:100])
-        from jobs.broadcast import broadcast_job
         from jobs.eta import note_progress
 
         if moved:
             note_progress(job.pk)
-        broadcast_job(job.pk)
+        job_ticked(job.pk)
     schedule_poll(job.pk, countdown=_next_interval(job, moved=moved), ticket=ticket)
 
 

@@ -269,9 +269,10 @@ def _later(t: dt.datetime, seconds: float, ceiling: dt.datetime) -> dt.datetime:
 
 
 def plan_device(device_id: int) -> None:
-    """Recompute and store every queued job's predicted start/finish, then push the queue."""
-    from jobs.broadcast import broadcast_queue
+    """Recompute and store every queued job's predicted start/finish; the queue goes out once, after commit,
+    through the one sender (``jobs.transitions.plan_changed``; an identical plan is not sent again)."""
     from jobs.models import Job
+    from jobs.transitions import plan_changed
 
     rows = plan(device_id)
     changed = []
@@ -280,4 +281,4 @@ def plan_device(device_id: int) -> None:
             changed.append(Job(pk=job.pk, predicted_start=start, predicted_finish=finish))
     if changed:
         Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish"])
-    transaction.on_commit(lambda: broadcast_queue(device_id))
+    plan_changed(device_id)

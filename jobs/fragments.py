@@ -2,12 +2,17 @@
 
 Who receives what is decided in ``jobs.broadcast`` (the one module that pushes):
 
-- :func:`job_fragments` carries the prompt, parameters and results: only for people who may view the job.
+- :func:`job_page_fragments` is the job page's live part (status, events, result, actions, header badge):
+  only for people who may view the job. The actions box is rendered per viewer (:func:`actions_variants`:
+  the owner and admins get the buttons ``Job.can_cancel``/``can_retry`` allow).
 - :func:`running_fragment`, the device's running-now card, is public-safe (no private prompt).
 - :func:`queue_fragments` is safe for ``everyone``: a job someone may not view appears as "Video by mia"
   without its prompt (shared jobs show it). :func:`queue_admin_fragments` adds the admins' controls and
-  the prompts, for ``admins`` only (the queue page also reloads its controls whenever the plan arrives,
-  so they stay right even when only the public fragments are pushed).
+  the prompts, for admins only.
+- :func:`render_my_jobs` / :func:`render_job_row`: the dashboard's "my recent jobs", for its owner.
+
+A player (video, audio, 3D viewer, image) is never in a fragment once the result exists, except the one push
+that brings it (the job's move to done): pushes update status, progress and text around it.
 
 Each fragment carries ``hx-swap-oob="true"``; duplicates or late arrivals are harmless because every push
 replaces the whole element with the current truth from the database.
@@ -26,7 +31,7 @@ from django.utils import timezone
 
 from devices.capabilities import Capabilities
 from devices.models import Device
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobEvent
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobEvent, JobState
 from jobs.selectors import queue_plan, running_job
 
 DETAIL = "jobs/detail.html"
@@ -114,11 +119,8 @@ def job_with_related(job_id: int) -> Job | None:
 
 
 def job_fragments(job: Job) -> list[str]:
-    """Status (pill + progress + phase/ETA), event log, result and list row of one job, all out-of-band.
-
-    (``jobs.broadcast`` sends the device's public running-now card beside them: progress ticks don't replan
-    the queue, and that card is how the dashboards of everyone watching the device see the bar move.)
-    """
+    """Status (pill + progress + phase/ETA), event log, result and list row of one job, all out-of-band
+    (what the job shows to anyone who may view it; ``jobs.broadcast`` sends each to its own topic)."""
     ctx = job_context(job, oob=True)
     return [
         render_to_string(f"{DETAIL}#job-status", ctx),
@@ -126,6 +128,97 @@ def job_fragments(job: Job) -> list[str]:
         render_to_string(f"{DETAIL}#job-result", ctx),
         render_to_string(f"{PARTS}#job-row", ctx),
     ]
+
+
+def render_status(job: Job, *, ctx: dict[str, Any] | None = None) -> str:
+    return render_to_string(f"{DETAIL}#job-status", ctx or job_context(job, oob=True))
+
+
+def render_events(ctx: dict[str, Any]) -> str:
+    return render_to_string(f"{DETAIL}#job-events", ctx)
+
+
+def render_result(ctx: dict[str, Any]) -> str:
+    return render_to_string(f"{DETAIL}#job-result", ctx)
+
+
+def render_privacy(job: Job) -> str:
+    return render_to_string(f"{DETAIL}#job-privacy", {"job": job, "oob": True})
+
+
+def render_buttons(job: Job, *, manage: bool, submit: bool) -> str:
+    return render_to_string(
+        f"{DETAIL}#job-buttons", {"job": job, "may": {"manage": manage, "submit": submit}, "oob": True}
+    )
+
+
+def has_player(job: Job) -> bool:
+    """The job's result section holds a player (or the picture): pushes must never replace it."""
+    return job.state == JobState.DONE
+
+
+def job_page_fragments(job: Job, *, viewer: Any, with_player: bool) -> list[str]:
+    """The job page's live elements as ``viewer`` sees them (the websocket snapshot).
+
+    Without ``with_player`` a finished job's result is left out: the page has it, and its player must stay.
+    """
+    from jobs.selectors import can_manage
+
+    ctx = job_context(job, oob=True)
+    out = [render_status(job, ctx=ctx), render_events(ctx), render_privacy(job)]
+    if with_player or not has_player(job):
+        out.append(render_result(ctx))
+    out.append(
+        render_buttons(job, manage=can_manage(viewer, job), submit=bool(getattr(viewer, "can_submit", False)))
+    )
+    return out
+
+
+def actions_variants(job: Job) -> list[tuple[str, list[str], list[str]]]:
+    """The actions box for everyone who may see the job: (html, audience, exclude) per kind of viewer.
+
+    The owner and admins may act (cancel, retry, share); others see at most "Run again with changes" (people
+    who may queue jobs) and only on a shared job. ``exclude`` keeps each socket to its one version.
+    """
+    from hub import live
+
+    owner, admins = live.user_group(job.owner_id), live.ADMINS
+    managers = render_buttons(job, manage=True, submit=True)
+    if job.owner.can_submit:
+        out = [(managers, [owner, admins], [])]
+    else:  # e.g. an owner who is a viewer now: may still cancel and share, not queue again
+        out = [(render_buttons(job, manage=True, submit=False), [owner], []), (managers, [admins], [owner])]
+    if job.shared:
+        out.append((render_buttons(job, manage=False, submit=True), [live.SUBMITTERS], [owner, admins]))
+        out.append(
+            (
+                render_buttons(job, manage=False, submit=False),
+                [live.EVERYONE],
+                [owner, admins, live.SUBMITTERS],
+            )
+        )
+    return out
+
+
+def render_job_row(job: Job) -> str:
+    return render_to_string(f"{PARTS}#job-row", {"job": job, "title": job_title(job), "oob": True})
+
+
+def recent_jobs(owner_id: int) -> list[Job]:
+    """The dashboard's "my recent jobs" (``jobs.pages.RECENT_SHOWN`` of them, newest first)."""
+    from jobs.pages import RECENT_SHOWN
+
+    return list(
+        Job.objects.filter(owner_id=owner_id, hidden_at__isnull=True)
+        .select_related("device", "owner")
+        .order_by("-created", "-id")[:RECENT_SHOWN]
+    )
+
+
+def render_my_jobs(owner: Any, *, jobs: list[Job] | None = None) -> str:
+    jobs = recent_jobs(owner.pk) if jobs is None else jobs
+    ctx = {"recent": [{"job": j, "title": job_title(j)} for j in jobs], "user": owner, "oob": True}
+    return render_to_string("dashboard.html#my-jobs", ctx)
 
 
 def running_fragment(device: Device) -> str:

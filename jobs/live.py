@@ -1,11 +1,15 @@
 """Websocket topics for job pages and queues (registered in ``JobsConfig.ready``).
 
-- ``job:<id>``: the job's page. Only people who may view the job join ``job.<id>``; the snapshot is the
-  job's current fragments, so a reload or reconnect shows the truth at once. The check is repeated whenever
-  access may have changed (``hub.consumers``): a job made private stops reaching the people who watched it.
-- ``queue:<device_id>``: the plan and the running-now card (both safe for everyone; they arrive through
-  ``everyone`` and the device's group, which anyone signed in may join); admins also get their control list.
-- ``mine:<user_id>``: the dashboard's "my recent jobs" rows (only your own id is accepted).
+Each topic names the elements a page shows (``hub.live``), and its snapshot is exactly those elements, as the
+person watching may see them:
+
+- ``job:<id>``: the job's page (status, events, result, actions, header badge). Only people who may view the
+  job join ``job.<id>``; the check is repeated whenever access may have changed (``hub.consumers``): a job
+  made private stops reaching the people who watched it. The snapshot leaves out a finished job's result
+  (its player is on the page already and is never replaced: ``jobs.broadcast``).
+- ``plan:<device_id>``: the running-now card and the plan, safe for everyone (dashboard, new-job page).
+- ``queue:<device_id>``: the queue page: the same, plus the admins' control list for admins.
+- ``mine:<user_id>``: the dashboard's "my recent jobs" list (only your own id is accepted).
 """
 
 from __future__ import annotations
@@ -14,46 +18,45 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
-from django.template.loader import render_to_string
 
 from devices.models import Device
 from hub import live
 from jobs import fragments
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
 from jobs.selectors import job_for
 
 
-def job_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
+def _signed_in(user: Any) -> None:
     if not getattr(user, "is_authenticated", False):
         raise PermissionDenied
+
+
+def job_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
+    _signed_in(user)
     try:
         job = job_for(user, object_id)
     except Http404:  # not an ObjectDoesNotExist: the consumer only expects refusals it knows
         raise PermissionDenied from None
-    return [live.job_group(job.pk)], fragments.job_fragments(fragments.job_with_related(job.pk))
+    job = fragments.job_with_related(job.pk)
+    return [live.job_group(job.pk)], fragments.job_page_fragments(job, viewer=user, with_player=False)
+
+
+def plan_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
+    _signed_in(user)
+    device = Device.objects.get(pk=int(object_id))
+    return [live.queue_group(device.pk)], fragments.queue_fragments(device)
 
 
 def queue_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
-    if not getattr(user, "is_authenticated", False):
-        raise PermissionDenied
-    device = Device.objects.get(pk=int(object_id))
-    snapshot = fragments.queue_fragments(device)
+    """The plan for everyone; admins also join the controls' group (left again the moment they are not)."""
+    groups, snapshot = plan_topic(user, object_id)
     if getattr(user, "is_admin", False):
-        snapshot += fragments.queue_admin_fragments(device)
-    # The device's group too: progress ticks reach the running-now card through it (see job_fragments).
-    return [live.EVERYONE, live.device_group(device.pk)], snapshot
+        groups.append(live.control_group(int(object_id)))
+        snapshot += fragments.queue_admin_fragments(Device.objects.get(pk=int(object_id)))
+    return groups, snapshot
 
 
 def mine_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
-    if not getattr(user, "is_authenticated", False) or str(user.pk) != object_id:
+    _signed_in(user)
+    if str(user.pk) != object_id:
         raise PermissionDenied
-    jobs = Job.objects.filter(owner=user, state__in=[*WAITING_STATES, *ACTIVE_STATES]).select_related(
-        "owner", "device"
-    )[:10]
-    rows = [
-        render_to_string(
-            f"{fragments.PARTS}#job-row", {"job": j, "title": fragments.job_title(j), "oob": True}
-        )
-        for j in jobs
-    ]
-    return [live.user_group(user.pk)], rows
+    return [live.mine_group(user.pk)], [fragments.render_my_jobs(user)]

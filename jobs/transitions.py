@@ -2,12 +2,20 @@
 
 A transition names the states it may leave (``from_states``); if the row is no longer in one of them (a double
 click, a second worker, a cancel that got there first) nothing happens and the caller gets ``False``.
+
+This module is also the one sender of live updates for jobs and queues (``jobs.broadcast``): every change
+is collected per transaction and sent once, after commit (:func:`flush`) — a state change replans the
+device first, then pushes the job and the queue once. Other changes come in through :func:`job_ticked`
+(progress moved), :func:`plan_changed` (the planner stored new predictions, or a queue setting changed) and
+the ``shared`` flag of :func:`job_note`.
 """
 
 from __future__ import annotations
 
+import contextvars
 import logging
 from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 from django.db import transaction
@@ -19,12 +27,106 @@ from jobs.models import Job, JobEvent
 logger = logging.getLogger("jobs")
 
 
-def _after_commit(job_id: int, device_id: int | None = None, *, queue: bool = False) -> None:
-    from jobs import broadcast
+# -- live updates: collected per transaction, sent once after commit ---------------------------------------------
+@dataclass
+class Pending:
+    """What one transaction changed, for the live pages."""
 
-    transaction.on_commit(lambda: broadcast.broadcast_job(job_id))
-    if queue and device_id is not None:
-        transaction.on_commit(lambda: broadcast.broadcast_queue(device_id))
+    #: job id -> the state it entered (None: an event without a state change)
+    jobs: dict[int, str | None] = field(default_factory=dict)
+    ticks: set[int] = field(default_factory=set)  # jobs whose progress alone moved
+    replan: set[int] = field(default_factory=set)  # devices to replan before anything is rendered
+    queues: set[int] = field(default_factory=set)  # devices whose queue goes out
+    callback: Any = None
+
+
+_flushing: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("hub_live_flushing", default=None)
+_PENDING_ATTR = "_hub_live_pending"
+
+
+def _pending() -> tuple[Pending, bool]:
+    """The current transaction's collection (and whether it is new); outside one, a fresh collection.
+
+    A collection whose callback a rollback discarded is replaced, so a rolled-back change never holds back
+    a later one.
+    """
+    if (flushing := _flushing.get()) is not None:
+        return flushing, False
+    conn = transaction.get_connection()
+    if not conn.in_atomic_block:
+        return Pending(), True
+    current: Pending | None = getattr(conn, _PENDING_ATTR, None)
+    if current is not None and any(entry[1] is current.callback for entry in conn.run_on_commit):
+        return current, False
+    current = Pending()
+    setattr(conn, _PENDING_ATTR, current)
+    return current, True
+
+
+def _schedule(
+    *,
+    job_id: int | None = None,
+    device_id: int | None = None,
+    entered: str | None = None,
+    tick: bool = False,
+    replan: bool = False,
+    queue: bool = False,
+) -> None:
+    pending, new = _pending()
+    if job_id is not None:
+        if tick:
+            pending.ticks.add(job_id)
+        else:
+            pending.jobs[job_id] = entered or pending.jobs.get(job_id)
+    if device_id is not None:
+        if replan:
+            pending.replan.add(device_id)
+        if queue or replan:
+            pending.queues.add(device_id)
+    if new:
+
+        def run() -> None:
+            conn = transaction.get_connection()
+            if getattr(conn, _PENDING_ATTR, None) is pending:
+                setattr(conn, _PENDING_ATTR, None)
+            flush(pending)
+
+        pending.callback = run
+        transaction.on_commit(run)  # outside a transaction: at once
+
+
+def flush(pending: Pending) -> None:
+    """Send what ``pending`` collected: replan first, then each job once, then each queue once."""
+    from jobs import broadcast
+    from jobs.eta import plan_device
+
+    token = _flushing.set(pending)  # a replan's plan_changed joins this flush instead of sending on its own
+    try:
+        while pending.replan:
+            device_id = pending.replan.pop()
+            try:
+                plan_device(device_id)
+            except Exception:
+                logger.exception("planning device %s failed", device_id)
+        for job_id, entered in pending.jobs.items():
+            broadcast.broadcast_job(job_id, entered=entered)
+        for job_id in pending.ticks - pending.jobs.keys():
+            broadcast.broadcast_job(job_id, tick=True)
+        for device_id in sorted(pending.queues):
+            broadcast.broadcast_queue(device_id)
+    finally:
+        _flushing.reset(token)
+
+
+def job_ticked(job_id: int) -> None:
+    """A running job's progress or phase moved (saved with :func:`job_set`): its status, row and the running
+    card go out, each at most about once a second."""
+    _schedule(job_id=job_id, tick=True)
+
+
+def plan_changed(device_id: int) -> None:
+    """The device's plan was stored anew or one of its queue settings changed: its queue goes out once."""
+    _schedule(device_id=device_id, queue=True)
 
 
 def job_transition(
@@ -46,7 +148,7 @@ def job_transition(
             return False
         seq, device_id = Job.objects.filter(pk=job_id).values_list("last_seq", "device_id").get()
         JobEvent.objects.create(job_id=job_id, seq=seq, state=to, message=message[:500], data=data or {})
-        _after_commit(job_id, device_id, queue=True)
+        _schedule(job_id=job_id, device_id=device_id, entered=to, replan=True)
     logger.info("job %s -> %s: %s", job_id, to, message)
     return True
 
@@ -59,7 +161,10 @@ def job_note(
     only_in: Iterable[str] = (),
     **fields: Any,
 ) -> bool:
-    """An event in the job's story without a state change (e.g. "device locked, waiting")."""
+    """An event in the job's story without a state change (e.g. "device locked, waiting").
+
+    A change of ``shared`` also sends the queue: the plan everyone sees labels a private job "Video by …".
+    """
     with transaction.atomic():
         qs = Job.objects.filter(pk=job_id)
         if only_in:
@@ -70,12 +175,13 @@ def job_note(
             Job.objects.filter(pk=job_id).values_list("last_seq", "state", "device_id").get()
         )
         JobEvent.objects.create(job_id=job_id, seq=seq, state=state, message=message[:500], data=data or {})
-        _after_commit(job_id, device_id)
+        _schedule(job_id=job_id, device_id=device_id, queue="shared" in fields)
     return True
 
 
 def job_set(job_id: int, *, only_in: Iterable[str] = (), **fields: Any) -> bool:
-    """Plain field update (progress, phase, remote bookkeeping) guarded by state; no event, no broadcast."""
+    """Plain field update (progress, phase, remote bookkeeping) guarded by state; no event, no broadcast
+    (after a progress update, :func:`job_ticked` sends it)."""
     qs = Job.objects.filter(pk=job_id)
     if only_in:
         qs = qs.filter(state__in=list(only_in))

@@ -391,3 +391,12 @@ def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
     if request.GET.get("v", "") == preview["version"] and request.GET.get("m") == mode:
         return HttpResponse(status=204)  # htmx keeps the element, and its polling, as they are
     return render(request, f"{DETAIL}#job-preview", {"job": job})
+
+
+# -- the dashboard (the jobs app builds it: jobs.pages.dashboard_context) ------------------------------------
+@require_GET
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
+    from jobs.pages import dashboard_context
+
+    return render(request, "dashboard.html", dashboard_context(request.user))

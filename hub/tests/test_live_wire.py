@@ -77,7 +77,9 @@ def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_as
 
     async def scenario() -> str:
         async with websockets.connect(
-            base.replace("http", "ws") + "/ws/hub/", origin=base, additional_headers={"Cookie": cookie}
+            base.replace("http", "ws") + f"/ws/hub/?watch=wire:{member.pk}",  # what the dashboard watches
+            origin=base,
+            additional_headers={"Cookie": cookie},
         ) as ws:
             response = await asyncio.to_thread(
                 client.post, "/live-wire/", headers={"X-CSRFToken": csrf, "HX-Request": "true"}
@@ -116,7 +118,7 @@ def test_the_live_wire_says_so_when_the_broker_is_down(member_client, settings):
     assert b"reach the background worker's queue (Redis)" in response.content
 
 
-def test_the_dashboard_opens_the_socket(member_client):
-    page = member_client.get("/")
-    assert b'hx-ext="ws"' in page.content and b'ws-connect="/ws/hub/"' in page.content
+def test_the_dashboard_opens_the_socket(member_client, member):
+    page = member_client.get("/").content.decode()
+    assert 'hx-ext="ws"' in page and f'ws-connect="/ws/hub/?watch=mine:{member.pk},wire:{member.pk}"' in page
     assert Client().get("/").status_code == 302

@@ -20,7 +20,7 @@ def test_it_shows_devices_gauges_and_the_empty_state(member_client, device):
     assert f'id="device-{device.pk}-card"' in html and f'id="device-{device.pk}-gauges"' in html
     assert f'id="device-{device.pk}-running"' in html and f'id="device-{device.pk}-queue"' in html
     assert "No jobs yet — queue your first render" in html
-    assert f"watch=device:{device.pk},queue:{device.pk}" in html
+    assert f"watch=device:{device.pk},plan:{device.pk}," in html  # exactly the topics it shows
     assert 'id="live-wire-button"' in html and 'id="live-wire"' in html
 
 

@@ -7,7 +7,7 @@ from django.core.exceptions import PermissionDenied
 
 from hub import live
 from jobs.broadcast import job_groups
-from jobs.live import job_topic, mine_topic, queue_topic
+from jobs.live import job_topic, mine_topic, plan_topic, queue_topic
 from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 
@@ -24,30 +24,41 @@ def test_the_job_topic_is_for_people_who_may_see_the_job(member, other_member, a
         job_topic(other_member, str(job.pk))
 
 
-def test_the_queue_topic_gives_controls_to_admins_only(member, admin_user, device):
+def test_the_plan_topic_is_public_and_the_queue_topic_adds_controls_for_admins(member, admin_user, device):
     make_job(member, device, prompt="a private fox")
-    _, snapshot = queue_topic(member, str(device.pk))
-    assert not any("queue-admin" in html for html in snapshot)
-    assert not any("a private fox" in html for html in snapshot)
-    _, admin_snapshot = queue_topic(admin_user, str(device.pk))
-    assert any(f'id="device-{device.pk}-queue-admin"' in html for html in admin_snapshot)
+    for person in (member, admin_user):  # the dashboard's and new-job page's: the same for everyone
+        groups, snapshot = plan_topic(person, str(device.pk))
+        assert groups == [live.queue_group(device.pk)]
+        assert (
+            f'id="device-{device.pk}-running"' in snapshot[0]
+            and f'id="device-{device.pk}-queue"' in snapshot[1]
+        )
+        assert not any("queue-admin" in html or "a private fox" in html for html in snapshot)
+    groups, snapshot = queue_topic(member, str(device.pk))  # the queue page of a member: no controls
+    assert groups == [live.queue_group(device.pk)] and len(snapshot) == 2
+    groups, admin_snapshot = queue_topic(admin_user, str(device.pk))
+    assert groups == [live.queue_group(device.pk), live.control_group(device.pk)]
+    assert (
+        f'id="device-{device.pk}-queue-admin"' in admin_snapshot[2] and "a private fox" in admin_snapshot[2]
+    )
 
 
-def test_the_mine_topic_only_takes_your_own_id(member, other_member, device):
+def test_the_mine_topic_is_your_recent_jobs_list_and_only_takes_your_own_id(member, other_member, device):
     job = make_job(member, device, state="running")
-    groups, rows = mine_topic(member, str(member.pk))
-    assert groups == [live.user_group(member.pk)] and f'id="job-{job.pk}-row"' in rows[0]
+    groups, snapshot = mine_topic(member, str(member.pk))
+    assert groups == [live.mine_group(member.pk)] and len(snapshot) == 1
+    assert 'id="my-jobs-box"' in snapshot[0] and f'id="job-{job.pk}-row"' in snapshot[0]
     with pytest.raises(PermissionDenied):
         mine_topic(other_member, str(member.pk))
 
 
-def test_private_job_fragments_go_only_to_people_who_may_see_them(member, device):
+def test_job_fragments_go_only_to_topic_groups_with_the_jobs_audience(member, device):
+    from jobs.broadcast import job_audience
+
     private = make_job(member, device)
     shared = make_job(member, device, shared=True)
-    assert live.EVERYONE not in job_groups(private) and live.device_group(device.pk) not in job_groups(
-        private
-    )
-    assert live.EVERYONE in job_groups(shared)
+    assert job_groups(private) == [live.job_group(private.pk), live.mine_group(member.pk)]
+    assert live.EVERYONE not in job_audience(private) and live.EVERYONE in job_audience(shared)
 
 
 @pytest.mark.django_db(transaction=True)

@@ -48,6 +48,48 @@
     if (question && !window.confirm(question)) evt.preventDefault();
   }, true);
 
+  // Forms that arrived by push (cancel, retry) were rendered without a request, so without its CSRF token:
+  // a plain POST takes the page's token (htmx requests send it as a header already).
+  function csrfToken() {
+    try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; }
+    catch (e) { return ""; }
+  }
+  document.addEventListener("submit", function (evt) {
+    var form = evt.target;
+    if (!form.querySelector || (form.getAttribute("method") || "").toLowerCase() !== "post") return;
+    if (form.querySelector("[name=csrfmiddlewaretoken]")) return;
+    var token = csrfToken();
+    if (!token) return;
+    var input = document.createElement("input");
+    input.type = "hidden";
+    input.name = "csrfmiddlewaretoken";
+    input.value = token;
+    form.appendChild(input);
+  }, true);
+
+  // A player (video, audio, 3D viewer, result image) is never replaced by a push: it would lose its place,
+  // its controls and the browser's buffer. The server sends it once (the move to done); this is the backstop.
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (target && target.querySelector && (target.hasAttribute("data-player") || target.querySelector("[data-player]"))) {
+      evt.preventDefault();
+    }
+  });
+
+  // The result section of a job that finished while this page's socket was down: its snapshot leaves the
+  // player out (a page that has one keeps it), so ask the page for it once.
+  var resultAsked = {};
+  function resultFollows(id) {
+    var box = document.getElementById("job-" + id + "-result");
+    if (!box || box.getAttribute("data-state") === "done" || resultAsked[id]) return;
+    resultAsked[id] = true;
+    setTimeout(function () {
+      var now = document.getElementById("job-" + id + "-result");
+      if (!now || now.getAttribute("data-state") === "done" || !window.htmx) return;
+      window.htmx.ajax("GET", location.pathname, { target: "#job-" + id + "-result", select: "#job-" + id + "-result", swap: "outerHTML" });
+    }, 1500);
+  }
+
   // ---- Jobs: "yours" marks, tab-title progress, notifications, small form helpers -------------------------
   // Everything here reads data-* attributes of elements the server rendered (page or socket push); the server
   // checks every request, so these are conveniences only.
@@ -85,6 +127,7 @@
       if (tag) tag.hidden = !mine;
       var id = el.getAttribute("data-job");
       var state = el.getAttribute("data-state");
+      if (id && state === "done" && el.id === "job-" + id + "-status") resultFollows(id);
       if (!mine || !id || !state) return;
       if (ACTIVE[state] && el.hasAttribute("data-progress") && progress === null) progress = el.getAttribute("data-progress");
       if (el.id === "job-" + id + "-status" && seen[id] && seen[id] !== state) {
