@@ -7,6 +7,7 @@ from django import forms
 from devices.capabilities import Capabilities
 from devices.clients.base import validate_base_url
 from devices.models import Device
+from devices.services import NAME_TAKEN
 
 
 def _clean_url(value: str) -> str:
@@ -73,7 +74,7 @@ class DeviceForm(forms.Form):
         if self.device is not None:
             clash = clash.exclude(pk=self.device.pk)
         if clash.exists():
-            raise forms.ValidationError("A device with this name exists.")
+            raise forms.ValidationError(NAME_TAKEN)
         return name
 
     def clean_time_zone(self) -> str:

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -83,11 +85,27 @@ def device_register(
             setattr(device, attr, value)
     device.is_default = is_default or not Device.objects.exists()
     device.full_clean()
-    with transaction.atomic():
-        if device.is_default:
-            Device.objects.filter(is_default=True).update(is_default=False)
-        device.save()
+    with _name_taken_is_invalid(device):
+        with transaction.atomic():
+            if device.is_default:
+                Device.objects.filter(is_default=True).update(is_default=False)
+            device.save()
     return device
+
+
+NAME_TAKEN = "A device with that name already exists."
+
+
+@contextmanager
+def _name_taken_is_invalid(device: Device) -> Iterator[None]:
+    """``full_clean`` checks the name is free, but two requests at once can both pass it: the database's unique
+    constraint then decides, and the loser gets the same form error instead of an IntegrityError (a 500)."""
+    try:
+        yield
+    except IntegrityError:
+        if not Device.objects.filter(name=device.name).exclude(pk=device.pk).exists():
+            raise
+        raise ValidationError({"name": NAME_TAKEN}) from None
 
 
 def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Device:
@@ -107,10 +125,11 @@ def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Dev
         device.state, device.state_message, device.state_fix = Device.State.UNKNOWN, "", ""
         device.next_poll_at = None  # poll at the next beat
     device.full_clean()
-    with transaction.atomic():
-        if device.is_default:
-            Device.objects.filter(is_default=True).exclude(pk=device.pk).update(is_default=False)
-        device.save()
+    with _name_taken_is_invalid(device):
+        with transaction.atomic():
+            if device.is_default:
+                Device.objects.filter(is_default=True).exclude(pk=device.pk).update(is_default=False)
+            device.save()
     return device
 
 

@@ -51,7 +51,8 @@ def device_add(request: HttpRequest) -> HttpResponse:
             level = messages.SUCCESS if report.ok else messages.WARNING
             messages.add_message(request, level, f"Added {device.name}. Connection test: {report.human}")
             return redirect("devices-detail", device_id=device.pk)
-    return render(request, "devices/device_form.html", {"form": form, "device": None})
+    status = 400 if request.method == "POST" else 200  # the form again, with what is wrong
+    return render(request, "devices/device_form.html", {"form": form, "device": None}, status=status)
 
 
 @admin_required
@@ -67,7 +68,8 @@ def device_edit(request: HttpRequest, device_id: int) -> HttpResponse:
         else:
             messages.success(request, f"Saved {device.name}.")
             return redirect("devices-detail", device_id=device.pk)
-    return render(request, "devices/device_form.html", {"form": form, "device": device})
+    status = 400 if request.method == "POST" else 200
+    return render(request, "devices/device_form.html", {"form": form, "device": device}, status=status)
 
 
 @admin_required

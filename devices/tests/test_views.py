@@ -101,7 +101,7 @@ def test_it_rejects_a_url_with_credentials_or_a_bad_scheme(admin_client):
             reverse("devices-add"),
             {"name": "Bad", "kind": "tiiny", "base_url": url, "night_start": "23:00", "night_end": "07:00"},
         )
-        assert resp.status_code == 200
+        assert resp.status_code == 400  # the form again, with the message
         assert not Device.objects.exists()
 
 
