@@ -124,3 +124,19 @@ def test_an_unknown_chart_range_is_the_default_range(admin_client):
     for value in ("²", "9" * 5000, "", "decade"):
         response = admin_client.get(reverse("devices-metrics", args=[device.pk]), {"range": value})
         assert response.status_code == 200 and response.json()["resolution"] == 10
+
+
+@pytest.mark.browser
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_htmx_shows_the_400_of_a_connection_test_in_the_page(signed_in_page, admin_user):
+    """The "Test connection" button posts with htmx; its 400 (the form's errors) must land in the page,
+    although htmx swaps no 4xx by default (static/js/hub.js opts in for HTML 400/422)."""
+    page = signed_in_page(admin_user)
+    page.goto("/devices/add/")
+    page.fill("#id_base_url", "gopher://x")
+    with page.expect_response(lambda r: r.url.endswith("/devices/add/test/")) as answer:
+        page.click("text=Test connection")
+    assert answer.value.status == 400
+    page.wait_for_selector("#test-result .error", timeout=5000)
+    assert "http" in page.inner_text("#test-result").lower()

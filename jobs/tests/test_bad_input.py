@@ -306,15 +306,6 @@ def test_an_invalid_form_answers_400_with_the_form(member_client, device, htmx):
     assert 'id="job-form"' in response.content.decode()
 
 
-def test_the_page_swaps_400_and_422_forms_under_htmx():
-    """htmx leaves 4xx responses unswapped by default; hub.js turns that on for HTML 400/422 answers."""
-    from pathlib import Path
-
-    js = (Path(__file__).resolve().parents[2] / "static/js/hub.js").read_text()
-    hook = js[js.index("htmx:beforeSwap") :][:500]
-    assert "400" in hook and "422" in hook and "shouldSwap = true" in hook
-
-
 # -- property-based: random text and integers never give a 5xx, never queue invalid input -----------------------
 NASTY = st.sampled_from(
     [
