@@ -40,7 +40,10 @@ PROMPT_KEYS = ("prompt", "caption", "input")
 def _dispatch_on_commit(device_id: int) -> None:
     from jobs.tasks import dispatch
 
-    dispatch.delay_on_commit(device_id)
+    # Robust: the job is committed whatever the broker says. With Redis down the send raised after the commit,
+    # so the page and the API answered 500 for a job that was queued (and a retry queued it twice; found by
+    # scripts/chaos.py). A dispatch that can't be sent is only late: beat's reconcile starts idle queues.
+    transaction.on_commit(lambda: dispatch.delay(device_id), robust=True)
 
 
 def _replan_on_commit(device_id: int) -> None:
