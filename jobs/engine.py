@@ -134,6 +134,9 @@ def finish_done(job: Job) -> bool:
         except Exception:
             logger.exception("learning from job %s failed", job.pk)
         end_job(job)
+        from jobs.tasks import make_thumbnail
+
+        make_thumbnail.delay_on_commit(job.pk)  # after the lease is given back: the next job does not wait
     return ok
 
 

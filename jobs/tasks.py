@@ -64,3 +64,14 @@ def plan(device_id: int) -> None:
     from jobs.eta import plan_device
 
     plan_device(device_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
+def make_thumbnail(job_id: int) -> None:
+    """The gallery thumbnail of a done job, made after the device is free for the next one."""
+    from jobs.models import Job
+    from jobs.thumbnails import thumbnail_for_job
+
+    job = Job.objects.filter(pk=job_id).select_related("owner").first()
+    if job is not None:
+        thumbnail_for_job(job)

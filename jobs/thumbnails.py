@@ -1,7 +1,7 @@
 """Thumbnails: one small picture per result, for the gallery's cards.
 
 Made once, by the worker, right after the result file it shows is saved and checksummed
-(``jobs.runners.base.save_artifact`` calls :func:`thumbnail_after_save`), never on a web request. It is an
+(``jobs.tasks.make_thumbnail`` calls :func:`thumbnail_for_job` once the job is done), never on a web request. It is an
 ``Artifact`` of kind THUMB beside the result (``results/<owner>/<job>/thumb.webp``), so it is served by the
 same authorizing file view and follows the job's visibility exactly.
 
@@ -53,20 +53,22 @@ class ThumbnailError(Exception):
 
 
 # -- the collect hook --------------------------------------------------------------------------------------
-def thumbnail_after_save(job: Job, artifact: Artifact) -> Artifact | None:
-    """Called after a result file is saved: make the job's thumbnail when this file is the one it shows.
+def thumbnail_for_job(job: Job) -> Artifact | None:
+    """The job's thumbnail, made once from the result it shows (``jobs.tasks.make_thumbnail`` runs this after
+    the job is done, off the device's lease: the next job does not wait for it, nor is it counted as device time).
 
     Never raises: a thumbnail is a nicety, and failing to make one must never fail the job.
     """
-    if artifact.kind not in SOURCE_KINDS:
+    existing = Artifact.objects.filter(job=job, kind=Artifact.Kind.THUMB).first()
+    if existing is not None:
+        return existing
+    source = thumbnail_source(job)
+    if source is None:
         return None
     try:
-        source = thumbnail_source(job)
-        if source is None or source.pk != artifact.pk:
-            return None  # e.g. image-2.png of a two-image job: image-1.png is the picture
         return make_thumbnail(job, source)
     except Exception:
-        logger.warning("job %s: no thumbnail from %s", job.pk, artifact.name, exc_info=True)
+        logger.warning("job %s: no thumbnail from %s", job.pk, source.name, exc_info=True)
         return None
 
 

@@ -99,8 +99,7 @@ def save_artifact(
     mime: str | None = None,
 ) -> Artifact:
     """Write (or adopt) a result file under the job's folder, checksum it, and record it. Idempotent by name,
-    so a collect step that runs twice (after a crash) leaves one row per file. The result a gallery card
-    shows also gets its thumbnail here (``jobs.thumbnails``)."""
+    so a collect step that runs twice (after a crash) leaves one row per file."""
     dest = result_path(job, name)
     if data is not None:
         tmp = dest.with_name(dest.name + ".part")
@@ -115,12 +114,6 @@ def save_artifact(
         artifact = Artifact.objects.create(
             job=job, kind=kind, file=job_rel(job, name), name=name, mime=mime, bytes=size, sha256=digest
         )
-    if kind != Artifact.Kind.THUMB:
-        from jobs.thumbnails import thumbnail_after_save
-
-        # Here, once the file is whole and checksummed, in the worker that collects it: never on a web
-        # request. It never raises (a thumbnail that can't be made is logged, and the job still finishes).
-        thumbnail_after_save(job, artifact)
     return artifact
 
 

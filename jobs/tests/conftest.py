@@ -130,3 +130,10 @@ def wait_job(job, states=("done",), timeout: float = 30.0, engine: Engine | None
             f"job {job.pk} is {job.state} ({job.phase}):\n{story}\n{engine.logs() if engine else ''}"
         ) from None
     return job
+
+
+def wait_thumbnail(job, timeout: float = 20.0) -> None:
+    """A done job's thumbnail is made by its own task after the device is free: wait for it."""
+    wait_for(
+        lambda: job.artifacts.filter(kind="thumb").exists(), timeout=timeout, what=f"job {job.pk}'s thumbnail"
+    )

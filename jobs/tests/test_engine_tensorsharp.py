@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from jobs.services import job_cancel, job_submit
-from jobs.tests.conftest import make_device, wait_job
+from jobs.tests.conftest import make_device, wait_job, wait_thumbnail
 from jobs.tests.test_engine_tiiny import PNG
 
 pytestmark = pytest.mark.integration
@@ -30,6 +30,7 @@ def test_it_renders_a_video_and_keeps_the_wav_sidecar(engine, tensorsharp, ts_de
         },
     )
     wait_job(job, timeout=60, engine=engine)
+    wait_thumbnail(job)
     kinds = {a.name: a.kind for a in job.artifacts.all()}
     assert kinds == {"video.mp4": "video", "audio.wav": "sidecar", "thumb.webp": "thumb"}
     assert tensorsharp.counters()["peak_concurrent_work"] == 1
@@ -57,6 +58,7 @@ def test_it_edits_an_image_with_an_upload(engine, member):
             upload_files={"image": SimpleUploadedFile("p.png", buf.getvalue(), "image/png")},
         )
         wait_job(job, timeout=60, engine=engine)
+        wait_thumbnail(job)
         assert sorted(a.name for a in job.artifacts.all()) == ["image.png", "thumb.webp"]
         assert any(k.startswith("POST /api/upload") for k in emu.counters()["requests"])
 

@@ -8,7 +8,7 @@ import pytest
 
 from jobs.models import Artifact, Job
 from jobs.services import job_submit
-from jobs.tests.conftest import wait_job
+from jobs.tests.conftest import wait_job, wait_thumbnail
 
 pytestmark = pytest.mark.integration
 
@@ -74,8 +74,11 @@ def test_it_renders_every_kind_one_after_another(engine, tiiny, pocket, member):
     ]
     for job in jobs:
         wait_job(job, timeout=60, engine=engine)
+    for job in jobs:
+        if job.kind != "mesh":
+            wait_thumbnail(job)
     names = {j.kind + ":" + j.model_id: sorted(a.name for a in j.artifacts.all()) for j in jobs}
-    # Every result gets its gallery thumbnail when the worker collects it (jobs.thumbnails).
+    # Every result gets its gallery thumbnail once it is done, off the device's lease (jobs.tasks).
     assert names[f"video:{VIDEO}"] == ["thumb.webp", "video.mp4"]
     # The 3D job's source picture (PNG above) is a stub that does not decode: no thumbnail, and done anyway.
     assert names["mesh:tencent/Hunyuan3D-2.1"] == ["model.glb"]

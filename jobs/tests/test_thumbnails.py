@@ -25,7 +25,14 @@ from jobs.previews import keep_preview, preview_from_frame, preview_path
 from jobs.runners.base import save_artifact
 from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
-from jobs.thumbnails import BAR_COLOUR, THUMB_NAME, THUMB_SIZE, audio_peaks, thumbnail_source
+from jobs.thumbnails import (
+    BAR_COLOUR,
+    THUMB_NAME,
+    THUMB_SIZE,
+    audio_peaks,
+    thumbnail_for_job,
+    thumbnail_source,
+)
 
 pytestmark = pytest.mark.django_db
 
@@ -82,11 +89,18 @@ def _accent_share(im: Image.Image) -> float:
     return near / (im.width * im.height)
 
 
-# -- each kind of result, made by the collect hook (save_artifact) ------------------------------------------
+# -- each kind of result: saved, then the thumbnail task of the done job ------------------------------------------
+def _save(job, **kw):
+    """A result saved as the runner saves it, then the job's thumbnail as the task makes it once it is done."""
+    art = save_artifact(job, **kw)
+    thumbnail_for_job(job)
+    return art
+
+
 def test_a_video_gets_a_poster_frame(member, device, media):
     job = make_job(member, device, state="running", prompt="a kite over the dunes")
     mp4 = video_mp4(prompt=job.prompt, seconds=2, width=320, height=192, fps=12)
-    save_artifact(job, kind="video", name="video.mp4", data=mp4.read_bytes(), mime="video/mp4")
+    _save(job, kind="video", name="video.mp4", data=mp4.read_bytes(), mime="video/mp4")
     im = _thumb(job)
     assert max(ImageStat.Stat(im).stddev) > 10  # a real frame (gradient and text), not a flat fill
 
@@ -94,7 +108,7 @@ def test_a_video_gets_a_poster_frame(member, device, media):
 def test_a_3d_model_shows_its_source_picture(member, device, media):
     job = make_job(member, device, kind="mesh", state="running")
     _inputs(job, media, {"image": ("image.png", _png((200, 30, 30)))})
-    save_artifact(job, kind="mesh", name="model.glb", data=glb_bytes(), mime="model/gltf-binary")
+    _save(job, kind="mesh", name="model.glb", data=glb_bytes(), mime="model/gltf-binary")
     r, g, b = ImageStat.Stat(_thumb(job)).mean
     assert r > 170 and g < 60 and b < 60
 
@@ -102,7 +116,7 @@ def test_a_3d_model_shows_its_source_picture(member, device, media):
 def test_a_3d_model_without_its_picture_gets_no_thumbnail_and_still_saves(member, device, media, caplog):
     job = make_job(member, device, kind="mesh", state="running")
     with caplog.at_level(logging.WARNING, logger="jobs.thumbnails"):
-        art = save_artifact(job, kind="mesh", name="model.glb", data=glb_bytes(), mime="model/gltf-binary")
+        art = _save(job, kind="mesh", name="model.glb", data=glb_bytes(), mime="model/gltf-binary")
     assert art.pk and not job.artifacts.filter(kind="thumb").exists()
     assert "no thumbnail from model.glb" in caplog.text
 
@@ -110,19 +124,19 @@ def test_a_3d_model_without_its_picture_gets_no_thumbnail_and_still_saves(member
 @pytest.mark.parametrize("kind", ["music", "speech"])
 def test_audio_gets_a_waveform_in_the_accent_colour(member, device, media, kind):
     job = make_job(member, device, kind=kind, state="running")
-    save_artifact(job, kind="audio", name="song.wav", data=wav_bytes(seconds=3, kind=kind), mime="audio/wav")
+    _save(job, kind="audio", name="song.wav", data=wav_bytes(seconds=3, kind=kind), mime="audio/wav")
     assert _accent_share(_thumb(job)) > 0.05
 
 
 def test_an_mp3_is_decoded_for_its_waveform(member, device, media):
     job = make_job(member, device, kind="speech", state="running")
-    save_artifact(job, kind="audio", name="speech.mp3", data=mp3_bytes(seconds=2), mime="audio/mpeg")
+    _save(job, kind="audio", name="speech.mp3", data=mp3_bytes(seconds=2), mime="audio/mpeg")
     assert _accent_share(_thumb(job)) > 0.05
 
 
 def test_silence_draws_flat_bars(member, device, media):
     job = make_job(member, device, kind="speech", state="running")
-    save_artifact(job, kind="audio", name="speech.wav", data=_wav([0.0, 0.0]), mime="audio/wav")
+    _save(job, kind="audio", name="speech.wav", data=_wav([0.0, 0.0]), mime="audio/wav")
     assert 0 < _accent_share(_thumb(job)) < 0.03
 
 
@@ -137,9 +151,9 @@ def test_waveform_bars_follow_the_loudness(tmp_path):
 
 def test_an_image_shows_itself_once_for_several(member, device, media):
     job = make_job(member, device, kind="image", state="running")
-    save_artifact(job, kind="image", name="image-1.png", data=_png((20, 160, 40)), mime="image/png")
+    _save(job, kind="image", name="image-1.png", data=_png((20, 160, 40)), mime="image/png")
     first = job.artifacts.get(kind="thumb")
-    save_artifact(job, kind="image", name="image-2.png", data=_png((20, 20, 200)), mime="image/png")
+    _save(job, kind="image", name="image-2.png", data=_png((20, 20, 200)), mime="image/png")
     assert job.artifacts.get(kind="thumb").pk == first.pk  # image-1 is the picture; image-2 left it alone
     r, g, b = ImageStat.Stat(_thumb(job)).mean
     assert g > 130 and r < 60
@@ -147,12 +161,10 @@ def test_an_image_shows_itself_once_for_several(member, device, media):
 
 def test_a_sidecar_makes_no_thumbnail_and_a_broken_video_never_fails_the_save(member, device, media, caplog):
     job = make_job(member, device, state="running")
-    save_artifact(job, kind="sidecar", name="audio.wav", data=_wav([0.5]), mime="audio/wav")
+    _save(job, kind="sidecar", name="audio.wav", data=_wav([0.5]), mime="audio/wav")
     assert not job.artifacts.filter(kind="thumb").exists()
     with caplog.at_level(logging.WARNING, logger="jobs.thumbnails"):
-        art = save_artifact(
-            job, kind="video", name="video.mp4", data=b"\x00\x00\x00\x18ftypmp42", mime="video/mp4"
-        )
+        art = _save(job, kind="video", name="video.mp4", data=b"\x00\x00\x00\x18ftypmp42", mime="video/mp4")
     assert art.pk and not job.artifacts.filter(kind="thumb").exists()
     assert "no thumbnail from video.mp4" in caplog.text
 
@@ -181,7 +193,7 @@ def test_the_backfill_makes_the_missing_ones(member, device, media, capsys):
 # -- pages: the gallery card, the result list ------------------------------------------------------------------
 def test_the_gallery_card_shows_the_thumbnail_with_its_size(member_client, member, device, media):
     job = make_job(member, device, kind="image", state="done", prompt="a green field")
-    save_artifact(job, kind="image", name="image-1.png", data=_png(), mime="image/png")
+    _save(job, kind="image", name="image-1.png", data=_png(), mime="image/png")
     bare = make_job(member, device, state="done", prompt="no picture yet")
     html = member_client.get("/jobs/").content.decode()
     thumb = job.artifacts.get(kind="thumb")
@@ -195,7 +207,7 @@ def test_the_gallery_card_shows_the_thumbnail_with_its_size(member_client, membe
 
 def test_the_thumbnail_is_not_offered_as_a_download(member_client, member, device, media):
     job = make_job(member, device, kind="image", state="done")
-    save_artifact(job, kind="image", name="image-1.png", data=_png(), mime="image/png")
+    _save(job, kind="image", name="image-1.png", data=_png(), mime="image/png")
     html = member_client.get(f"/jobs/{job.pk}/").content.decode()
     assert "image-1.png" in html and THUMB_NAME not in html
 
@@ -205,9 +217,7 @@ def test_the_thumbnail_is_not_offered_as_a_download(member_client, member, devic
 def job_with_media(member, device, media):
     job = make_job(member, device, kind="speech", state="done", prompt="hello there")
     _inputs(job, media, {"ref_audio": ("ref_audio.wav", _wav([0.5]))})
-    save_artifact(
-        job, kind="audio", name="speech.wav", data=wav_bytes(seconds=1, kind="speech"), mime="audio/wav"
-    )
+    _save(job, kind="audio", name="speech.wav", data=wav_bytes(seconds=1, kind="speech"), mime="audio/wav")
     return job, job.artifacts.get(kind="thumb")
 
 
@@ -397,5 +407,6 @@ def test_the_tensorsharp_runner_keeps_the_latest_preview_and_makes_the_thumbnail
     assert len(seen) >= 3 and {fmt for _, _, fmt in seen} == {"PNG"}  # a whole picture every time
     assert len({stamp for _, stamp, _ in seen}) >= 3  # replaced as new previews arrived
     assert not preview_path(job).exists()  # the result replaced it
+    thumbnail_for_job(job)  # what the done job's task does
     assert sorted(a.name for a in job.artifacts.all()) == ["image.png", THUMB_NAME]
     assert _thumb(job).size == THUMB_SIZE
