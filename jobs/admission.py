@@ -199,6 +199,20 @@ def form_for(*, owner: Any, device: Any, kind: str, data: Mapping[str, Any] | No
     return spec.form(data, files, device=device, user=owner)
 
 
+def resolve_model(*, owner: Any, device: Any, kind: str, value: Any) -> Any:
+    """The device's own model id for what a script typed: the id itself, or its name without the publisher
+    ("MiniMax-H3-Turbo", any case) when exactly one of the models this device offers for the kind has it."""
+    if not isinstance(value, str) or not value:
+        return value
+    offered = form_for(owner=owner, device=device, kind=kind, data=None).fields["model"].choices
+    ids = [choice for choice, _label in offered]
+    if value in ids:
+        return value
+    name = value.rsplit("/", 1)[-1].casefold()
+    matches = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == name]
+    return matches[0] if len(matches) == 1 else value
+
+
 def form_admission(form: Any) -> Admission:
     """``admit`` for what a (cleaned) form holds: the summary under the submit form and the decision alike."""
     schedule = form.schedule()
@@ -247,6 +261,8 @@ def check_request(
     data.setdefault("polite", True)
     if data["polite"] in (False, "false", "False", "0", 0, "off", ""):
         data.pop("polite")  # a checkbox that isn't ticked is simply absent
+    if "model" in data:
+        data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
     form = form_for(owner=owner, device=device, kind=kind, data=data, files=files or {})
     return check_form(form)
 

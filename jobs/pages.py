@@ -230,18 +230,15 @@ def admission_for(form: JobForm) -> Admission | None:
 def again_form(request: HttpRequest, job: Job) -> JobForm:
     """The job's form filled in with its settings. Its input files are reused by ``job_run_again``, so file
     fields are optional here (browsers can't pre-fill a file input)."""
+    form_class = form_class_for(job.kind, job.device)
     initial = {
-        **job.params,
+        **form_class.fields_from_params(job.params or {}),
         "model": job.model_id,
         "when": job.when,
         "polite": job.polite,
         "shared": job.shared,
     }
-    if "size" in job.params and "x" in str(job.params["size"]) and "width" not in job.params:
-        initial["width"], initial["height"] = str(job.params["size"]).split("x", 1)
-    form = form_class_for(job.kind, job.device)(
-        request.POST or None, None, device=job.device, user=request.user, initial=initial
-    )
+    form = form_class(request.POST or None, None, device=job.device, user=request.user, initial=initial)
     for f in form.fields.values():
         if isinstance(f, forms.FileField):
             f.required = False

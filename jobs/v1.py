@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from hub.accounts.tokens import TokenInvalid
+from jobs.admission import resolve_model
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
 
 log = logging.getLogger("jobs.v1")
@@ -272,6 +273,7 @@ def _pick_model(device, kind: str, data: dict[str, Any]) -> str:
         if len(models) == 1:
             return models[0]
         raise V1Error(400, f"Choose a model: {', '.join(models)}.", param="model")
+    model = resolve_model(owner=None, device=device, kind=kind, value=model)  # e.g. without its publisher
     if str(model) not in models:
         raise V1Error(
             400,

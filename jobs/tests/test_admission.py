@@ -128,3 +128,16 @@ def test_the_registry_names_a_form_runner_and_estimate_for_every_pair():
 
 def test_kinds_for_follows_what_the_device_reports(device):
     assert kinds_for(device) == ["video", "mesh", "music", "image", "speech"]
+
+
+def test_a_model_may_be_named_without_its_publisher_when_that_is_unambiguous(device, member):
+    for typed in ("MiniMax-H3-Turbo", "minimax/minimax-h3-turbo", VIDEO):
+        checked = admission.check_request(
+            owner=member, device=device, kind="video", data={"model": typed, **SHORT}
+        )
+        assert checked.model_id == VIDEO
+    with pytest.raises(admission.RequestInvalid) as exc:
+        admission.check_request(
+            owner=member, device=device, kind="video", data={"model": "Other/Thing", **SHORT}
+        )
+    assert "model" in exc.value.errors

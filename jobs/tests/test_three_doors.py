@@ -69,3 +69,29 @@ def test_every_door_refuses_with_the_same_words(member_client, bearer, device, f
     if field:
         assert error["param"] == field
     assert Job.objects.count() == 0
+
+
+def test_a_script_may_name_the_model_without_its_publisher(bearer, device):
+    """``MiniMax/MiniMax-H3-Turbo`` or ``MiniMax-H3-Turbo`` finds the device's one H3 model through /v1 and REST."""
+    v1 = bearer.post(
+        "/v1/videos",
+        {"model": "MiniMax/MiniMax-H3-Turbo", "prompt": "fox", "size": "832x480", "seconds": "4"},
+        content_type="application/json",
+    )
+    assert v1.status_code == 200, v1.content
+    assert v1.json()["model"] == VIDEO
+    rest = bearer.post(
+        "/api/jobs",
+        {
+            "device": device.pk,
+            "kind": "video",
+            "model": "MiniMax-H3-Turbo",
+            "prompt": "fox",
+            "size": "832x480",
+            "seconds": 2,
+            "steps": 4,
+        },
+        content_type="application/json",
+    )
+    assert rest.status_code == 201, rest.content
+    assert Job.objects.filter(model_id=VIDEO).count() == 2
