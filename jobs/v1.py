@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from hub.accounts.tokens import TokenInvalid
+from hub.parsing import parse_id, parse_int, parse_int_or_none
 from jobs.admission import resolve_model
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
 
@@ -238,7 +239,8 @@ def _device_for(request: HttpRequest, data: dict[str, Any]):
             raise V1Error(400, "The hub has no device yet; an admin adds one under Devices.", param="device")
         return device
     ref = str(ref).strip()
-    device = Device.objects.filter(pk=int(ref)).first() if ref.isdigit() else None
+    pk = parse_id(ref)
+    device = Device.objects.filter(pk=pk).first() if pk is not None else None
     device = (
         device or Device.objects.filter(name=ref).first() or Device.objects.filter(name__iexact=ref).first()
     )
@@ -479,8 +481,9 @@ def _video_for(request: HttpRequest, video_id: str) -> Job:
 
     number = video_id[len(VIDEO_PREFIX) :] if video_id.startswith(VIDEO_PREFIX) else ""
     job = None
-    if number.isdigit():
-        job = jobs_visible_to(request.user).filter(pk=int(number), kind=JobKind.VIDEO).first()
+    pk = parse_id(number)
+    if pk is not None:
+        job = jobs_visible_to(request.user).filter(pk=pk, kind=JobKind.VIDEO).first()
     if job is None:  # someone else's private video looks exactly like a missing one
         raise _not_found(f"No video with id {video_id!r}.")
     return job
@@ -507,19 +510,19 @@ def _video_list(request: HttpRequest) -> JsonResponse:
     order = request.GET.get("order", "desc")
     if order not in ("asc", "desc"):
         raise V1Error(400, "order must be asc or desc.", param="order")
-    raw_limit = request.GET.get("limit", "20")
-    if not raw_limit.isdigit() or not 1 <= int(raw_limit) <= LIST_LIMIT_MAX:
+    limit = parse_int_or_none(request.GET.get("limit", "20"), minimum=1, maximum=LIST_LIMIT_MAX)
+    if limit is None:
         raise V1Error(400, f"limit must be a whole number from 1 to {LIST_LIMIT_MAX}.", param="limit")
-    limit = int(raw_limit)
     # Your own videos, as OpenAI lists a project's: shared ones of others are in the gallery, not here.
     qs = jobs_visible_to(request.user).filter(owner=request.user, kind=JobKind.VIDEO)
     qs = qs.order_by("pk" if order == "asc" else "-pk")
     after = request.GET.get("after")
     if after:
         number = after[len(VIDEO_PREFIX) :] if after.startswith(VIDEO_PREFIX) else ""
-        if not number.isdigit():
-            raise V1Error(400, f"after must be a video id (video_…), not {after!r}.", param="after")
-        qs = qs.filter(pk__gt=int(number)) if order == "asc" else qs.filter(pk__lt=int(number))
+        after_pk = parse_id(number)
+        if after_pk is None:
+            raise V1Error(400, f"after must be a video id (video_…), not {after[:40]!r}.", param="after")
+        qs = qs.filter(pk__gt=after_pk) if order == "asc" else qs.filter(pk__lt=after_pk)
     rows = list(qs[: limit + 1])
     data = [_video_object(job) for job in rows[:limit]]
     return JsonResponse(
@@ -669,8 +672,7 @@ def _twin(request: HttpRequest, device, checked) -> Job | None:
     The SDK retries a call that timed out on its side (600 s by default) or got a 5xx; without this, each retry
     of a long wait would queue the same image again.
     """
-    retry = request.headers.get("x-stainless-retry-count", "0")
-    if not retry.isdigit() or int(retry) < 1:
+    if parse_int(request.headers.get("x-stainless-retry-count"), 0, minimum=0) < 1:
         return None
     since = timezone.now() - dt.timedelta(seconds=float(settings.HUB_V1_WAIT_S) * 3 + 60)
     candidates = Job.objects.filter(

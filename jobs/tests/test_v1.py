@@ -520,3 +520,20 @@ def test_unknown_routes_and_methods_answer_in_openai_shape(member, device):
     client = api(member)
     assert error_of(client.get("/v1/chat/completions"), 404)["code"] == "not_found"
     assert error_of(client.put("/v1/videos"), 405)["code"] == "method_not_allowed"
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "/v1/videos?limit=²",
+        "/v1/videos?limit=" + "9" * 5000,
+        "/v1/videos?after=video_²",
+        "/v1/videos?after=video_" + "9" * 5000,
+        "/v1/videos/video_²",
+        "/v1/videos/video_" + "9" * 5000,
+    ],
+)
+def test_odd_numbers_in_ids_and_limits_are_a_4xx_never_a_500(member, device, url):
+    response = api(member).get(url)
+    assert 400 <= response.status_code < 500
+    assert "error" in response.json()
