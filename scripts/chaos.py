@@ -217,6 +217,9 @@ def plan_night(opts: Options, rng: random.Random) -> list[Submission]:
     burst = int(len(subs) * 0.4)
     for k, sub in enumerate(subs):
         sub.at = 0.0 if k < burst else rng.uniform(0.5, opts.submit_window_s)
+    # A long video last, so a render is still under way when the device stalls for an hour (the last fault).
+    last = next(s for s in subs if s.kind == "video" and s.device == "tiiny" and s.data.get("seconds") == 7)
+    last.at = opts.submit_window_s
     subs.sort(key=lambda s: (s.at, s.n))
     return subs
 
@@ -380,6 +383,8 @@ class Summary:
     counters: dict[str, dict[str, int]] = field(default_factory=dict)
     known_renders: dict[str, int] = field(default_factory=dict)
     resubmitted: int = 0
+    idle_gap_s: float = 0.0  # longest time the Tiiny sat idle with work waiting, outside faults
+    idle_gap_at: float = 0.0
     generation_timeout: str = ""
     submit_problems: list[str] = field(default_factory=list)
     bound_s: float = 0.0
@@ -563,8 +568,8 @@ class Night:
         for _attempt in range(3):
             waited = time.monotonic()
             while not _rendering_on_device(emu):
-                if time.monotonic() - waited > 40 or self.stop.wait(0.02):
-                    self.errors.append("no render to stall for an hour within 40 s")
+                if time.monotonic() - waited > 60 or self.stop.wait(0.02):
+                    self.errors.append("no render to stall for an hour within 60 s")
                     return
             before = _cut_off(emu)
             os.kill(emu.process.pid, signal.SIGSTOP)
@@ -705,6 +710,7 @@ class Night:
             stack.callback(self.stop_services)
             time.sleep(1.0)  # beat's first ticks
             self.t0 = time.monotonic()
+            self.t0_wall = time.time()
             chaos_until = opts.submit_window_s + 2.0
             threads = [
                 threading.Thread(target=self.process_chaos, args=(chaos_until,), name="chaos-proc"),
@@ -862,6 +868,7 @@ class Night:
         for name, peak in summary.peaks.items():
             if peak > 1:
                 v.append(f"{name}: peak device concurrency {peak}")
+        summary.idle_gap_s, summary.idle_gap_at = self.idle_gap(tiiny, list(jobs))
         # Every done job's files, through the web server with the owner's token, against the Artifact row.
         self.downloads(summary, [j for j in jobs.values() if j.state == "done"])
         if summary.lost:
@@ -879,6 +886,35 @@ class Night:
             v.append(f"{len(server_errors)} submission(s) met a server error (a 500 is a bug)")
         if len(jobs) < 30 and self.opts.tiiny_jobs >= 30:
             v.append(f"only {len(jobs)} jobs were queued")
+
+    def idle_gap(self, device_id: int, job_ids: list[int]) -> tuple[float, float]:
+        """The longest stretch, outside fault windows (each plus a grace for leases and reconcile to act),
+        in which the device had jobs waiting and none active: time the hub itself lost."""
+        from jobs.models import ACTIVE_STATES, WAITING_STATES, JobEvent
+
+        grace = 6.0
+        windows = [(f.at - f.took, f.at + grace) for f in self.faults if f.took]
+        windows += [(f.at, f.at + grace) for f in self.faults if f.what.startswith("SIGKILL")]
+        events = JobEvent.objects.filter(job_id__in=job_ids, job__device_id=device_id).order_by("at", "id")
+        state: dict[int, str] = {}
+        best, best_at, gap_start = 0.0, 0.0, None
+        for ev in events.values_list("job_id", "state", "at"):
+            t = ev[2].timestamp() - self.t0_wall
+            state[ev[0]] = ev[1]
+            idle = any(v in WAITING_STATES for v in state.values()) and not any(
+                v in ACTIVE_STATES for v in state.values()
+            )
+            if idle and gap_start is None:
+                gap_start = t
+            elif not idle and gap_start is not None:
+                # Only the part of the gap no fault explains.
+                points = sorted({gap_start, t, *(x for w in windows for x in w if gap_start < x < t)})
+                for a, b in zip(points, points[1:], strict=False):
+                    mid = (a + b) / 2
+                    if not any(w0 <= mid <= w1 for w0, w1 in windows) and b - a > best:
+                        best, best_at = b - a, a
+                gap_start = None
+        return round(best, 1), round(best_at, 1)
 
     def downloads(self, summary: Summary, done: list[Any]) -> None:
         import httpx
@@ -955,7 +991,8 @@ def render(summary: Summary) -> str:
         + ", ".join(f"{k} {v}" for k, v in s.peaks.items()),
         f"  [{_mark(not s.downloads_bad)}] downloads: {s.downloads_ok} files through the web server, sha256 "
         f"matches the Artifact row; {len(s.downloads_bad)} bad",
-        f"  cut off by the device after an hour: {s.generation_timeout or 'none'}",
+        f"  cut off by the device after an hour: {s.generation_timeout or 'none'}; longest idle Tiiny with work "
+        f"waiting, outside faults: {s.idle_gap_s:.1f} s (at {s.idle_gap_at:.0f} s)",
     ]
     details = s.lost + s.duplicate_jobs + s.duplicates + s.stuck + s.downloads_bad + s.submit_problems
     for extra in details[:8]:
