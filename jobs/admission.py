@@ -284,11 +284,19 @@ def submit_checked(*, owner: Any, device: Any, checked: CheckedRequest, idempote
 
 
 def submit_request(
-    *, owner: Any, device: Any, kind: str, data: Mapping[str, Any], files: Mapping[str, Any] | None = None
+    *,
+    owner: Any,
+    device: Any,
+    kind: str,
+    data: Mapping[str, Any],
+    files: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
 ):
-    """``check_request`` then queue it: (job, admission). Raises ``RequestInvalid`` or ``PermissionDenied``."""
+    """``check_request`` then queue it: (job, admission). Raises ``RequestInvalid`` or ``PermissionDenied``.
+    The same ``idempotency_key`` again (a script's retry) returns the job it queued instead of a second one."""
     checked = check_request(owner=owner, device=device, kind=kind, data=data, files=files)
-    return submit_checked(owner=owner, device=device, checked=checked), checked.admission
+    job = submit_checked(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
+    return job, checked.admission
 
 
 __all__ = [

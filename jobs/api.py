@@ -309,7 +309,7 @@ def _validated(
 @router.post(
     "",
     url_name="job_submit",
-    response={201: SubmittedOut, **SUBMIT_ERRORS},
+    response={201: SubmittedOut, 200: SubmittedOut, **SUBMIT_ERRORS},
     openapi_extra=submit_body_openapi(),
     summary="Submit a job",
 )
@@ -319,6 +319,7 @@ def submit(request: HttpRequest):
     The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what the device offers);
     fields left out take the form's defaults, as the page pre-fills them.
     A request the device would turn down is a 422 naming the field and the reason, in the page's words.
+    With an `Idempotency-Key` header, sending the same key again (a retry) answers 200 with the job it queued.
     """
     require_scope(request, SUBMIT)
     check_submit(request)
@@ -331,9 +332,12 @@ def submit(request: HttpRequest):
     device = _device_for_submit(device_raw)
     data = _validated(request, device=device, kind=kind, data=data, files=files)
     data = with_defaults(request, device=device, kind=kind, data=data, files=files)
-    job, admission = submit_request(owner=request.user, device=device, kind=kind, data=data, files=files)
+    key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
+    job, admission = submit_request(
+        owner=request.user, device=device, kind=kind, data=data, files=files, idempotency_key=key
+    )
     return Status(
-        201,
+        200 if getattr(job, "idempotent_replay", False) else 201,
         {
             **job_detail_out(request, job),
             "estimate_starts_at": admission.starts_at,

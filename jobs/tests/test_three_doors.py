@@ -95,3 +95,18 @@ def test_a_script_may_name_the_model_without_its_publisher(bearer, device):
     )
     assert rest.status_code == 201, rest.content
     assert Job.objects.filter(model_id=VIDEO).count() == 2
+
+
+def test_rest_honours_an_idempotency_key(bearer, device):
+    body = {
+        "device": device.pk,
+        "kind": "video",
+        "model": VIDEO,
+        "prompt": "fox",
+        "size": "832x480",
+        "seconds": 2,
+    }
+    first = bearer.post("/api/jobs", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="night-1")
+    again = bearer.post("/api/jobs", body, content_type="application/json", HTTP_IDEMPOTENCY_KEY="night-1")
+    assert first.status_code == 201 and again.status_code == 200
+    assert first.json()["id"] == again.json()["id"] and Job.objects.count() == 1
