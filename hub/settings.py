@@ -210,8 +210,8 @@ if env_bool("HUB_INSECURE_FAST_HASHER", False):
     PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 
 # Run wherever a password is set through a form or command: the password page, the People page, the admin,
-# `create_user`. (Services and tests that call set_password directly are not checked.) The cap keeps a
-# megabyte "password" from costing a megabyte of PBKDF2 input on every sign-in.
+# `create_user`. (Services and tests that call set_password directly are not checked.) The cap: 128 is room
+# for any passphrase or password manager; beyond it a "password" is a paste accident or an abuse.
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
     {"NAME": "django.contrib.auth.password_validation.MinimumLengthValidator", "OPTIONS": {"min_length": 10}},

@@ -8,8 +8,8 @@ from django.core.exceptions import ValidationError
 class MaximumLengthValidator:
     """A cap on length: a long passphrase is welcome, a megabyte of text is not a password.
 
-    Every sign-in feeds the whole password to the hasher, so an unbounded one is a cheap way to make
-    the server work hard.
+    128 characters hold any passphrase or password-manager output; anything longer is a paste accident
+    (or someone testing what the hub will store and hash).
     """
 
     def __init__(self, max_length: int = 128) -> None:
