@@ -547,7 +547,7 @@ def job_share(request: HttpRequest, job_id: str, payload: ShareIn):
     ["GET", "HEAD"],
     "/{job_id}/artifacts/{artifact_id}",
     url_name="job_artifact",
-    response={200: None, 206: None, 304: None, 416: None, **ERRORS},
+    response={206: None, 304: None, 416: None, **ERRORS},  # 200: openapi_extra below (one key, not two)
     openapi_extra={
         "responses": {
             "200": {

@@ -554,3 +554,16 @@ def test_a_page_of_100_costs_a_few_queries_whatever_its_size(
     with django_assert_max_num_queries(4):
         page = clients["owner"].get("/api/jobs", {"limit": 100}).json()
     assert len(page["items"]) == 100 and page["next"] is None
+
+
+def test_the_openapi_document_has_no_duplicate_keys(clients):
+    """Swagger UI refuses a document with a key twice ("duplicated mapping key")."""
+    import json
+
+    def no_duplicates(pairs):
+        keys = [k for k, _ in pairs]
+        assert len(keys) == len(set(keys)), f"duplicate keys: {keys}"
+        return dict(pairs)
+
+    response = clients["admin"].get("/api/openapi.json")
+    json.loads(response.content, object_pairs_hook=no_duplicates)
