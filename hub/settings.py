@@ -348,3 +348,12 @@ if HUB_HTTPS:  # a scraper on the inside speaks plain HTTP, like the /healthz pr
 # images.generate and audio.speech.create wait inside the HTTP call for their turn and result, at most this long;
 # then the answer is a 504 naming the job (it stays queued; fetch it from /api/jobs/<id>).
 HUB_V1_WAIT_S = env_float("HUB_V1_WAIT_S", 900.0, minimum=1.0)
+
+# --- The hub's public address (share links; jobs.services.share_link_url) ------------------------------------
+# e.g. https://hub.example.lan or http://192.168.1.20:8000. When set, read-only share links are built on it
+# instead of the address the request came in on (127.0.0.1 on the hub's own machine, or a proxy's inside).
+from urllib.parse import urlsplit as _urlsplit  # noqa: E402 - this block stays at the end of the file
+
+HUB_PUBLIC_URL = (env_url("HUB_PUBLIC_URL", "", schemes=("http", "https")) or "").rstrip("/")
+if HUB_PUBLIC_URL and not _urlsplit(HUB_PUBLIC_URL).netloc:
+    raise SettingError(f"HUB_PUBLIC_URL={HUB_PUBLIC_URL!r} names no host (e.g. https://hub.example.lan)")

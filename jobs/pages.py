@@ -9,7 +9,6 @@ from typing import Any
 
 from django import forms
 from django.http import HttpRequest
-from django.urls import reverse
 from django.utils import timezone
 
 from devices.models import Device
@@ -22,6 +21,7 @@ from jobs.fragments import job_context, job_title, queue_context, sparkline
 from jobs.kinds import kinds_for
 from jobs.models import Job, JobKind
 from jobs.selectors import can_manage
+from jobs.services import share_link_url
 
 KIND_HINTS = {
     JobKind.VIDEO: "A short clip from a prompt (up to 7 s).",
@@ -274,9 +274,7 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
     ctx: dict[str, Any] = {"job": job} if light else job_context(job)
     ctx["may"] = {"manage": can_manage(user, job), "submit": user.can_submit}
     ctx["bookmarked"] = is_bookmarked(user, job)
-    ctx["share_url"] = (
-        request.build_absolute_uri(reverse("jobs-public", args=[job.share_token])) if job.share_token else ""
-    )
+    ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
     if not light:
         ctx["params"] = param_rows(job)
         ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]

@@ -313,6 +313,20 @@ def job_share_link(*, job: Job, by: Any, enable: bool) -> Job:
     return job
 
 
+def share_link_url(*, request: Any, job: Job) -> str:
+    """The read-only link's full address, or "" while the job has none.
+
+    Built on ``HUB_PUBLIC_URL`` when it is set: the address a request came in on (http://127.0.0.1:8000 on the
+    hub's own machine, or the inside of a reverse proxy) is often not one the person receiving the link can open.
+    """
+    from django.urls import reverse
+
+    if not job.share_token:
+        return ""
+    path = reverse("jobs-public", args=[job.share_token])
+    return f"{settings.HUB_PUBLIC_URL}{path}" if settings.HUB_PUBLIC_URL else request.build_absolute_uri(path)
+
+
 # -- queue control (admins) -----------------------------------------------------------------------------------
 
 
@@ -385,4 +399,5 @@ __all__ = [
     "queue_pause",
     "queue_resume",
     "queue_run_next",
+    "share_link_url",
 ]
