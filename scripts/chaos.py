@@ -385,6 +385,7 @@ class Summary:
     resubmitted: int = 0
     idle_gap_s: float = 0.0  # longest time the Tiiny sat idle with work waiting, outside faults
     idle_gap_at: float = 0.0
+    idle_gap_why: str = ""  # what the hub believed meanwhile (sampled)
     generation_timeout: str = ""
     submit_problems: list[str] = field(default_factory=list)
     bound_s: float = 0.0
@@ -585,6 +586,46 @@ class Night:
                 time.sleep(0.2)
             self.log("no render was cut off (it ended just before the stall); trying again")
 
+    # -- what the hub believed, sampled (its own thread and database connection): explains idle gaps
+    def sample(self, device_id: int) -> None:
+        from django.db import connection
+        from django.utils import timezone
+
+        from devices.models import Device
+        from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceLease, Job
+
+        self.samples: list[tuple[float, str]] = []
+        try:
+            while not self.sampling_done.wait(0.5):
+                try:
+                    now = timezone.now()
+                    state = Device.objects.filter(pk=device_id).values_list("state", flat=True).first()
+                    lease = DeviceLease.objects.filter(pk=device_id).first()
+                    held = (
+                        f"lease job {lease.job_id}"
+                        if lease and lease.expires_at and lease.expires_at >= now
+                        else "lease free"
+                    )
+                    jobs = Job.objects.filter(device_id=device_id)
+                    active = jobs.filter(state__in=ACTIVE_STATES).count()
+                    waiting = jobs.filter(state__in=WAITING_STATES)
+                    later = waiting.filter(retry_after__gt=now).count()
+                    self.samples.append(
+                        (
+                            self.now(),
+                            f"device {state}, {held}, {active} active, {waiting.count()} waiting "
+                            f"({later} on backoff)",
+                        )
+                    )
+                except Exception as exc:  # noqa: BLE001 - a locked SQLite moment: skip the sample
+                    self.samples.append((self.now(), f"sample failed: {type(exc).__name__}"))
+        finally:
+            connection.close()
+
+    def belief(self, start: float, length: float) -> str:
+        seen = Counter(text for t, text in getattr(self, "samples", []) if start <= t <= start + length)
+        return "; ".join(f"{text} x{n}" for text, n in seen.most_common(2))
+
     # -- submissions (main thread: it owns the database connection)
     def submit(self, sub: Submission, devices: dict[str, Any]) -> None:
         sub.tries += 1
@@ -712,6 +753,11 @@ class Night:
             self.t0 = time.monotonic()
             self.t0_wall = time.time()
             chaos_until = opts.submit_window_s + 2.0
+            self.sampling_done = threading.Event()
+            sampler = threading.Thread(target=self.sample, args=(devices["tiiny"].pk,), name="chaos-sample")
+            sampler.start()
+            stack.callback(sampler.join, 5)
+            stack.callback(self.sampling_done.set)
             threads = [
                 threading.Thread(target=self.process_chaos, args=(chaos_until,), name="chaos-proc"),
                 threading.Thread(target=self.device_chaos, args=(chaos_until,), name="chaos-device"),
@@ -868,7 +914,9 @@ class Night:
         for name, peak in summary.peaks.items():
             if peak > 1:
                 v.append(f"{name}: peak device concurrency {peak}")
+        self.sampling_done.set()
         summary.idle_gap_s, summary.idle_gap_at = self.idle_gap(tiiny, list(jobs))
+        summary.idle_gap_why = self.belief(summary.idle_gap_at, summary.idle_gap_s)
         # Every done job's files, through the web server with the owner's token, against the Artifact row.
         self.downloads(summary, [j for j in jobs.values() if j.state == "done"])
         if summary.lost:
@@ -964,8 +1012,9 @@ def render(summary: Summary) -> str:
     s = summary
     kills = Counter(f.what.split()[1] for f in s.faults if f.what.startswith("SIGKILL"))
     ends = ("unlocked", "back", "running again", "thawed")
-    device = [f.what for f in s.faults if f.what.startswith("device") and not f.what.endswith(ends)]
-    device = [d.split(" (")[0] if "hour" not in d else "stalled for a device-hour" for d in device]
+    device = [f.what.split(" (")[0] for f in s.faults if f.what.startswith("device")]
+    device = [d.removeprefix("device ") for d in device if not d.endswith(ends)]
+    device = ["stalled for a device-hour" if "stalled" in d else d for d in device]
     tiiny = s.counters.get("tiiny", {})
     settled = f"{s.settled_s:.1f} s" if s.settled_s is not None else f"not within {s.bound_s:.0f} s"
     lines = [
@@ -993,6 +1042,7 @@ def render(summary: Summary) -> str:
         f"matches the Artifact row; {len(s.downloads_bad)} bad",
         f"  cut off by the device after an hour: {s.generation_timeout or 'none'}; longest idle Tiiny with work "
         f"waiting, outside faults: {s.idle_gap_s:.1f} s (at {s.idle_gap_at:.0f} s)",
+        *([f"    meanwhile the hub saw: {s.idle_gap_why}"] if s.idle_gap_why and s.idle_gap_s >= 5 else []),
     ]
     details = s.lost + s.duplicate_jobs + s.duplicates + s.stuck + s.downloads_bad + s.submit_problems
     for extra in details[:8]:

@@ -140,5 +140,5 @@ def test_a_queue_resumes_soon_after_its_device_is_back_though_a_dead_worker_held
     Device.objects.filter(pk=pocket.pk).update(poll_claimed_until=timezone.now() + POLL_CLAIM)
     tiiny.restart()
     back = timezone.now()
-    wait_job(job, timeout=15, engine=engine)  # the poller runs every 2 s while a job waits; 15 s is generous
-    assert job.finished_at - back < dt.timedelta(seconds=15)
+    wait_job(job, timeout=10, engine=engine)  # the poller runs every 2 s while a job waits; 10 s is generous
+    assert job.finished_at - back < dt.timedelta(seconds=10)
