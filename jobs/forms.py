@@ -18,6 +18,7 @@ from typing import Any
 
 from django import forms
 from django.core.exceptions import ValidationError
+from django.core.validators import MaxValueValidator, MinValueValidator
 from django.utils import timezone
 from PIL import Image, UnidentifiedImageError
 
@@ -139,6 +140,102 @@ def clean_wav_upload(f, *, label: str = "The recording") -> Any:
     return f
 
 
+# -- messages that name the allowed values -----------------------------------------------------------------------
+# Django's generic messages ("Select a valid choice", "Ensure this value is less than or equal to 240") don't
+# say what would do. Every field of every form gets one that does ("Steps: 10 to 250"), from its own bounds,
+# choices and length; a form sets its own where the device's rule is sharper (``set_range``, or an explicit
+# ``error_messages`` entry, which the generic pass leaves alone).
+REQUIRED_MESSAGES = {
+    "model": "A model is required: choose one.",
+    "prompt": "A prompt is required: what should it show?",
+    "input": "The text to speak is required.",
+    "image": "A picture is required (PNG, JPEG or WebP).",
+    "seconds": "The length in seconds is required.",
+}
+
+
+def _num(value: Any) -> str:
+    return f"{value:g}" if isinstance(value, float) else str(value)
+
+
+def _pct(text: Any) -> str:
+    """Literal text inside a message Django %-formats with its params."""
+    return str(text).replace("%", "%%")
+
+
+def _or(items: list[str]) -> str:
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def span(values: list[int]) -> str:
+    """``4 to 8`` for a run of whole numbers, else ``4, 6 or 8``."""
+    values = sorted(values)
+    if len(values) > 2 and values == list(range(values[0], values[-1] + 1)):
+        return f"{values[0]} to {values[-1]}"
+    return _or([str(v) for v in values])
+
+
+def set_range(field: forms.Field, lo: Any, hi: Any, message: str) -> None:
+    """New bounds for a number field after the form is built (they depend on the model): the validators, the
+    input's ``min``/``max`` and every message about them agree."""
+    field.min_value, field.max_value = lo, hi
+    field.validators = [
+        v for v in field.validators if not isinstance(v, (MinValueValidator, MaxValueValidator))
+    ]
+    if lo is not None:
+        field.validators.append(MinValueValidator(lo))
+        field.widget.attrs["min"] = lo
+    if hi is not None:
+        field.validators.append(MaxValueValidator(hi))
+        field.widget.attrs["max"] = hi
+    for code in ("min_value", "max_value", "invalid"):
+        field.error_messages[code] = message
+
+
+def _defaults(field: forms.Field) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for cls in reversed(type(field).__mro__):
+        out.update(getattr(cls, "default_error_messages", {}))
+    return out
+
+
+def _generic_messages(name: str, field: forms.Field) -> dict[str, str]:
+    label = _pct(field.label or name.replace("_", " ").capitalize())
+    out = {"required": _pct(REQUIRED_MESSAGES.get(name) or f"“{label}” is required.")}
+    if isinstance(field, (forms.IntegerField, forms.FloatField)):
+        lo, hi = field.min_value, field.max_value
+        whole = "a number" if isinstance(field, forms.FloatField) else "a whole number"  # Float is an Integer
+        if lo is not None and hi is not None:
+            out["min_value"] = out["max_value"] = f"{label}: {_num(lo)} to {_num(hi)}."
+            out["invalid"] = f"{label}: {whole} from {_num(lo)} to {_num(hi)}."
+        elif lo is not None:
+            out["min_value"] = f"{label}: at least {_num(lo)}."
+            out["invalid"] = f"{label}: {whole}, at least {_num(lo)}."
+        else:
+            out["invalid"] = f"{label}: {whole}."
+    elif isinstance(field, forms.ChoiceField):
+        names = [_pct(text) for value, text in field.choices if value not in ("", None)]
+        if names:
+            out["invalid_choice"] = f"{label}: choose {_or(names)}."
+    elif isinstance(field, forms.DateTimeField):
+        out["invalid"] = f"{label}: a date and time, e.g. 2026-12-01 23:00."
+    elif isinstance(field, forms.FileField):
+        out["missing"] = out["invalid"] = f"{label}: choose a file."
+    if isinstance(field, forms.CharField) and field.max_length:
+        out["max_length"] = f"{label}: at most {field.max_length} characters (this has %(show_value)d)."
+    return out
+
+
+def explain_fields(form: forms.Form) -> None:
+    """Replace every Django generic message still on the form's fields with one naming the allowed values."""
+    for name, field in form.fields.items():
+        defaults = _defaults(field)
+        for code, text in _generic_messages(name, field).items():
+            current = field.error_messages.get(code)
+            if current is None or current is defaults.get(code) or current == defaults.get(code):
+                field.error_messages[code] = text
+
+
 class JobForm(forms.Form):
     """Fields every kind shares: the model, when to run, politeness, sharing."""
 
@@ -203,6 +300,18 @@ class JobForm(forms.Form):
                 self.add_error("not_before", "That time has already passed.")
         return data
 
+    def full_clean(self) -> None:
+        # Last, so bounds and choices set by a subclass (from the chosen model) are the ones named.
+        explain_fields(self)
+        super().full_clean()
+
+    def chosen_model(self) -> str:
+        """The model the form is for: the posted one when it is offered, else the initial, else the first."""
+        ids = [c for c, _ in self.fields["model"].choices]
+        raw = self.data.get("model") if self.is_bound else None
+        raw = raw if raw in ids else (self.initial.get("model") or self.fields["model"].initial)
+        return raw if raw in ids else (ids[0] if ids else "")
+
     def schedule(self) -> dict[str, Any]:
         """``when``, ``not_before``, ``polite``, ``shared`` for ``job_submit``."""
         d = self.cleaned_data
@@ -259,7 +368,7 @@ class TiinyVideoForm(VideoForm):
 
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        cap = self._cap(self.data.get("model") or self.fields["model"].initial)
+        cap = self._cap(self.chosen_model() or None)
         canvases = cap.canvases if cap else []
         steps = cap.step_options if cap else []
         self.fields["size"].choices = [(c, c) for c in canvases]
@@ -273,12 +382,13 @@ class TiinyVideoForm(VideoForm):
         )
         if cap:
             self.fields["steps"].initial = cap.default_steps
-            self.fields["seconds"].max_value = cap.max_seconds
             self.fields["seconds"].help_text = f"1 to {cap.max_seconds} seconds (the device's limit)."
-            for code in ("max_value", "min_value"):
-                self.fields["seconds"].error_messages[code] = (
-                    f"The device renders 1 to {cap.max_seconds} seconds; longer fails at once."
-                )
+            set_range(
+                self.fields["seconds"],
+                1,
+                cap.max_seconds,
+                f"The device renders 1 to {cap.max_seconds} seconds; longer fails at once.",
+            )
 
     def _cap(self, model_id: str | None):
         if model_id:
@@ -352,6 +462,15 @@ class TensorSharpVideoForm(VideoForm):
             del self.fields["start_image"]
         if ts and ts.max_cfg is not None:
             self.fields["cfg"].help_text = f"At most {ts.max_cfg:g} for this model (it is CFG-distilled)."
+            set_range(
+                self.fields["cfg"],
+                0,
+                ts.max_cfg,
+                f"This model is CFG-distilled: guidance above {ts.max_cfg:g} is refused. "
+                "Leave it at 1 and raise the steps for quality.",
+            )
+        for dim in ("width", "height"):
+            set_range(self.fields[dim], 32, 2048, f"{dim.capitalize()}: 32 to 2048 pixels, a multiple of 32.")
 
     @classmethod
     def fields_from_params(cls, params: dict[str, Any]) -> dict[str, Any]:
@@ -521,6 +640,22 @@ class MusicForm(JobForm):
             for m in self.caps.models_of_kind("music") + self.caps.models_of_kind("song")
         ]
 
+    #: What each model makes, in seconds (field notes §8): the length field names the chosen model's range.
+    SONG_SECONDS = (10, 240)
+    LOOP_SECONDS = (1, 47)
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        seconds = self.fields["seconds"]
+        if self._is_song(self.chosen_model()):
+            lo, hi = self.SONG_SECONDS
+            set_range(seconds, lo, hi, f"SongGeneration makes songs of {lo} to {hi} seconds.")
+            seconds.help_text = f"{lo} to {hi} seconds."
+        else:
+            lo, hi = self.LOOP_SECONDS
+            set_range(seconds, lo, hi, f"Foundation-1 makes loops of {lo} to {hi} seconds.")
+            seconds.help_text = f"{lo} to {hi} seconds."
+
     def _is_song(self, model_id: str | None) -> bool:
         m = self.caps.model(model_id or "")
         return bool(m and m.kind == "song") or "songgeneration" in str(model_id).lower()
@@ -532,13 +667,15 @@ class MusicForm(JobForm):
         if self._is_song(mid):
             if not (data.get("caption") or "").strip() and not (data.get("lyrics") or "").strip():
                 self.add_error("caption", "Describe the song or give lyrics.")
-            if seconds is not None and not 10 <= seconds <= 240:
-                self.add_error("seconds", "SongGeneration makes songs of 10 to 240 seconds.")
+            lo, hi = self.SONG_SECONDS
+            if seconds is not None and not lo <= seconds <= hi:
+                self.add_error("seconds", f"SongGeneration makes songs of {lo} to {hi} seconds.")
         elif mid:
             if not (data.get("prompt") or "").strip():
                 self.add_error("prompt", "Describe the sound.")
-            if seconds is not None and not 1 <= seconds <= 47:
-                self.add_error("seconds", "Foundation-1 makes loops of 1 to 47 seconds.")
+            lo, hi = self.LOOP_SECONDS
+            if seconds is not None and not lo <= seconds <= hi:
+                self.add_error("seconds", f"Foundation-1 makes loops of {lo} to {hi} seconds.")
         return data
 
     def cleaned_params(self) -> dict[str, Any]:
@@ -597,6 +734,13 @@ class TiinyImageForm(ImageForm):
         label="How many",
         help_text="The device makes one image per request; the hub asks once per image.",
     )
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        for dim in ("width", "height"):
+            set_range(
+                self.fields[dim], 256, 2048, f"{dim.capitalize()}: 256 to 2048 pixels, a multiple of 16."
+            )
 
     def model_choices(self) -> list[tuple[str, str]]:
         return [(m.id, self._name(m.id)) for m in self.caps.models_of_kind("image")]

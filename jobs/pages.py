@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import datetime as dt
+import hashlib
+import json
 import re
 import secrets
+import shutil
+import time
+from pathlib import Path
 from typing import Any
 
 from django import forms
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -172,9 +179,154 @@ def fields_not_for(form: JobForm, kind: str, model: str, voice_spec: Any = None)
 
 
 def _current_model(form: JobForm) -> str:
-    choices = [c for c, _ in form.fields["model"].choices]
-    chosen = form.data.get("model") if form.is_bound else form.initial.get("model")
-    return chosen if chosen in choices else (choices[0] if choices else "")
+    return form.chosen_model()
+
+
+# -- uploads kept between tries ---------------------------------------------------------------------------------
+# A browser can't pre-fill a file input, so a refused or invalid submit would make the person pick the picture
+# (or the voice recording) again. The page keeps each upload that passed its checks, keyed by the person and the
+# form's idempotency token (the token lives exactly as long as this filled-in form: it comes back with every
+# try and a new render gets a new one), and uses it when the next try of the same form sends no file for that
+# field. Queued (or abandoned for a day): the stash goes. Nobody else can reach it: the folder is named by a hash
+# of the owner and the token, and only ``job_new`` reads it, for the signed-in owner.
+STASH_TTL_S = 24 * 3600
+
+
+def _stash_dir(user: Any, token: str) -> Path:
+    digest = hashlib.sha256(f"{user.pk}:{token}".encode()).hexdigest()[:32]
+    return Path(settings.MEDIA_ROOT) / "stash" / str(user.pk) / digest
+
+
+def _stash_prune(root: Path) -> None:
+    cutoff = time.time() - STASH_TTL_S
+    for folder in root.glob("*/*"):
+        try:
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> None:
+    """Keep these (already checked) uploads for the next try of the form ``token`` names."""
+    if not token or not files:
+        return
+    folder = _stash_dir(user, token)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, f in files.items():
+        f.seek(0)
+        (folder / f"{name}.bin").write_bytes(f.read())
+        f.seek(0)
+        meta = {
+            "name": str(getattr(f, "name", "") or name)[-120:],
+            "type": getattr(f, "content_type", "") or "",
+        }
+        (folder / f"{name}.json").write_text(json.dumps(meta))
+    _stash_prune(folder.parent.parent)
+
+
+def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[str, SimpleUploadedFile]:
+    """The uploads kept for the form ``token`` names, as fresh upload objects (the form checks them again)."""
+    if not token:
+        return {}
+    folder = _stash_dir(user, token)
+    out = {}
+    for name in names:
+        data, meta = folder / f"{name}.bin", folder / f"{name}.json"
+        try:
+            info = json.loads(meta.read_text())
+            out[name] = SimpleUploadedFile(
+                info.get("name") or name, data.read_bytes(), info.get("type") or ""
+            )
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None) -> None:
+    """Drop the kept uploads (all of them, or those ``names``)."""
+    if not token:
+        return
+    folder = _stash_dir(user, token)
+    if names is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for name in names:
+        for suffix in (".bin", ".json"):
+            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+
+
+def stash_listing(*, user: Any, token: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
+    """What is kept, without reading it: ``{field: {"name": file name, "kb": size}}``."""
+    if not token:
+        return {}
+    folder = _stash_dir(user, token)
+    out = {}
+    for name in names:
+        try:
+            info = json.loads((folder / f"{name}.json").read_text())
+            size = (folder / f"{name}.bin").stat().st_size
+        except (OSError, ValueError):
+            continue
+        out[name] = {"name": info.get("name") or name, "kb": max(1, round(size / 1024))}
+    return out
+
+
+def file_fields(form_or_class: Any) -> list[str]:
+    fields = form_or_class.fields if isinstance(form_or_class, forms.BaseForm) else form_or_class.base_fields
+    return [n for n, f in fields.items() if isinstance(f, forms.FileField)]
+
+
+def uploads_for_try(request: HttpRequest, form_class: type[JobForm]) -> dict[str, Any]:
+    """The files to bind a submitted form with: a new upload wins over a kept one, and a kept one the person
+    ticked "don't use it" is dropped."""
+    token = submit_token_of(request)
+    names = file_fields(form_class)
+    unstash = [n for n in request.POST.getlist("unstash") if n in names]
+    stash_forget(user=request.user, token=token, names=unstash)
+    wanted = [n for n in names if n not in request.FILES and n not in unstash]
+    return {**stashed_uploads(user=request.user, token=token, names=wanted), **request.FILES.dict()}
+
+
+def keep_uploads(request: HttpRequest, form: JobForm) -> None:
+    """After a try that queued nothing (or before the fields are swapped for another model's): keep the uploads
+    that passed their checks for the next try, drop those that didn't, and note on the form what the page shows
+    next to each file input (``kept_uploads``; ``lost_uploads``: sent, but it must be chosen again)."""
+    token = submit_token_of(request)
+    names = file_fields(form)
+    sent = {n: f for n, f in request.FILES.items() if n in names}
+    good = {n: f for n, f in sent.items() if n not in form.errors}
+    stash_uploads(user=request.user, token=token, files=good)
+    stash_forget(user=request.user, token=token, names=[n for n in sent if n not in good])
+    form.kept_uploads = stash_listing(
+        user=request.user, token=token, names=[n for n in names if n not in form.errors]
+    )
+    form.lost_uploads = [n for n in sent if n not in form.kept_uploads]
+
+
+def refusal_for(
+    form: JobForm | None, admission: Admission | None, skip: set[str] | frozenset = frozenset()
+) -> str:
+    """Why the form can't be queued as it stands ("" when it can, or when it is only incomplete).
+
+    The admission's refusal (too long for the device, a time too far ahead), or the first message about a value
+    the person gave that the form refuses ("SongGeneration makes songs of 10 to 240 seconds."). A field left
+    empty isn't a refusal: the summary asks for it, and the button stays usable so the server can say which.
+    """
+    if admission is not None and admission.refused:
+        return admission.refused
+    if form is None or not form.is_bound:
+        return ""
+    for name, errors in form.errors.items():
+        if name == "__all__":
+            return errors[0]
+        field = form.fields.get(name)
+        if field is None or name in skip or isinstance(field, forms.FileField):
+            continue
+        raw = form.data.getlist(name) if hasattr(form.data, "getlist") else [form.data.get(name)]
+        if any(str(v).strip() for v in raw if v is not None):
+            return errors[0]
+    return ""
 
 
 def new_job_context(
@@ -209,7 +361,46 @@ def new_job_context(
             for name in form.errors
             if name in form.fields and not isinstance(form.fields[name], forms.FileField)
         ]
+        ctx["refusal"] = refusal_for(form, None, ctx["skip"]) if form.is_bound else ""
+        # File inputs: what the page kept from the last try, or that the file must be chosen again.
+        _mark_uploads(form)
     return ctx
+
+
+def _mark_uploads(form: JobForm) -> None:
+    """File inputs: what the page kept from the last try, or that the file must be chosen again."""
+    kept = getattr(form, "kept_uploads", {})
+    lost = getattr(form, "lost_uploads", [])
+    for name in file_fields(form):
+        bound = form[name]  # the template's {% for f in form %} yields these same (cached) objects
+        bound.kept = kept.get(name)
+        bound.choose_again = name in lost
+
+
+#: Fields of the page outside the swapped part (#job-fields), or that can't be given a typed value back.
+_NOT_CARRIED = {"model", "when", "not_before", "polite", "shared"}
+
+
+def swapped_fields_form(form: JobForm) -> JobForm:
+    """The form another model's fields are rendered from (the out-of-band swap when the model changes): what was
+    typed, with the new model's defaults where a value doesn't fit it (the other model's size or steps) or where
+    the field wasn't on the page before (SongGeneration's track choice after Foundation-1)."""
+    fresh = type(form)(initial={"model": form.chosen_model()}, device=form.device, user=form.user)
+    _arrange(fresh)
+    data = form.data.copy()
+    for name, field in fresh.fields.items():
+        if name in _NOT_CARRIED or isinstance(field, (forms.FileField, forms.BooleanField)):
+            continue
+        raw, default = data.get(name), fresh[name].initial
+        fits = not isinstance(field, forms.ChoiceField) or str(raw) in {str(c) for c, _ in field.choices}
+        if raw in (None, "") or not fits:
+            data[name] = "" if default is None else default
+    shown = type(form)(data, device=form.device, user=form.user)
+    _arrange(shown)
+    shown.kept_uploads = getattr(form, "kept_uploads", {})
+    shown.lost_uploads = getattr(form, "lost_uploads", [])
+    _mark_uploads(shown)
+    return shown
 
 
 def admission_for(form: JobForm) -> Admission | None:

@@ -34,9 +34,14 @@ from jobs.pages import (
     again_form,
     detail_context,
     job_spark,
+    keep_uploads,
     new_job_context,
     pick_device_and_kind,
+    refusal_for,
+    stash_forget,
     submit_token_of,
+    swapped_fields_form,
+    uploads_for_try,
 )
 from jobs.selectors import can_manage, job_by_share_token, job_for
 
@@ -67,7 +72,7 @@ def _service_error(request: HttpRequest, exc: ValidationError) -> None:
 # -- new job ------------------------------------------------------------------------------------------------
 def _typed(request: HttpRequest) -> dict[str, str]:
     """What a person typed into a form we can't take as it is: shown again as the initial values."""
-    skip = {"csrfmiddlewaretoken", "submit_token", "device", "kind"}
+    skip = {"csrfmiddlewaretoken", "submit_token", "device", "kind", "fields_for", "unstash", "again"}
     return {k: v for k, v in request.POST.items() if k not in skip} if request.method == "POST" else {}
 
 
@@ -94,7 +99,9 @@ def job_new(request: HttpRequest) -> HttpResponse:
     token = submit_token_of(request)
     if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
         return _already_queued(request, queued)
-    form = form_class(request.POST or None, request.FILES or None, device=device, user=request.user)
+    # A refused try keeps its uploads (jobs.pages, "uploads kept between tries"): the next one may send none.
+    files = uploads_for_try(request, form_class) if request.method == "POST" else None
+    form = form_class(request.POST or None, files or None, device=device, user=request.user)
     if request.method == "POST" and form.is_valid():
         try:
             job = submit_checked(
@@ -108,8 +115,11 @@ def job_new(request: HttpRequest) -> HttpResponse:
         else:
             if getattr(job, "idempotent_replay", False):  # the same form won a race against itself
                 return _already_queued(request, job)
+            stash_forget(user=request.user, token=token)
             messages.success(request, "Queued. This page follows it live; you can close it any time.")
             return redirect("jobs-detail", job_id=job.pk)
+    if request.method == "POST":
+        keep_uploads(request, form)
     status = 400 if request.method == "POST" else 200
     return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=status)
 
@@ -126,12 +136,26 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         return HttpResponse(status=204)
     if problem:
         refusal = Admission(0.0, None, None, refused=problem, refused_field="kind")
-        ctx = {"admission": refusal, "fields_oob": False}
+        ctx = {"admission": refusal, "fields_oob": False, "refusal": problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
     form = form_class_for(kind, device)(request.POST, request.FILES or None, device=device, user=request.user)
+    # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
+    # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
+    # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.
+    posted_for = request.POST.get("fields_for")
+    model = form.chosen_model()
+    fields_oob = (posted_for is not None and posted_for != model) or bool(
+        request.htmx and request.htmx.trigger_name == "model"
+    )
+    if fields_oob:
+        keep_uploads(request, form)  # the swap empties the file inputs: the chosen files stay on the server
     ctx = new_job_context(request, device, kind, form=form)
     ctx["admission"] = admission_for(form)
-    ctx["fields_oob"] = request.htmx.trigger_name == "model" if request.htmx else False
+    ctx["refusal"] = refusal_for(form, ctx["admission"], ctx["skip"])
+    ctx["fields_oob"] = fields_oob
+    if fields_oob:
+        ctx["form"] = swapped_fields_form(form)
+    ctx["again_flag"] = bool(request.POST.get("again"))
     return render(request, "jobs/new.html#admission-response", ctx)
 
 
