@@ -9,7 +9,7 @@ topic group of the elements it replaces (``hub.live``), so a page gets only what
   while the job was shared gets nothing once it is private, and then leaves the group (``hub.consumers``).
   The actions box goes out once per kind of viewer (owner and admins with the buttons), each marked as a
   *variant* so not getting another person's version says nothing about access.
-- the owner's dashboard list (``mine.<owner>``): the whole list on a change, one row on a progress tick.
+- the owner's dashboard list (``mine.<owner>``): the whole list when the jobs on it changed, else one row.
 - the device's running-now card and the plan (``queue.<device>``; topics ``plan:`` and ``queue:``) are safe
   for everyone (private jobs without their prompt); the admins' controls (``control.<device>``, joined by
   admins watching ``queue:``) carry ``admins`` as their audience.
@@ -90,22 +90,35 @@ def _owner_list(job, watching: set[str], *, tick: bool) -> None:
         return
     group, audience = live.mine_group(job.owner_id), [live.user_group(job.owner_id)]
     recent = fragments.recent_jobs(job.owner_id)
-    if tick:
-        if any(j.pk == job.pk for j in recent):  # the row is on the list: only it moved
-            live.push(group, fragments.render_job_row(job), audience=audience, every=live.TICK_EVERY_S)
-        return
-    live.push(group, fragments.render_my_jobs(job.owner, jobs=recent), audience=audience)
+    if not tick and _list_changed(job.owner_id, recent):  # a job joined the list: the whole list, once
+        live.push(group, fragments.render_my_jobs(job.owner, jobs=recent), audience=audience)
+    elif any(j.pk == job.pk for j in recent):  # the row is on the list: only it moved
+        every = live.TICK_EVERY_S if tick else 0.0
+        live.push(group, fragments.render_job_row(job), audience=audience, every=every)
+
+
+def _list_changed(owner_id: int, recent) -> bool:
+    """Which jobs the owner's list holds changed since it was last sent (the rows themselves move by row)."""
+    from django.core.cache import cache
+
+    key, ids = f"live:mine-ids:{owner_id}", ",".join(str(j.pk) for j in recent)
+    try:
+        if cache.get(key) == ids:
+            return False
+        cache.set(key, ids, timeout=24 * 3600)
+    except Exception:  # noqa: BLE001 - no cache: send the list (best effort)
+        pass
+    return True
 
 
 def _running(device, watching: set[str], *, tick: bool) -> None:
+    """The running-now card, on a tick. (The admins' control list, ~4 KB with its buttons, follows state
+    changes only: the running card beside it on the queue page shows the moving bar.)"""
     from jobs import fragments
 
     every = live.TICK_EVERY_S if tick else 0.0
     if watching & {f"plan:{device.pk}", f"queue:{device.pk}"}:
         live.push(live.queue_group(device.pk), fragments.running_fragment(device), every=every)
-    if f"queue:{device.pk}" in watching:  # the admins' list shows the running job's progress too
-        for html in fragments.queue_admin_fragments(device):
-            live.push(live.control_group(device.pk), html, audience=[live.ADMINS], every=every)
 
 
 def broadcast_queue(device_id: int) -> None:

@@ -120,6 +120,24 @@ def test_a_progress_tick_moves_status_row_and_bar_at_most_once_a_second(member, 
     assert tap.ids() == []  # nothing changed: nothing sent
 
 
+def test_the_dashboard_list_comes_whole_when_a_job_joins_it_and_by_row_after(member, device, monkeypatch):
+    from django.core.cache import cache
+
+    from jobs.transitions import job_transition
+
+    cache.delete(f"live:mine-ids:{member.pk}")
+    job = make_job(member, device)
+    live.mark_watched(f"mine:{member.pk}")
+    tap = Tap(monkeypatch, live.mine_group(member.pk))
+    job_transition(job.pk, from_states=["queued"], to="preparing", message="Loading the model.")
+    assert tap.ids() == ["my-jobs-box"]
+    job_transition(job.pk, from_states=["preparing"], to="running", message="Rendering.")
+    assert tap.ids() == [f"job-{job.pk}-row"]  # the same jobs on the list: only the row moved
+    newer = make_job(member, device, prompt="a newer one")
+    job_transition(newer.pk, from_states=["queued"], to="cancelled", message="Cancelled.")
+    assert tap.ids() == ["my-jobs-box"]
+
+
 def test_nothing_is_rendered_for_topics_nobody_watches(member, device, monkeypatch):
     from django.core.cache import cache
 
