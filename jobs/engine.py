@@ -436,6 +436,7 @@ def _execute(job: Job, runner, lost) -> None:
             isinstance(exc, errors.Transient) and exc.status is None
         ):
             _device_state_from(job.device_id, exc)
+            _watch_device(job.device_id)  # the re-queued job waits for it: the poller must notice the unlock
             interrupt(job, f"Interrupted: {exc.human}", data={"code": exc.code, "detail": exc.detail})
         elif exc.permanent:
             fail(job, exc)

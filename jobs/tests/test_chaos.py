@@ -12,6 +12,7 @@ import importlib.util
 import json
 import os
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,42 @@ def test_a_queue_resumes_soon_after_its_device_is_back_though_a_dead_worker_held
     back = timezone.now()
     wait_job(job, timeout=10, engine=engine)  # the poller runs every 2 s while a job waits; 10 s is generous
     assert job.finished_at - back < dt.timedelta(seconds=10)
+
+
+def test_a_queue_resumes_soon_after_an_unlock_that_interrupted_a_blocking_render(
+    engine, tiiny, pocket, member
+):
+    """Found by the chaos night (the Tiiny sat idle ~25 s after an unlock with 36 jobs waiting): a blocking
+    render broken by a lock re-queued its job, but nothing asked the poller to watch the locked device, so it
+    looked again only at its slow rate (30 s) while reconcile skips locked devices."""
+    from devices.models import Device
+    from hub.testing import wait_for
+    from jobs.models import Job
+    from jobs.services import job_submit
+
+    tiiny.set_speed(60)
+    song = {"caption": "a slow ballad", "generation_type": "bgm", "seconds": 120, "preview_seconds": 5}
+    job = job_submit(
+        owner=member, device=pocket, kind="music", model_id="tencent/SongGeneration-v2-large", params=song
+    )
+    wait_for(lambda: Job.objects.get(pk=job.pk).state == "running", timeout=30, what="the song to start")
+    tiiny.power_cycle()  # locked: the blocking call breaks, the job is interrupted and re-queued once
+    wait_for(
+        lambda: (
+            Job.objects.get(pk=job.pk).state == "queued"
+            and Device.objects.get(pk=pocket.pk).state == "locked"
+        ),
+        timeout=20,
+        what="the job re-queued and the device locked",
+    )
+    time.sleep(
+        6
+    )  # locked for a while: past the running job's own hold on the poller's fast rate (TTL 3 s here)
+    tiiny.set_speed(3000)
+    tiiny.unlock()
+    # The poller's fast rate is 2 s, reconcile's 1 s: 8 s is generous (it was up to 30 s).
+    wait_for(
+        lambda: Job.objects.get(pk=job.pk).state not in ("queued", "scheduled"),
+        timeout=8,
+        what="the job to start again after the unlock",
+    )
