@@ -473,3 +473,17 @@ def test_a_voice_recording_survives_the_swap_to_another_model(member_client, poc
     response = member_client.post("/jobs/new/", submit)
     assert response.status_code == 302, response.content.decode()[:2000]
     assert Job.objects.get().params["files"]["ref_audio"].endswith(".wav")
+
+
+def test_run_again_swaps_in_fields_that_reuse_the_original_file(member_client, pocket):
+    data = {
+        "device": pocket.pk,
+        "kind": "speech",
+        "model": CLONE,
+        "fields_for": PRESET,
+        "input": "hi",
+        "again": "7",
+    }
+    html = member_client.post("/jobs/new/admission/", data, HTTP_HX_REQUEST="true").content.decode()
+    fields = html[html.index('id="job-fields"') :]
+    assert "Uses the same file as the original job." in fields and 'type="file"' not in fields
