@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up test lint bench chaos venv clean fuzz
+.PHONY: up logs test lint bench chaos venv clean fuzz
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("tiiny-hub needs Python 3.11+, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -16,6 +16,12 @@ venv: $(STAMP)
 
 up: $(STAMP)
 	@$(PY) scripts/up.py
+
+# Follow the logs `make up` writes (one file per process under the data dir: HUB_DATA_DIR, else var/).
+logs:
+	@d="$${HUB_DATA_DIR:-$$(sed -n 's/^HUB_DATA_DIR=//p' .env 2>/dev/null | tail -n 1)}"; d="$${d:-var}/logs"; \
+	mkdir -p "$$d"; echo "following $$d/*.log (Ctrl-C to stop)"; trap 'exit 0' INT; \
+	tail -n 20 -F "$$d/web.log" "$$d/worker.log" "$$d/beat.log" "$$d/emulator.log" "$$d/redis.log" "$$d/up.log" 2>/dev/null
 
 test: $(STAMP)
 	@bash scripts/test.sh

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,8 +14,11 @@ from devices.models import Device
 
 
 def device_list_for(user: Any) -> QuerySet[Device]:
-    """Every signed-in person sees every device (state, models, metrics); URLs and edits are for admins."""
-    return Device.objects.defer("api_key_encrypted", "capabilities").order_by("name")
+    """Every signed-in person sees every device (state, models, metrics); URLs and edits are for admins.
+
+    The default device first (it is where a new job goes), then by name.
+    """
+    return Device.objects.defer("api_key_encrypted", "capabilities").order_by("-is_default", "name")
 
 
 def device_get_for(user: Any, device_id: int | str) -> Device:
@@ -31,6 +35,59 @@ def device_default() -> Device | None:
 
 def device_capabilities(device: Device) -> Capabilities:
     return Capabilities.from_dict(device.capabilities)
+
+
+#: Weight files a TensorSharp server names its models by (``/api/models`` lists file names).
+_WEIGHT_FILE = re.compile(r"\.(gguf|safetensors|bin|ckpt|pt|pth|onnx)$", re.IGNORECASE)
+#: A quantisation suffix such as -Q4_K_M, .Q8_0, -F16, -BF16, -IQ3_XS.
+_QUANT = re.compile(r"[-_.]((?:I?Q\d[\w]*)|(?:B?F(?:16|32))|(?:FP8))$", re.IGNORECASE)
+
+
+def model_label(model_id: str) -> str:
+    """A model's readable name: a Tiiny model's name after its publisher ("MiniMaxAI/MiniMax-H3-Turbo" ->
+    "MiniMax-H3-Turbo"); a TensorSharp weight file without extension and with its quantisation apart
+    ("minimax_h3_fl2va_pruned-Q4_K.gguf" -> "Minimax h3 fl2va pruned (Q4_K)", "h3.gguf" -> "H3").
+    The full id stays in the pages' ``title`` attribute.
+    """
+    name = str(model_id or "").replace("\\", "/").rsplit("/", 1)[-1]
+    if not _WEIGHT_FILE.search(name):
+        return name or str(model_id or "")
+    stem = _WEIGHT_FILE.sub("", name)
+    quant = _QUANT.search(stem)
+    if quant and quant.start() > 0:
+        stem, level = stem[: quant.start()], quant.group(1)
+    else:
+        level = ""
+    words = " ".join(stem.replace("_", " ").split()) or name
+    if words.islower():  # "h3" -> "H3"; a name that has its own capitals keeps them
+        words = words[0].upper() + words[1:]
+    return f"{words} ({level})" if level else words
+
+
+@dataclass(frozen=True)
+class ModelRow:
+    """One line of the device page's capability table."""
+
+    model_id: str
+    name: str
+    kind: str
+    npu_usage: int | None
+    loaded: str  # "yes", "loading" or "" (not loaded), from the latest reading
+
+
+def device_model_rows(device: Device, caps: Capabilities | None = None) -> list[ModelRow]:
+    """The installed models with "Loaded" from the latest reading (``Device.loaded_models``, what the device says
+    runs now), not from the capability snapshot, which is only re-read when the loaded set changes."""
+    caps = caps if caps is not None else device_capabilities(device)
+    now = {
+        str(r.get("model_id") or ""): str(r.get("status") or "running") for r in device.loaded_models or []
+    }
+    rows = []
+    for m in caps.models:
+        status = now.get(m.id)
+        loaded = "" if status is None else ("yes" if status == "running" else status)
+        rows.append(ModelRow(m.id, model_label(m.id), m.kind, m.npu_usage, loaded))
+    return rows
 
 
 @dataclass(frozen=True)
@@ -54,7 +111,7 @@ def device_loaded_models(device: Device) -> list[LoadedModel]:
         out.append(
             LoadedModel(
                 mid,
-                mid.rsplit("/", 1)[-1],
+                model_label(mid),
                 usage,
                 round(100 * usage / total, 1) if usage is not None else None,
                 str(row.get("status") or "running"),

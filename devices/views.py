@@ -13,7 +13,13 @@ from devices import discovery
 from devices.forms import ConnectionTestForm, DeviceForm
 from devices.live import fragment_context
 from devices.metrics import RANGES, chart_series
-from devices.selectors import device_capabilities, device_get_for, device_list_for
+from devices.selectors import (
+    device_capabilities,
+    device_get_for,
+    device_list_for,
+    device_model_rows,
+    model_label,
+)
 from devices.services import device_check_now, device_register, device_test_connection, device_update
 from hub.accounts.decorators import admin_required
 
@@ -27,7 +33,14 @@ def device_list(request: HttpRequest) -> HttpResponse:
 @require_GET
 def device_detail(request: HttpRequest, device_id: int) -> HttpResponse:
     device = device_get_for(request.user, device_id)
-    ctx = fragment_context(device, caps=device_capabilities(device), ranges=list(RANGES))
+    caps = device_capabilities(device)
+    ctx = fragment_context(
+        device,
+        caps=caps,
+        models=device_model_rows(device, caps),  # "Loaded" from the latest reading, names readable
+        videos=[{"label": model_label(v.model_id), "cap": v} for v in caps.video_models()],
+        ranges=list(RANGES),
+    )
     return render(request, "devices/device_detail.html", ctx)
 
 

@@ -1,7 +1,8 @@
-"""What /healthz reports: each part ``ok`` or the failure, in plain words."""
+"""What /healthz reports: each part ``ok`` or the failure, in plain words; and the admins' status page."""
 
 from __future__ import annotations
 
+import datetime as dt
 import ipaddress
 import time
 from dataclasses import dataclass
@@ -9,6 +10,7 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from django.db import connection
+from django.utils import timezone
 
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
 
@@ -118,3 +120,88 @@ def may_see_details(request) -> bool:
 
 def allowed_networks() -> list[ipaddress.IPv4Network | ipaddress.IPv6Network]:
     return [ipaddress.ip_network(n, strict=False) for n in settings.HUB_HEALTH_ALLOW]
+
+
+# -- the readable status page (admins: /health/) ---------------------------------------------------------------
+@dataclass(frozen=True)
+class DeviceStatus:
+    pk: int
+    name: str
+    state: str
+    state_label: str
+    message: str
+    last_seen: dt.datetime | None
+    reading_at: dt.datetime | None
+    waiting: int  # queued or scheduled
+    running: int  # preparing, submitted, running or collecting
+    paused: bool
+    is_default: bool
+
+
+def device_statuses() -> list[DeviceStatus]:
+    """Every device with its state and its queue (two queries; the default device first)."""
+    from django.db.models import Count, Q
+
+    from devices.models import Device
+    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+
+    counts = {
+        row["device_id"]: row
+        for row in Job.objects.filter(state__in=[*WAITING_STATES, *ACTIVE_STATES])
+        .order_by()
+        .values("device_id")
+        .annotate(
+            waiting=Count("pk", filter=Q(state__in=WAITING_STATES)),
+            running=Count("pk", filter=Q(state__in=ACTIVE_STATES)),
+        )
+    }
+    devices = Device.objects.only(
+        "pk", "name", "state", "state_message", "last_seen", "reading_at", "queue_paused", "is_default"
+    ).order_by("-is_default", "name")
+    return [
+        DeviceStatus(
+            pk=d.pk,
+            name=d.name,
+            state=d.state,
+            state_label=d.get_state_display(),
+            message=d.state_message,
+            last_seen=d.last_seen,
+            reading_at=d.reading_at,
+            waiting=counts.get(d.pk, {}).get("waiting", 0),
+            running=counts.get(d.pk, {}).get("running", 0),
+            paused=d.queue_paused,
+            is_default=d.is_default,
+        )
+        for d in devices
+    ]
+
+
+CHECK_LABELS = {
+    "database": "Database",
+    "redis": "Redis (queue, live updates)",
+    "worker": "Worker heartbeat",
+    "beat": "Beat tick (repair sweep, device polls)",
+}
+
+
+def status_report() -> dict:
+    """What the admins' status page shows: the /healthz checks in words, the devices and the queue depth."""
+    checks = run_checks()
+    try:
+        devices = device_statuses()
+    except Exception as exc:  # noqa: BLE001 - the database check above already names the failure
+        devices, devices_error = [], f"{type(exc).__name__}: {exc}"
+    else:
+        devices_error = ""
+    return {
+        "checks": [
+            {"name": c.name, "label": CHECK_LABELS.get(c.name, c.name), "ok": c.ok, "detail": c.detail}
+            for c in checks
+        ],
+        "healthy": all(c.ok for c in checks),
+        "devices": devices,
+        "devices_error": devices_error,
+        "queue_depth": sum(d.waiting for d in devices),
+        "running": sum(d.running for d in devices),
+        "checked_at": timezone.now(),
+    }

@@ -23,6 +23,7 @@ urlpatterns = [
     path("", jobs_views.dashboard, name="dashboard"),  # the jobs app builds it (jobs.pages)
     path("live-wire/", views.live_wire, name="hub-live-wire"),
     path("healthz", views.healthz, name="healthz"),
+    path("health/", views.health_page, name="hub-health"),  # the admins' readable status page
     path("metrics", hub_metrics.metrics, name="metrics"),
     path("favicon.ico", views.favicon, name="favicon"),
     path("manifest.webmanifest", views.manifest, name="manifest"),

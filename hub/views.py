@@ -15,7 +15,8 @@ from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET, require_POST, require_safe
 from kombu.exceptions import OperationalError
 
-from hub.health import may_see_details, run_checks
+from hub.accounts.decorators import admin_required
+from hub.health import may_see_details, run_checks, status_report
 from hub.tasks import live_wire_ping
 
 log = logging.getLogger(__name__)
@@ -32,6 +33,17 @@ def healthz(request):
     if may_see_details(request):
         body |= {c.name: c.as_json() for c in checks}
     return JsonResponse(body, status=200 if healthy else 503)
+
+
+@admin_required
+@never_cache
+@require_GET
+def health_page(request):
+    """The footer's health link: what /healthz checks, in words, plus the devices and the queue (admins only).
+
+    /healthz stays the machines' JSON; this page is for a person deciding what to restart.
+    """
+    return render(request, "health.html", status_report())
 
 
 @require_POST

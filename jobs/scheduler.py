@@ -233,7 +233,7 @@ def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
 def _ready_reason(job: Any, index: int, order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> str:
     """Why a ready job is where the base order put it: an admin's move, or fair share against an older job."""
     if summary_blocked(job, snap):
-        return "waits for the memory summaries to end: renders may not unload their model"
+        return "waits for the device's nightly upkeep to end: renders may not interrupt it"
     if job.priority > 0:
         return "moved up by an admin"
     for other, _why in order[index + 1 :]:

@@ -1,12 +1,20 @@
 #!/usr/bin/env python
 """`make up`: set up what is missing, then run the hub (web + worker + beat [+ Redis] [+ emulator]).
 
-Safe to run twice: every step checks before it acts. Ctrl-C stops every process this started.
+Safe to run twice: every step checks before it acts. Ctrl-C stops every process this started and exits 0.
+
+The console stays calm: it shows the hub's own lines (what it is doing, the URL, the first admin's login,
+how to reach it from a phone) while each process's output goes to its own file under ``<data dir>/logs/``
+(``web.log``, ``worker.log``, ``beat.log``, ``emulator.log``, ``redis.log``; ``up.log`` is the supervisor's
+own record). ``make logs`` follows them.
 """
 
 from __future__ import annotations
 
+import datetime as dt
+import ipaddress
 import os
+import re
 import secrets
 import shlex
 import signal
@@ -16,12 +24,18 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, TextIO
 
 BASE = Path(__file__).resolve().parent.parent
 ENV_FILE = BASE / ".env"
 PY = sys.executable
 sys.path.insert(0, str(BASE))
+
+SUPERVISOR_LOG = "up"  # honcho's own lines ("web started (pid=…)") go to up.log
+WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
+DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
 
 
 def say(message: str) -> None:
@@ -96,21 +110,205 @@ def redis_process(data_dir: Path) -> tuple[str | None, str]:
     return shlex.join(cmd), f"redis://127.0.0.1:{port}/0"
 
 
-def wait_then_announce(host: str, port: int, login: str) -> None:
+# -- the console: each process's lines go to its own file ------------------------------------------------------
+class LogRouter:
+    """A honcho printer that writes each process's output to ``<log_dir>/<name>.log``, never to the console.
+
+    Honcho's own lines (``system``: started, stopped, signals) go to ``up.log``. The console hears about a
+    process only when it stops by itself (keepalive gave up on it), with the file to read; while the hub is
+    being stopped on purpose, nothing.
+    """
+
+    def __init__(self, log_dir: Path, console: TextIO | None = None) -> None:
+        self.log_dir = log_dir
+        self.console = console if console is not None else sys.stdout
+        self.width = 0  # honcho sets it; unused, the files need no column alignment
+        self.stopping = False
+        self._files: dict[str, TextIO] = {}
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    def path_for(self, name: str) -> Path:
+        return self.log_dir / f"{SUPERVISOR_LOG if name == 'system' else name}.log"
+
+    def _file(self, name: str) -> TextIO:
+        if name not in self._files:
+            self._files[name] = self.path_for(name).open("a", encoding="utf-8", errors="replace")
+        return self._files[name]
+
+    def write(self, message: Any) -> None:
+        name = message.name or "system"
+        data = message.data
+        text = data.decode("utf-8", "replace") if isinstance(data, bytes) else str(data)
+        stamp = message.time.strftime("%Y-%m-%d %H:%M:%S")
+        out = self._file(name)
+        for line in text.splitlines():
+            out.write(f"{stamp} {line}\n")
+            if name == "system" and not self.stopping:
+                self._tell_console(line)
+        out.flush()
+
+    def _tell_console(self, line: str) -> None:
+        stopped = re.fullmatch(r"(\S+) stopped \(rc=(-?\d+)\)", line.strip())
+        if stopped:
+            proc, code = stopped.groups()
+            print(
+                f"tiiny-hub: {proc} stopped by itself (exit {code}); the hub is shutting down. "
+                f"See {self.path_for(proc)}",
+                file=self.console,
+                flush=True,
+            )
+
+    def close(self) -> None:
+        for f in self._files.values():
+            f.close()
+        self._files.clear()
+
+
+def make_manager(router: LogRouter):
+    """Honcho's manager, told apart: a stop that starts with a signal (Ctrl-C) is a clean exit, status 0."""
+    from honcho.manager import Manager
+
+    class HubManager(Manager):
+        interrupted = False
+
+        def terminate(self) -> None:
+            if not self._terminating:
+                # Honcho calls terminate() from its SIGINT/SIGTERM handler, or when a process stopped by itself.
+                self.interrupted = not self._any_stopped()
+                router.stopping = True
+                if self.interrupted:
+                    print("\ntiiny-hub: stopping…", file=router.console, flush=True)
+            super().terminate()
+
+    return HubManager(router)
+
+
+def exit_status(manager: Any) -> int:
+    """0 after Ctrl-C (or SIGTERM) stopped everything; the failing process's code otherwise."""
+    if getattr(manager, "interrupted", False):
+        return 0
+    return manager.returncode or 1
+
+
+# -- the banner ------------------------------------------------------------------------------------------------
+def _is_lan(address: str) -> bool:
+    try:
+        ip = ipaddress.ip_address(address)
+    except ValueError:
+        return False
+    return ip.version == 4 and ip.is_private and not ip.is_loopback and not ip.is_link_local
+
+
+def lan_address() -> str | None:
+    """This machine's address on the local network, found without sending anything.
+
+    ``connect`` on a UDP socket only picks the route and the local address for it (no packet leaves);
+    without such a route, ``hostname -I``'s first private address.
+    """
+    for probe in ("10.254.254.254", "192.168.254.254", "172.31.254.254"):
+        try:
+            with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as sock:
+                sock.connect((probe, 9))
+                address = sock.getsockname()[0]
+        except OSError:
+            continue
+        if _is_lan(address):
+            return address
+    try:
+        out = subprocess.run(["hostname", "-I"], capture_output=True, text=True, timeout=2).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return next((a for a in out.split() if _is_lan(a)), None)
+
+
+def banner_text(
+    *,
+    host: str,
+    port: int,
+    login: str,
+    lan: str | None,
+    allowed_hosts: list[str],
+    log_dir: Path,
+) -> str:
+    """What the console shows once the hub answers: where it is, who signs in, the phone, the logs."""
+    local_host = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    url = f"http://{local_host}:{port}"
+    lines = [f"Tiiny Hub is up:  {url}", login]
+    lan_name = lan or "<this machine's address>"
+    if host in WILDCARD_HOSTS:
+        if lan and (lan in allowed_hosts or "*" in allowed_hosts):
+            lines.append(f"From a phone on this network: http://{lan}:{port}")
+        else:
+            lines += [
+                f"From a phone on this network: http://{lan_name}:{port} once that address is an allowed host:",
+                f"  HUB_HOST={host} HUB_ALLOWED_HOSTS={','.join([*allowed_hosts, lan_name])} make up",
+            ]
+    else:
+        hosts = ",".join(dict.fromkeys([*allowed_hosts, lan_name]))
+        lines += [
+            "From a phone on this network: stop (Ctrl-C) and run",
+            f"  HUB_HOST=0.0.0.0 HUB_ALLOWED_HOSTS={hosts} make up",
+            f"  then open http://{lan_name}:{port}",
+        ]
+    try:
+        shown = log_dir.relative_to(BASE)
+    except ValueError:
+        shown = log_dir
+    lines += [
+        f"Logs: {shown}/ (web, worker, beat, …)  ·  follow them: make logs",
+        f"Status page (admins): {url}/health/  ·  Stop: Ctrl-C",
+    ]
+    bar = "=" * 72
+    return "\n".join(["", bar, *(f"  {line}" for line in lines), bar, ""])
+
+
+def wait_then_announce(host: str, port: int, text: str) -> None:
     import httpx
 
-    url = f"http://{host}:{port}"
+    local_host = "127.0.0.1" if host in WILDCARD_HOSTS else host
+    url = f"http://{local_host}:{port}"
     for _ in range(600):
         try:
             if httpx.get(f"{url}/accounts/login/", timeout=1).status_code == 200:
                 break
         except httpx.HTTPError:
             time.sleep(0.2)
-    bar = "=" * 64
-    print(
-        f"\n{bar}\n  Tiiny Hub is up:  {url}\n  {login}\n  Health: {url}/healthz   ·   Stop: Ctrl-C\n{bar}\n",
-        flush=True,
-    )
+    else:
+        say(f"the web server did not answer at {url}; see its log")
+        return
+    print(text, flush=True)
+
+
+# -- signals and the terminal ----------------------------------------------------------------------------------
+def own_terminal() -> Callable[[], None]:
+    """Take the terminal's foreground, so Ctrl-C reaches this process alone, not the `make` that ran it.
+
+    Make exits 130 ("*** Error 130", or killed by the same SIGINT) whenever the terminal's SIGINT reaches
+    it, whatever its recipe does. In a process group of our own that is the terminal's foreground, Ctrl-C
+    comes only here; we stop everything and exit 0, and so does make. The returned function gives the
+    terminal back. Without a terminal (a script, CI) nothing changes.
+    """
+    try:
+        fd = sys.stdin.fileno()
+        if not os.isatty(fd) or os.tcgetpgrp(fd) != os.getpgrp():
+            return lambda: None
+        previous = os.getpgrp()
+        os.setpgid(0, 0)
+    except OSError:
+        return lambda: None
+
+    def set_foreground(pgrp: int) -> None:
+        # A background group that changes the terminal's foreground gets SIGTTOU; ignore it for the call.
+        old = signal.signal(signal.SIGTTOU, signal.SIG_IGN)
+        try:
+            os.tcsetpgrp(fd, pgrp)
+        except OSError:
+            pass
+        finally:
+            signal.signal(signal.SIGTTOU, old)
+
+    set_foreground(os.getpgrp())
+    return lambda: set_foreground(previous)
 
 
 def stop_when_orphaned() -> None:
@@ -118,7 +316,7 @@ def stop_when_orphaned() -> None:
     parent = os.getppid()
     while os.getppid() == parent:
         time.sleep(1)
-    say("parent process went away; stopping")
+    print("tiiny-hub: parent process went away; stopping", file=sys.stderr, flush=True)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -127,12 +325,13 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
     try:
-        from hub.env import env_int, env_path, env_str
+        from hub.env import env_int, env_list, env_path, env_str
 
         host = env_str("HUB_HOST", "127.0.0.1")
         port = env_int("HUB_PORT", 8000, minimum=1, maximum=65535)
         data_dir = env_path("HUB_DATA_DIR", BASE / "var")
         device = env_str("HUB_DEVICE", "emulator")
+        allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
     if not port_free(host, port):
@@ -149,12 +348,14 @@ def main() -> None:
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
     admin_line = manage("ensure_admin", capture=True).strip()
-    login = admin_line if admin_line.startswith("first admin") else "Sign in with your admin login."
+    login = (
+        f"Sign in as {admin_line.removeprefix('first admin: ')}"
+        if admin_line.startswith("first admin")
+        else "Sign in with your admin login (forgot it? .venv/bin/python manage.py changepassword NAME)"
+    )
 
-    from honcho.manager import Manager
-    from honcho.printer import Printer
-
-    manager = Manager(Printer(sys.stdout))
+    router = LogRouter(data_dir / "logs")
+    manager = make_manager(router)
     env = dict(os.environ)
     if redis_cmd:
         manager.add_process("redis", redis_cmd, env=env)
@@ -171,10 +372,28 @@ def main() -> None:
     manager.add_process("beat", shlex.join(beat), env=env)
     if device == "emulator":
         add_emulator(manager, env, data_dir)
-    threading.Thread(target=wait_then_announce, args=(host, port, login), daemon=True).start()
+    say(f"starting web, worker, beat{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
+        f" (logs in {router.log_dir})…")  # fmt: skip
+    text = banner_text(
+        host=host,
+        port=port,
+        login=login,
+        lan=lan_address(),
+        allowed_hosts=allowed_hosts,
+        log_dir=router.log_dir,
+    )
+    threading.Thread(target=wait_then_announce, args=(host, port, text), daemon=True).start()
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
-    manager.loop()
-    sys.exit(manager.returncode)
+    # A closed terminal hangs up the foreground group (now ours): stop like SIGTERM (honcho handles that one).
+    signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
+    try:
+        manager.loop()
+    finally:
+        router.close()
+    status = exit_status(manager)
+    if status == 0:
+        print(f"tiiny-hub: stopped at {dt.datetime.now():%H:%M:%S}.", flush=True)
+    sys.exit(status)
 
 
 def add_emulator(manager, env: dict, data_dir: Path) -> None:
@@ -223,4 +442,11 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    give_back_terminal = own_terminal()
+    try:
+        main()
+    except KeyboardInterrupt:  # Ctrl-C during the set-up, before honcho took over the signals
+        print("\ntiiny-hub: stopped before the hub was up.", flush=True)
+        sys.exit(0)
+    finally:
+        give_back_terminal()

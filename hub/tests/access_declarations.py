@@ -47,6 +47,7 @@ DECLARATIONS: dict[str, dict] = {
     "hub-live-wire": {"GET": NO, "POST": EVERYONE},
     # 503 while no worker has checked in (the test run has none); details only for admins (test_healthz)
     "healthz": {"GET": "ok|503 ok|503 ok|503 ok|503 ok|503", "POST": PUBLIC_NO},
+    "hub-health": {"GET": ADMINS, "POST": ADMINS_NOT_THIS_METHOD},  # the readable status page (footer link)
     # the test client's address is loopback, which HUB_METRICS_ALLOW lets in by default (test_metrics)
     "metrics": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "favicon": {"GET": PUBLIC, "POST": PUBLIC_NO},

@@ -7,8 +7,8 @@ from conftest import save_screenshot
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 
-def test_the_dashboard_shows_a_worker_push_without_reload(signed_in_page, member, live_worker):
-    page = signed_in_page(member)
+def test_the_dashboard_shows_a_worker_push_without_reload(signed_in_page, admin_user, live_worker):
+    page = signed_in_page(admin_user)  # the check's card is shown to admins only
     page.wait_for_function("() => document.body.dataset.live === 'open'", timeout=15000)
     page.evaluate("window.__marker = 'same-page'")
     page.click("#live-wire-button")
