@@ -404,8 +404,9 @@ def swapped_fields_form(form: JobForm) -> JobForm:
 
 
 def admission_for(form: JobForm) -> Admission | None:
-    """The summary for what is filled in so far. Missing files don't stop it: the estimate doesn't need them,
-    and the summary is posted without them (re-uploading a picture on every keystroke would be wasteful)."""
+    """The summary for what is filled in so far. Missing files don't stop it: the estimate doesn't need them.
+    (htmx 2 posts a multipart form's chosen files with each summary request; ``job_admission`` keeps them only
+    when the fields are about to be swapped for another model's.)"""
     valid = form.is_valid()
     files_only = bool(form.errors) and all(
         isinstance(form.fields.get(n), forms.FileField) for n in form.errors
