@@ -15,6 +15,7 @@ from django.conf import settings
 from conftest import save_screenshot
 from devices.emulator.media import video_mp4, wav_bytes
 from jobs.runners.base import save_artifact
+from jobs.thumbnails import thumbnail_for_job
 from jobs.tests.ui_fixtures import device, make_job  # noqa: F401 - device is a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -33,6 +34,8 @@ def two_done_jobs(member, device):  # noqa: F811 - the device fixture from ui_fi
     song = make_job(member, device, kind="music", state="done", prompt="warm analog bass loop")
     save_artifact(song, kind="audio", name="loop.wav", data=wav_bytes(seconds=2), mime="audio/wav")
     jobs = [video, song]
+    for job in jobs:
+        thumbnail_for_job(job)  # what the done job's task does
     assert all(j.artifacts.filter(kind="thumb").exists() for j in jobs)
     yield jobs
     for j in jobs:
