@@ -59,9 +59,12 @@ def start_private_redis(*, run_dir: Path, port: int | None = None, db: int = 0) 
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        if pidfile.exists() and port_open(port):
-            pid = int(pidfile.read_text().strip())
-            return PrivateRedis(url=f"redis://127.0.0.1:{port}/{db}", port=port, pid=pid, pidfile=pidfile)
+        # The pidfile may exist a moment before its number is in it (redis writes it after creating it).
+        text = pidfile.read_text().strip() if pidfile.exists() else ""
+        if text.isdigit() and port_open(port):
+            return PrivateRedis(
+                url=f"redis://127.0.0.1:{port}/{db}", port=port, pid=int(text), pidfile=pidfile
+            )
         time.sleep(0.02)
     raise RuntimeError(f"private Redis did not start on 127.0.0.1:{port}; see {run_dir}/redis-{port}.log")
 

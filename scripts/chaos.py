@@ -682,8 +682,8 @@ class Night:
         return row.pk if row else None
 
     def _submit_rest(self, sub: Submission, device: Any) -> None:
-        """A patient script: retries while the web server is down; after an answer it could not read, it
-        looks for its job (by the tag in the prompt) before sending again, so it never queues a second one."""
+        """A patient script: retries while the web server is down, with an Idempotency-Key; after an answer it
+        could not read it also looks for its job (by the tag in the prompt) before sending again."""
         import httpx
 
         headers = {"Authorization": f"Bearer {self.tokens[sub.owner]}"}
@@ -703,8 +703,9 @@ class Night:
                             uncertain = False
                         else:
                             raise httpx.TransportError(f"lookup answered {found.status_code}")
-                    r = http.post("/api/jobs", json=body)
-                if r.status_code == 201:
+                    # The hub's own retry guard: the same key again answers 200 with the job it queued.
+                    r = http.post("/api/jobs", json=body, headers={"Idempotency-Key": sub.tag})
+                if r.status_code in (200, 201):
                     sub.job_id = int(r.json()["id"])
                     return
                 if r.status_code == 429:
