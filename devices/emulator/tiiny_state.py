@@ -525,10 +525,17 @@ class DeviceState:
     # ----- misc ---------------------------------------------------------------------------------------------
     def refresh_video(self, job: VideoJob) -> VideoJob:
         """Apply the gateway's one-hour cut-off (generation_timeout); the render itself goes on."""
+        limit = job.created_dev + catalog.VIDEO_GATEWAY_LIMIT_S
+        # A render that ended (in device time) before the limit is done, even while the emulator still writes
+        # its MP4 in real time: on a loaded machine at high speed, that writing can outlast the whole hour.
+        finished_in_time = (
+            job.started_dev is not None and job.duration > 0 and job.started_dev + job.duration < limit
+        )
         if (
             self.q("generation_timeout")
             and job.status in ("queued", "in_progress")
-            and self.clock.now() - job.created_dev >= catalog.VIDEO_GATEWAY_LIMIT_S
+            and self.clock.now() >= limit
+            and not finished_in_time
         ):
             job.fail("GENERATION_TIMEOUT", "video generation exceeded the gateway time limit")
         return job
