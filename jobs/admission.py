@@ -20,10 +20,7 @@ from typing import Any
 from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from jobs.models import JobKind, When
-
-#: The furthest ahead a "not before" time may be (a stored date far away must never wedge the planner).
-MAX_NOT_BEFORE = dt.timedelta(days=30)
+from jobs.models import MAX_NOT_BEFORE, JobKind, When
 
 
 @dataclass

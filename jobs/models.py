@@ -9,6 +9,7 @@ Every transition is a compare-and-set UPDATE (``jobs.services``) plus a JobEvent
 
 from __future__ import annotations
 
+import datetime as dt
 import secrets
 
 from django.conf import settings
@@ -48,6 +49,11 @@ class When(models.TextChoices):
     ASAP = "asap", "As soon as possible"
     TONIGHT = "tonight", "Tonight (the device's night window)"
     NOT_BEFORE = "not_before", "Not before a time"
+
+
+#: The furthest ahead a "not before" time may be. Admission refuses later ones at submit, and the model refuses
+#: them in any other form (the admin site), so a stored date far away can never wedge the planner or a page.
+MAX_NOT_BEFORE = dt.timedelta(days=30)
 
 
 def new_share_token() -> str:
@@ -130,6 +136,15 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk}"
+
+    def clean(self) -> None:
+        from django.core.exceptions import ValidationError
+        from django.utils import timezone
+
+        if self.not_before and self.not_before > timezone.now() + MAX_NOT_BEFORE:
+            raise ValidationError(
+                {"not_before": f"Choose a time within the next {MAX_NOT_BEFORE.days} days."}
+            )
 
     @property
     def is_final(self) -> bool:

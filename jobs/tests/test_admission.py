@@ -141,3 +141,14 @@ def test_a_model_may_be_named_without_its_publisher_when_that_is_unambiguous(dev
             owner=member, device=device, kind="video", data={"model": "Other/Thing", **SHORT}
         )
     assert "model" in exc.value.errors
+
+
+def test_the_model_refuses_a_far_not_before_in_any_form(device, member):
+    """The admin site edits a Job through its model (ModelForm → full_clean): the same 30-day rule holds there."""
+    from jobs.models import Job as JobModel
+
+    job = JobModel(owner=member, device=device, kind="video", model_id=VIDEO, params=SHORT, when="not_before")
+    job.not_before = timezone.now() + dt.timedelta(days=400)
+    with pytest.raises(ValidationError) as exc:
+        job.full_clean()
+    assert "30 days" in str(exc.value)
