@@ -22,7 +22,7 @@ from devices import errors
 from devices.capabilities import Capabilities
 from devices.clients import TensorSharpClient, TiinyClient, client_for
 from devices.clients.base import validate_base_url
-from devices.clients.tiiny import Reading
+from devices.clients.tiiny import Reading, RunningModels
 from devices.crypto import KeyUnreadable
 from devices.metrics import Sample, metric_add
 from devices.models import Device
@@ -31,6 +31,7 @@ logger = logging.getLogger("devices")
 
 CAPABILITIES_MAX_AGE = dt.timedelta(minutes=5)
 POLL_FAST = dt.timedelta(seconds=2)
+POLL_BUSY = dt.timedelta(seconds=10)  # a job runs, nobody watches: one point per chart bucket
 POLL_SLOW = dt.timedelta(seconds=30)
 POLL_CLAIM = dt.timedelta(seconds=35)  # longer than poll_device's hard time limit (30 s)
 _KEEP = object()
@@ -189,6 +190,40 @@ def device_note_unloaded(*, device_id: int, model_ids: list[str]) -> None:
         device.save(update_fields=["hub_loaded_models", "updated"])
 
 
+def device_note_running(
+    *,
+    device_id: int,
+    state: RunningModels,
+    loaded: str | None = None,
+    unloaded: list[str] | tuple[str, ...] = (),
+) -> None:
+    """The hub just read the device's running list: keep its own list true to it, and show it.
+
+    A model the hub loaded that the device no longer runs (a power cycle, a slow stop that unloaded everything)
+    is no longer the hub's: if someone else loads it later, polite mode must leave it alone. ``loaded`` is the
+    model the hub itself just launched; ``unloaded`` those it just stopped.
+    """
+    present = set(state.running) | set(state.pending)
+    with transaction.atomic():
+        device = Device.objects.select_for_update().get(pk=device_id)
+        mine = [m for m in device.hub_loaded_models if m in present and m not in unloaded]
+        if loaded and loaded in present and loaded not in mine:
+            mine.append(loaded)
+        device.hub_loaded_models = mine
+        device.loaded_models = state.loaded_rows()
+        device.save(update_fields=["hub_loaded_models", "loaded_models", "updated"])
+
+
+def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
+    """Every full reading names what runs: a model the hub loaded that is gone is no longer the hub's."""
+    present = {m.get("model_id") for m in reading.models}
+    with transaction.atomic():
+        device = Device.objects.select_for_update().only("pk", "hub_loaded_models").get(pk=device_id)
+        mine = [m for m in device.hub_loaded_models if m in present]
+        if mine != device.hub_loaded_models:
+            Device.objects.filter(pk=device_id).update(hub_loaded_models=mine)
+
+
 def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
     """A job runs on the device until ``until``: poll it at the fast rate (renew while working)."""
     Device.objects.filter(pk=device_id).update(active_until=until, next_poll_at=None)
@@ -203,18 +238,25 @@ def device_set_queue_paused(*, device_id: int, paused: bool) -> None:
 
 def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime | None = None) -> None:
     at = at or timezone.now()
+    fields: dict[str, Any] = {}
+    if reading.full:  # a status-only sample keeps the units and the loaded list of the last full one
+        fields = {
+            "npu_units_used": reading.npu_units_used,
+            "npu_units_total": reading.npu_units_total,
+            "loaded_models": reading.models,
+        }
     Device.objects.filter(pk=device_id).update(
         npu_util=reading.npu_util,
         npu_mem_used_mb=reading.npu_mem_used_mb,
         npu_mem_total_mb=reading.npu_mem_total_mb,
-        npu_units_used=reading.npu_units_used,
-        npu_units_total=reading.npu_units_total,
         cpu_percent=reading.cpu_percent,
         mem_percent=reading.mem_percent,
-        loaded_models=reading.models,
         reading_at=at,
         last_seen=at,
+        **fields,
     )
+    if reading.full:
+        _reconcile_from_reading(device_id=device_id, reading=reading)
     mem_pct = (
         100.0 * reading.npu_mem_used_mb / reading.npu_mem_total_mb
         if reading.npu_mem_used_mb is not None and reading.npu_mem_total_mb
@@ -236,9 +278,53 @@ def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
 # -- talking to the device (never inside a transaction) ----------------------------------------------------
 
 
-def _reading_for(client: TiinyClient | TensorSharpClient) -> Reading:
+#: A full reading (NPU units and the loaded list, a second request) at least this often; between them only
+#: ``sys/status`` is read, unless its NPU memory moved by more than ``FULL_ON_MEM_CHANGE`` of the total (a load
+#: or an unload happened) or the device just came back.
+FULL_READING_EVERY = dt.timedelta(seconds=60)
+FULL_ON_MEM_CHANGE = 0.05
+
+
+def _full_key(device_id: int) -> str:
+    return f"devices:full-reading:{device_id}"
+
+
+def _full_due(device: Device, reading: Reading) -> bool:
+    from django.core.cache import cache
+
+    if device.state != Device.State.ONLINE or not device.reading_at or device.npu_mem_used_mb is None:
+        return True
+    try:
+        last = cache.get(_full_key(device.pk))
+    except Exception:  # noqa: BLE001 - no cache: read everything, as before
+        return True
+    if last is None or timezone.now().timestamp() - float(last) > FULL_READING_EVERY.total_seconds():
+        return True
+    total = reading.npu_mem_total_mb or device.npu_mem_total_mb
+    if reading.npu_mem_used_mb is None or not total:
+        return True
+    return abs(reading.npu_mem_used_mb - device.npu_mem_used_mb) > FULL_ON_MEM_CHANGE * total
+
+
+def _note_full(device_id: int) -> None:
+    from django.core.cache import cache
+
+    try:
+        cache.set(_full_key(device_id), timezone.now().timestamp(), timeout=3600)
+    except Exception:  # noqa: BLE001
+        pass
+
+
+def _reading_for(client: TiinyClient | TensorSharpClient, device: Device | None = None) -> Reading:
+    """One request per tick (``sys/status``), a second only when the loaded models may have changed."""
     if isinstance(client, TiinyClient):
-        return client.reading()
+        if device is None:
+            return client.reading()
+        reading = client.reading(full=False)
+        if _full_due(device, reading):
+            reading = client.with_units(reading)
+            _note_full(device.pk)
+        return reading
     client.health()
     models = client.models()
     loaded = models.get("loaded")
@@ -250,6 +336,8 @@ def _capabilities_due(device: Device, reading: Reading, became_online: bool) -> 
         return True
     if timezone.now() - device.capabilities_at > CAPABILITIES_MAX_AGE:
         return True
+    if not reading.full:
+        return False
     # What is loaded changed: video options are only readable for a loaded model.
     before = {m.get("model_id") for m in device.loaded_models or []}
     return before != {m.get("model_id") for m in reading.models}
@@ -267,7 +355,7 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
         device_set_state(device_id=device_id, state=Device.State.AUTH_FAILED, message=str(exc), fix=FIX_AUTH)
         return Device.State.AUTH_FAILED
     try:
-        reading = _reading_for(client)
+        reading = _reading_for(client, device)
     except errors.DeviceError as exc:
         state, message, fix = state_for_error(exc)
         if state:
@@ -348,8 +436,12 @@ def device_check_now(*, device: Device) -> ConnectionReport:
 
 
 def device_poll_interval(*, device: Device, watched: bool, now: dt.datetime) -> dt.timedelta:
+    """Fast while someone watches, or while a job waits for the device to come back (the poller is what notices
+    it); a job on a working device is followed by its own polls, so the metrics then keep the busy rhythm."""
     busy = device.active_until is not None and device.active_until > now
-    return POLL_FAST if watched or busy else POLL_SLOW
+    if watched or (busy and device.state != Device.State.ONLINE):
+        return POLL_FAST
+    return POLL_BUSY if busy else POLL_SLOW
 
 
 def device_claim_enqueue(*, device: Device, interval: dt.timedelta, now: dt.datetime) -> bool:

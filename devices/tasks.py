@@ -19,7 +19,7 @@ def poll_all() -> int:
 
     now = timezone.now()
     enqueued = 0
-    for device in Device.objects.only("pk", "next_poll_at", "active_until"):
+    for device in Device.objects.only("pk", "next_poll_at", "active_until", "state"):
         watched = is_watched(f"device:{device.pk}")
         interval = device_poll_interval(device=device, watched=watched, now=now)
         # Due when its time has come, or when it sits on the slow schedule but someone started watching.

@@ -16,6 +16,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import time
+from types import SimpleNamespace
 from typing import Any
 
 from django.conf import settings
@@ -106,10 +107,17 @@ def _error_fields(exc: errors.DeviceError | None, human: str = "") -> dict[str, 
 
 
 def end_job(job: Job) -> None:
-    """After a final state: free the device, learn the time, plan and start the next job."""
+    """After a final state: free the device and start the next job at once (dispatch runs right here, in the
+    process that saw the end: no device I/O, and one queue hop less of device idle), then plan."""
     lease.lease_release(job.device_id, job_id=job.pk)
-    _replan(job.device_id)
-    _enqueue_dispatch(job.device_id)
+    try:
+        started = dispatch_device(job.device_id)
+    except Exception:
+        logger.exception("dispatching device %s after job %s failed; queueing it", job.device_id, job.pk)
+        started = None
+        _enqueue_dispatch(job.device_id)
+    if started is None:  # dispatch replans when it starts a job
+        _replan(job.device_id)
 
 
 def finish_done(job: Job) -> bool:
@@ -345,6 +353,8 @@ def run(job_id: int) -> None:
 def _submit_poll(job: Job, runner) -> None:
     """preparing → submitted (nonce time) → device create → store remote_id → first poll."""
     now = _now()
+    # A tag the device echoes (e.g. a seed), stored before the create call: crash recovery matches on it.
+    marks = getattr(runner, "submit_marks", dict)()
     if not job_transition(
         job.pk,
         from_states=[S.PREPARING],
@@ -352,6 +362,7 @@ def _submit_poll(job: Job, runner) -> None:
         message="Sending to the device.",
         submit_started_at=now,
         phase="Sending",
+        **({"remote_data": {**job.remote_data, **marks}} if marks else {}),
     ):
         _cleanup_abandoned(job)
         return
@@ -383,7 +394,8 @@ def _adopt(job: Job, runner, remote_id: str, data: dict[str, Any]) -> None:
         _cleanup_abandoned(job)
         return
     job_note(job.pk, f"The device accepted it (id {remote_id}).", data={"remote_id": remote_id})
-    schedule_poll(job.pk, countdown=settings.JOBS_POLL_INTERVAL_S)
+    job.refresh_from_db()
+    schedule_poll(job.pk, countdown=_first_interval(job, runner))
 
 
 def _cleanup_abandoned(job: Job) -> None:
@@ -484,12 +496,87 @@ def _claim_poll(job_id: int, ticket: int) -> bool:
     )
 
 
-def _next_interval(job: Job, moved: bool) -> float:
+#: Poll when this share of the time left to the end of the render (or stage) has passed: far from the end the
+#: polls are rare, near it they come every ``JOBS_POLL_MIN_S``; an estimate up to 1/share too long still sees
+#: the end within one fast poll.
+NEAR_SHARE = 0.4
+#: The job's own progress rate is trusted once this share of the render (or stage) is done: the first percent
+#: comes after the device's own start-up and says little.
+OWN_RATE_FROM = 0.05
+
+
+def _stored_remote_data(job: Job) -> dict[str, Any]:
+    data = Job.objects.filter(pk=job.pk).values_list("remote_data", flat=True).first()
+    return data if isinstance(data, dict) else dict(job.remote_data or {})
+
+
+def _time_left(job: Job, runner, now: dt.datetime) -> tuple[float | None, float | None, float]:
+    """Seconds until the render (or, for a multi-stage job, the current stage) should end: (from the job's own
+    progress since it was sent, from its shape's history through ``jobs.eta``; None where nothing says), and
+    the seconds since it was sent."""
+    from jobs.eta import remaining_seconds, shape_of
+    from jobs.models import RenderStat
+
+    stage = getattr(runner, "stage_progress", None)
+    done, share = stage(job.progress) if stage else (float(job.progress or 0.0) / 100.0, 1.0)
+    done = min(max(done, 0.0), 1.0)
+    elapsed = (now - job.submit_started_at).total_seconds() if job.submit_started_at else 0.0
+    own = elapsed * (1.0 - done) / done if done >= OWN_RATE_FROM and elapsed > 0 else None
+    history = None
+    shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
+    learned = (
+        RenderStat.objects.filter(
+            device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape, samples__gt=0
+        )
+        .values_list("mean_s", flat=True)
+        .first()
+    )
+    if learned:
+        # The shape's history as it is now (the job's own estimate was fixed when it was queued).
+        if share >= 1.0:
+            seen = SimpleNamespace(estimate_s=learned, progress=job.progress, remote_data=job.remote_data)
+            history = remaining_seconds(seen, now=now)
+        else:
+            history = learned * share * (1.0 - done)
+    return own, history, elapsed
+
+
+def _first_interval(job: Job, runner) -> float:
+    return _interval_for(job, runner, stalls=0)
+
+
+def _interval_for(job: Job, runner, *, stalls: int) -> float:
+    """Near the end (by the job's own progress or its shape's history, whichever says sooner: an early poll
+    costs one request, a late one costs device time) every ``JOBS_POLL_MIN_S``, far from it up to
+    ``JOBS_POLL_MAX_S``. Until the job's own progress shows, start fast (a short stage may be over already)
+    and slow to the base rate: history alone (a whole job's time, load and download included) is not trusted
+    to push the first polls out."""
+    floor = min(settings.JOBS_POLL_MIN_S, settings.JOBS_POLL_INTERVAL_S)
     base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
-    stalls = 0 if moved else int(job.remote_data.get("stalls", 0)) + 1
-    Job.objects.filter(pk=job.pk).update(remote_data={**job.remote_data, "stalls": stalls})
-    job.remote_data = {**job.remote_data, "stalls": stalls}
-    return min(cap, base * (1.5**stalls))
+    own, history, elapsed = _time_left(job, runner, _now())
+    start = min(base, 2 * floor * 1.5**stalls)
+    near = [max(floor, NEAR_SHARE * left) for left in (own, history) if left is not None]
+    # Never wait longer than half the time the render has run so far: an end far earlier than expected is seen
+    # within 1.5 times its time, whatever the estimates say.
+    far = min(cap, max(floor, 0.5 * elapsed))
+    if own is None:
+        return min([start, far, *near])
+    return min([far, *near])
+
+
+def _next_interval(job: Job, moved: bool, *, runner=None, trouble: bool = False) -> float:
+    """The wait before the next poll. ``trouble``: the device did not answer as it should (locked, unreachable,
+    an error): back off on the number of such polls in a row, as before."""
+    base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
+    data = _stored_remote_data(job)  # never write back a stale copy (the ETA keeps its anchor here)
+    stalls = 0 if moved else int(data.get("stalls", 0)) + 1
+    if data.get("stalls") != stalls:
+        data = {**data, "stalls": stalls}
+        Job.objects.filter(pk=job.pk).update(remote_data=data)
+    job.remote_data = data
+    if trouble or runner is None:
+        return min(cap, base * (1.5**stalls))
+    return _interval_for(job, runner, stalls=stalls)
 
 
 def poll(job_id: int, ticket: int) -> None:
@@ -529,11 +616,11 @@ def poll(job_id: int, ticket: int) -> None:
                 phase=exc.human[:100],
             )
         job.refresh_from_db()
-        schedule_poll(job_id, countdown=_next_interval(job, moved=False), ticket=ticket)
+        schedule_poll(job_id, countdown=_next_interval(job, moved=False, trouble=True), ticket=ticket)
         return
     except errors.DeviceError as exc:  # transient: try again a bit later
         logger.info("job %s poll: %s", job_id, exc)
-        schedule_poll(job_id, countdown=_next_interval(job, moved=False), ticket=ticket)
+        schedule_poll(job_id, countdown=_next_interval(job, moved=False, trouble=True), ticket=ticket)
         return
     _on_poll(job, runner, result, ticket)
 
@@ -562,7 +649,8 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
                 submit_started_at=_now(),
             )
             job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
-            schedule_poll(job.pk, countdown=settings.JOBS_POLL_INTERVAL_S, ticket=ticket)
+            job.refresh_from_db()
+            schedule_poll(job.pk, countdown=_first_interval(job, runner), ticket=ticket)
             return
         if job_transition(
             job.pk,
@@ -592,14 +680,15 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         if moved:
             note_progress(job.pk)
         job_ticked(job.pk)
-    schedule_poll(job.pk, countdown=_next_interval(job, moved=moved), ticket=ticket)
+    job.refresh_from_db()
+    schedule_poll(job.pk, countdown=_next_interval(job, moved=moved, runner=runner), ticket=ticket)
 
 
 def handle_poll_error(job: Job, exc: errors.DeviceError, ticket: int) -> None:
     if exc.permanent:
         fail(job, exc)
     else:
-        schedule_poll(job.pk, countdown=_next_interval(job, moved=False), ticket=ticket)
+        schedule_poll(job.pk, countdown=_next_interval(job, moved=False, trouble=True), ticket=ticket)
 
 
 def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
@@ -660,6 +749,10 @@ def _recover_submission(job_id: int) -> None:
         _adopt(job, runner, found, {})
         return
     job_note(job.pk, "The device has no render for this job; sending it (once).")
+    # The new create is what a later recovery looks for, and what the poll rhythm counts from.
+    Job.objects.filter(pk=job.pk, state=S.SUBMITTED, remote_id="").update(submit_started_at=_now())
+    job.refresh_from_db()
+    runner.job = job
     try:
         remote_id, data = runner.submit()
     except errors.DeviceError as exc:

@@ -59,6 +59,14 @@ class RunningModels:
     running: list[str] = field(default_factory=list)
     pending: list[str] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
+    usage: dict[str, int] = field(default_factory=dict)  # NPU units per model, when the device says
+
+    def loaded_rows(self) -> list[dict[str, Any]]:
+        """The same rows the NPU unit view gives (``Device.loaded_models``), from this one read."""
+        rows = [{"model_id": m, "npu_usage": self.usage.get(m), "status": "running"} for m in self.running]
+        return rows + [
+            {"model_id": m, "npu_usage": self.usage.get(m), "status": "loading"} for m in self.pending
+        ]
 
 
 @dataclass
@@ -67,6 +75,11 @@ class LoadResult:
     evicted: list[str] = field(default_factory=list)
     launch_attempts: int = 0
     waited_s: float = 0.0
+    #: ``clock.monotonic()`` at the estimated moment the model became ready (midway between the last read that
+    #: saw it pending and the first that saw it running); None when it was already running.
+    ready_at: float | None = None
+    #: the device's running list as last read (after the load): the hub reconciles its own list with it
+    state: RunningModels | None = None
 
 
 @dataclass
@@ -81,6 +94,8 @@ class Reading:
     cpu_percent: float | None = None
     mem_percent: float | None = None
     models: list[dict[str, Any]] = field(default_factory=list)
+    #: False for a status-only sample (one request): the NPU units and ``models`` were not read
+    full: bool = True
 
 
 def _ids(items: Iterable[Any]) -> list[str]:
@@ -280,10 +295,12 @@ class TiinyClient(HttpDevice):
             "util": _num(raw.get("util_percent")),
         }
 
-    def reading(self) -> Reading:
-        """One metrics sample: ``sys/status`` (CPU, memory, NPU utilisation/memory) + NPU units."""
+    def reading(self, *, full: bool = True) -> Reading:
+        """One metrics sample from ``sys/status`` (CPU, memory, NPU utilisation/memory). ``full`` adds the NPU
+        unit view (units and the per-model list): a second request, so the poller asks for it only when the
+        loaded models may have changed."""
         status = self.sys_status()
-        npu = self.npu_status()
+        npu = self.npu_status() if full else {}
         npus = status.get("npus") or [{}]
         n0 = npus[0] if npus else {}
         mem = status.get("memory") or {}
@@ -297,7 +314,17 @@ class TiinyClient(HttpDevice):
             cpu_percent=_num(cpu.get("total_percent") if isinstance(cpu, dict) else cpu),
             mem_percent=_num(mem.get("usage_percent") if isinstance(mem, dict) else mem),
             models=npu.get("models") or [],
+            full=full,
         )
+
+    def with_units(self, reading: Reading) -> Reading:
+        """Complete a status-only reading with the NPU unit view (one more request)."""
+        npu = self.npu_status()
+        reading.npu_units_used, reading.npu_units_total = npu.get("used"), npu.get("total")
+        reading.models, reading.full = npu.get("models") or [], True
+        if reading.npu_util is None:
+            reading.npu_util = npu.get("util")
+        return reading
 
     # -- models ------------------------------------------------------------------------------------------
     def models(self) -> list[dict]:
@@ -323,13 +350,24 @@ class TiinyClient(HttpDevice):
             _ids(raw.get("running") or []) or _ids(inst.get("running") or []) or _ids(raw.get("data") or [])
         )
         pending = _ids(raw.get("pending") or []) or _ids(inst.get("pending") or [])
-        ports = {}
-        for row in (inst.get("running") or []) + [r for r in raw.get("running") or [] if isinstance(r, dict)]:
-            if row.get("port") and (row.get("model_id") or row.get("id")):
-                ports[str(row.get("model_id") or row.get("id"))] = int(row["port"])
+        ports: dict[str, int] = {}
+        usage: dict[str, int] = {}
+        rows = (inst.get("running") or []) + (inst.get("pending") or [])
+        rows += [r for r in (raw.get("running") or []) + (raw.get("pending") or []) if isinstance(r, dict)]
+        for row in rows:
+            key = row.get("model_id") or row.get("id")
+            if not key:
+                continue
+            if row.get("port"):
+                ports[str(key)] = int(row["port"])
+            if (units := _num(row.get("npu_usage"))) is not None:
+                usage[str(key)] = int(units)
         # A "running" entry whose status says loading is still pending.
         return RunningModels(
-            running=list(dict.fromkeys(running)), pending=list(dict.fromkeys(pending)), ports=ports
+            running=list(dict.fromkeys(running)),
+            pending=list(dict.fromkeys(pending)),
+            ports=ports,
+            usage=usage,
         )
 
     def unload_candidate(self, model_id: str) -> dict:
@@ -384,25 +422,27 @@ class TiinyClient(HttpDevice):
         """Make ``model_id`` running, evicting what must go. Steps:
 
         1. Already in ``running`` → done. In ``pending`` → just wait for it.
-        2. Ask ``unload_candidate``. When the device says unload, those models go.
-        3. Even when it says "fits", if the NPU would be left nearly full (available − needed < NPU_MARGIN),
-           evict the other running models first: on a nearly full NPU the device answers "fits" and then
-           never starts the load (reference quirks, "fake fit").
+        2. Ask ``unload_candidate``. When the device says unload, exactly the models it names go.
+        3. Only when the NPU would still be left nearly full after that (available + freed − needed <
+           NPU_MARGIN) are more models evicted, largest first, until the margin holds: on a nearly full NPU the
+           device answers "fits" and then never starts the load (reference quirks, "fake fit").
            ``foreign_models_ok=False`` evicts every other running model regardless (exclusive use).
         4. ``polite=True``: if a model to evict is not in ``hub_models`` (someone else loaded it), raise
            ``PoliteRefusal`` before touching anything.
         5. Launch; a 409 ``cleanup_failed`` is retried (the device says so).
-        6. Poll ``running`` every ``poll_interval`` until the model is there or ``deadline_s`` passes. If the
-           model drops out of ``pending`` without becoming running (a silently rolled-back load), unload
-           everything and launch once more.
-        7. Give it the documented grace (``load_grace_s``) before the first use; the first use itself should
-           go through ``with_load_grace`` (``xh2a backend fail`` / early 502 are retried there).
+        6. Read ``running`` every ``poll_interval`` (short: the end of a load is noticed within it; the
+           reference's launch stream is only seen in the vendor app, frame shape unknown, so it is not used)
+           until the model is there or ``deadline_s`` passes. If the model drops out of ``pending`` without
+           becoming running (a silently rolled-back load), unload everything and launch once more.
+        7. ``settle``: wait out the documented readiness window (``load_grace_s``, "xh2a … wait ~10 s") counted
+           from the moment the model became ready, not from when it was noticed. Without ``settle`` the caller
+           sends at once and retries within the window (``LoadResult.ready_at`` says when it started).
         """
         sleep = sleep or self.sleep
         hub = set(hub_models)
         state = self.running()
         if model_id in state.running:
-            return LoadResult(already_loaded=True)
+            return LoadResult(already_loaded=True, state=state)
         result = LoadResult(already_loaded=False)
         started = self.clock.monotonic()
         if model_id not in state.pending:
@@ -412,10 +452,14 @@ class TiinyClient(HttpDevice):
             result.launch_attempts = self._launch_with_retry(model_id, launch_attempts, sleep)
         relaunched = False
         slept = 0.0
+        last_pending = self.clock.monotonic()
         while True:
             state = self.running()
+            seen = self.clock.monotonic()
             if model_id in state.running:
+                result.ready_at = (last_pending + seen) / 2
                 break
+            last_pending = seen
             if model_id not in state.pending and result.launch_attempts and slept > 0:
                 if relaunched:
                     raise errors.Transient("The device dropped the model load twice.", detail=model_id)
@@ -434,44 +478,48 @@ class TiinyClient(HttpDevice):
             sleep(self.poll_interval)
             slept += self.poll_interval
         result.waited_s = max(slept, self.clock.monotonic() - started)
+        result.state = state
         if settle and self.load_grace_s:
-            sleep(self.load_grace_s)
+            left = self.load_grace_s - (self.clock.monotonic() - result.ready_at)
+            if left > 0:
+                sleep(left)
         return result
 
     def _make_room(
         self, model_id: str, state: RunningModels, *, polite: bool, hub: set[str], foreign_models_ok: bool
     ) -> list[str]:
-        cand = self.unload_candidate(model_id)
-        evict: list[str] = list(cand["unload"]) if cand["unload_required"] else []
-        others = [m for m in state.running if m != model_id]
-        needed = cand["npu_required"]
-        available = cand["npu_available"]
-        if needed is None or available is None:
-            npu = self.npu_status()
-            available = npu["available"] if available is None else available
-            if needed is None:
-                row = next((m for m in self.models() if m["id"] == model_id), {})
-                needed = int(_num(row.get("npu_usage")) or 0)
+        """What to unload before launching ``model_id``, unloaded here: one ``stop`` per model, and ``unload_all``
+        only when every running model goes anyway (never for models the device did not name, unless the
+        margin needs them). Returns the evicted ids."""
+        others = [m for m in state.running + state.pending if m != model_id]
         if not foreign_models_ok:
             evict = others
-        elif cand["unload_required"] and not evict:
-            evict = others  # the device said "unload" without naming whom
-        elif available - needed < NPU_MARGIN and others:
-            freed = available
-            evict = list(evict)
-            # Free the largest first until the margin holds; they are the likeliest culprits.
-            costs = {m["model_id"]: m["npu_usage"] or 0 for m in self.npu_status()["models"]}
-            for m in sorted(others, key=lambda x: -costs.get(x, 0)):
+        else:
+            cand = self.unload_candidate(model_id)
+            evict = [m for m in cand["unload"] if m != model_id] if cand["unload_required"] else []
+            if cand["unload_required"] and not evict:
+                evict = others  # the device said "unload" without naming whom
+            needed, available = cand["npu_required"], cand["npu_available"]
+            costs = dict(state.usage)
+            if needed is None or available is None or any(m not in costs for m in others):
+                npu = self.npu_status()
+                available = npu["available"] if available is None else available
+                costs = {**{m["model_id"]: m["npu_usage"] or 0 for m in npu["models"]}, **costs}
+                if needed is None:
+                    row = next((m for m in self.models() if m["id"] == model_id), {})
+                    needed = int(_num(row.get("npu_usage")) or 0)
+            # The fake-fit margin, only when the NPU would still be nearly full once the named models are gone.
+            freed = available + sum(costs.get(m, 0) for m in evict)
+            for m in sorted((m for m in others if m not in evict), key=lambda x: -costs.get(x, 0)):
                 if freed - needed >= NPU_MARGIN:
                     break
-                if m not in evict:
-                    evict.append(m)
-                    freed += costs.get(m, 0)
+                evict.append(m)
+                freed += costs.get(m, 0)
         evict = [m for m in dict.fromkeys(evict) if m != model_id]
         if polite and (foreign := [m for m in evict if m not in hub]):
             raise errors.PoliteRefusal(blocking=foreign, detail=f"{model_id} needs room")
-        if evict and set(evict) >= set(others):
-            self.unload_all()
+        if evict and set(others) <= set(evict):
+            self.unload_all()  # everything goes anyway: one fast call instead of a (slow) stop per model
         else:
             for m in evict:
                 self.stop(m)

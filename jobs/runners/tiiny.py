@@ -5,13 +5,14 @@ from __future__ import annotations
 import base64
 import datetime as dt
 import logging
+import secrets
 from collections.abc import Callable
 from typing import Any, TypeVar
 
 from django.utils import timezone
 
 from devices import errors
-from devices.services import device_note_loaded, device_note_unloaded
+from devices.services import device_note_loaded, device_note_running, device_note_unloaded
 from jobs.models import Artifact
 from jobs.runners.base import (
     PollResult,
@@ -26,44 +27,118 @@ from jobs.runners.base import (
 
 logger = logging.getLogger("jobs.runners.tiiny")
 T = TypeVar("T")
-FIRST_USE_ATTEMPTS = 4
+#: Attempts of the first request once the readiness window has passed (``xh2a`` can still come once), at least;
+#: retries go on for up to this many more windows while the device still answers xh2a / 502.
+AFTER_WINDOW_ATTEMPTS = 2
+LATE_WINDOWS = 3
+#: The first retry inside the window waits this share of it, then twice as long each time.
+FIRST_RETRY_SHARE = 1 / 40
+#: Send the first request after a load at once and retry inside the readiness window (True), or sit out the
+#: window first (False). bench/bench_night.py measures both with the emulator's quirks on and off; sending at
+#: once was faster in both (bench/RESULTS.md, "first request after a load").
+OPTIMISTIC_FIRST_USE = True
 #: A render we created is recognised in the device's list if it appeared within this slack of our submit.
 FIND_SLACK = dt.timedelta(seconds=5)
+TAG_MAX = 2**31 - 1
 
 
 class TiinyRunner(Runner):
+    #: ``clock.monotonic()`` when the model this job uses became ready (None: it was already loaded)
+    ready_at: float | None = None
+
     def prepare(self, *, polite: bool) -> list[str]:
         """Load the model under the lease. ``polite``: refuse (PoliteRefusal) to evict a model the hub did not
         load. Loads that vanish, the fake-fit case and 409 cleanup_failed are handled by ``ensure_loaded``."""
         model = self.job.model_id
         result = self.client.ensure_loaded(
-            model, polite=polite, hub_models=self.device.hub_loaded_models or []
+            model,
+            polite=polite,
+            hub_models=self.device.hub_loaded_models or [],
+            settle=not OPTIMISTIC_FIRST_USE,
         )
-        if not result.already_loaded:
-            device_note_loaded(device_id=self.device.pk, model_id=model)
-        if result.evicted:
-            device_note_unloaded(device_id=self.device.pk, model_ids=result.evicted)
+        self.ready_at = result.ready_at
+        if result.state is not None:
+            # The device's running list was just read: the hub's own list is reconciled with it.
+            device_note_running(
+                device_id=self.device.pk,
+                state=result.state,
+                loaded=None if result.already_loaded else model,
+                unloaded=result.evicted,
+            )
+        else:  # pragma: no cover - ensure_loaded always returns the state it read
+            if not result.already_loaded:
+                device_note_loaded(device_id=self.device.pk, model_id=model)
+            if result.evicted:
+                device_note_unloaded(device_id=self.device.pk, model_ids=result.evicted)
         return result.evicted
 
     def first_use(self, fn: Callable[[], T]) -> T:
-        """The first request after a load may answer ``xh2a backend fail`` (500) or 502: bounded retry.
+        """The first request after a load may answer ``xh2a backend fail`` (500) or 502 for a while (the
+        reference: "wait ~10 s and retry"). It is sent at once and retried with a growing pause until the
+        readiness window, counted from the moment the model became ready, has passed; after it, quickly once (an
+        ``xh2a`` comes on the first request that reaches the model), then with growing pauses for up to
+        ``LATE_WINDOWS`` more windows (a device slower than documented) before the error counts.
 
         Only errors that carry an HTTP answer are retried, so a request that might have reached the device
         (a broken connection) is never sent twice.
         """
-        for attempt in range(1, FIRST_USE_ATTEMPTS + 1):
+        clock, grace = self.client.clock, float(self.client.load_grace_s or 0.0)
+        start = clock.monotonic()
+        until = (self.ready_at if self.ready_at is not None else start) + grace
+        give_up = until + LATE_WINDOWS * grace
+        pause = max(grace * FIRST_RETRY_SHARE, 0.001)
+        attempt = late = 0
+        while True:
+            attempt += 1
             try:
                 return fn()
             except (errors.Transient, errors.DeviceBusy) as exc:
-                if (
-                    attempt == FIRST_USE_ATTEMPTS
-                    or exc.status is None
-                    or isinstance(exc, errors.CleanupFailed)
-                ):
+                if exc.status is None or isinstance(exc, errors.CleanupFailed):
                     raise
+                now = clock.monotonic()
+                if now < until:
+                    wait = min(pause * 2 ** (attempt - 1), max(until - now, pause))
+                else:
+                    late += 1
+                    if late > AFTER_WINDOW_ATTEMPTS and now >= give_up:
+                        raise
+                    wait = min(pause * 2 ** (late - 1), max(give_up - now, pause))
                 logger.info("job %s: retrying after %s (attempt %d)", self.job.pk, exc.code, attempt)
-                self.client.sleep(self.client.load_grace_s)
-        raise AssertionError("unreachable")
+                self.client.sleep(wait)
+
+    # -- crash recovery: which render in the device's list is ours ------------------------------------------
+    def submit_marks(self) -> dict[str, Any]:
+        """Stored with the job before the create call (the crash window): a tag the device echoes back."""
+        return {}
+
+    def _others_own(self, ids: list[str]) -> set[str]:
+        """Of ``ids``, the renders other jobs already hold (so an identical job never adopts them)."""
+        from jobs.models import Job
+
+        if not ids:
+            return set()
+        return set(
+            Job.objects.filter(device_id=self.device.pk, remote_id__in=ids)
+            .exclude(pk=self.job.pk)
+            .values_list("remote_id", flat=True)
+        )
+
+    def _since(self) -> float:
+        return (self.job.submit_started_at - FIND_SLACK).timestamp() if self.job.submit_started_at else 0
+
+    def _pick(self, rows: list[dict[str, Any]], id_key: str) -> str | None:
+        """The first render created after we began submitting that no other job holds: one job at a time runs
+        on the device, so in the order of submission the earliest free one is ours."""
+        ids = [str(r.get(id_key) or r.get("id")) for r in rows]
+        taken = self._others_own(ids)
+        free = [
+            (float(r.get("created_at") or 0), i) for r, i in zip(rows, ids, strict=True) if i not in taken
+        ]
+        return min(free)[1] if free else None
+
+
+def _tag() -> int:
+    return secrets.randbelow(TAG_MAX) + 1
 
 
 # ======================================================================================================
@@ -74,6 +149,18 @@ class TiinyRunner(Runner):
 class TiinyVideoRunner(TiinyRunner):
     style = "poll"
 
+    def _seed(self) -> int | None:
+        p = self.job.params
+        return p["seed"] if p.get("seed") is not None else self.job.remote_data.get("seed")
+
+    def submit_marks(self) -> dict[str, Any]:
+        """No seed asked for: the hub picks one (the device would pick one at random anyway) and stores it before
+        the create call. The device echoes the seed in its list, so after a crash two identical prompts sent
+        seconds apart are told apart by it."""
+        if self.job.params.get("seed") is not None or self.job.remote_data.get("seed") is not None:
+            return {}
+        return {"seed": _tag()}
+
     def submit(self) -> tuple[str, dict[str, Any]]:
         p = self.job.params
         out = self.first_use(
@@ -83,24 +170,25 @@ class TiinyVideoRunner(TiinyRunner):
                 size=p["size"],
                 seconds=p["seconds"],
                 steps=p.get("steps"),
-                seed=p.get("seed"),
+                seed=self._seed(),
                 image=data_uri(self.job, "start_image"),
             )
         )
         return str(out["id"]), {}
 
     def find_lost(self) -> str | None:
-        """Our render, if the device has one for this prompt created after we started submitting."""
-        rows = self.client.video_list()
-        since = (self.job.submit_started_at - FIND_SLACK).timestamp() if self.job.submit_started_at else 0
-        for row in rows:
-            if (
-                row.get("prompt") == self.job.params.get("prompt")
-                and float(row.get("created_at") or 0) >= since
-                and row.get("model") in (None, self.job.model_id)
-            ):
-                return str(row["id"])
-        return None
+        """Our render, if the device lists one with our prompt and seed, created after we started submitting
+        and held by no other job (a device that does not echo seeds is matched on the rest)."""
+        since, seed = self._since(), self._seed()
+        rows = [
+            row
+            for row in self.client.video_list()
+            if row.get("prompt") == self.job.params.get("prompt")
+            and float(row.get("created_at") or 0) >= since
+            and row.get("model") in (None, self.job.model_id)
+            and (seed is None or row.get("seed") is None or int(row["seed"]) == int(seed))
+        ]
+        return self._pick(rows, "id")
 
     def poll(self) -> PollResult:
         v = self.client.video_get(self.job.remote_id)
@@ -130,7 +218,17 @@ class TiinyVideoRunner(TiinyRunner):
             except errors.NotFound:
                 pass
         self.client.stop(self.job.model_id)
-        device_note_unloaded(device_id=self.device.pk, model_ids=[self.job.model_id])
+        self._after_stop([self.job.model_id])
+
+    def _after_stop(self, stopped: list[str]) -> None:
+        """A video-model stop may unload every model (slow stop): read what is left and reconcile the hub's list
+        with it, so models someone else loads afterwards are never taken for the hub's own."""
+        try:
+            state = self.client.running()
+        except errors.DeviceError:
+            device_note_unloaded(device_id=self.device.pk, model_ids=stopped)
+            return
+        device_note_running(device_id=self.device.pk, state=state, unloaded=stopped)
 
     def recover_after_timeout(self) -> list[str]:
         """GENERATION_TIMEOUT: the render goes on in the background. Stop the model (slow, unloads everything),
@@ -138,10 +236,13 @@ class TiinyVideoRunner(TiinyRunner):
         usable device. Returns what happened, for the job's story."""
         story = []
         self.client.stop(self.job.model_id, timeout=240)
-        device_note_unloaded(device_id=self.device.pk, model_ids=list(self.device.hub_loaded_models or []))
+        self._after_stop([self.job.model_id])
         story.append("Stopped the video model (the device keeps rendering otherwise).")
         result = self.client.ensure_loaded(self.job.model_id, polite=False, settle=False, launch_attempts=4)
-        device_note_loaded(device_id=self.device.pk, model_id=self.job.model_id)
+        if result.state is not None:
+            device_note_running(device_id=self.device.pk, state=result.state, loaded=self.job.model_id)
+        else:  # pragma: no cover
+            device_note_loaded(device_id=self.device.pk, model_id=self.job.model_id)
         story.append(
             f"Relaunched it ({result.launch_attempts} launch attempts; a 409 cleanup_failed is retried)."
         )
@@ -164,17 +265,37 @@ class TiinyMeshRunner(TiinyRunner):
     def _index(self) -> int:
         return int(self.job.remote_data.get("stage_index", 0))
 
+    def stage_progress(self, progress: float) -> tuple[float, float]:
+        """(share of the current stage done, the stage's share of the whole job's time), for the poll rhythm."""
+        from jobs.eta import STAGE_3D_SECONDS
+
+        stages, i = self._stages(), self._index()
+        done = float(progress or 0.0) / 100.0 * len(stages) - i
+        weights = [STAGE_3D_SECONDS.get(s, 60.0) for s in stages]
+        return done, weights[min(i, len(stages) - 1)] / sum(weights)
+
+    def _seed(self) -> int | None:
+        p = self.job.params
+        return p["seed"] if p.get("seed") is not None else self.job.remote_data.get("seed")
+
+    def submit_marks(self) -> dict[str, Any]:
+        """As for video: a seed the shape and texture stages take (and the device echoes in ``params``)."""
+        if self._seed() is not None:
+            return {}
+        return {"seed": _tag()}
+
     def _stage_params(self, stage: str) -> dict[str, Any]:
         p = self.job.params
+        seed = self._seed()
         if stage == "shape":
             out = {"steps": p.get("steps", 30)}
-            if p.get("seed") is not None:
-                out["seed"] = p["seed"]
+            if seed is not None:
+                out["seed"] = seed
             return out
         if stage == "simplify":
             return {"target_faces": p.get("target_faces", 40000)}
         if stage == "texture":
-            return {"seed": p["seed"]} if p.get("seed") is not None else {}
+            return {"seed": seed} if seed is not None else {}
         return {"format": p.get("format", "glb")}
 
     def _files(self, stage: str) -> dict[str, tuple[str, bytes, str]]:
@@ -206,15 +327,21 @@ class TiinyMeshRunner(TiinyRunner):
         return self._submit_stage(self._index())
 
     def find_lost(self) -> str | None:
-        rows = self.client.task3d_list()
         stage = self._stages()[self._index()]
-        since = (self.job.submit_started_at - FIND_SLACK).timestamp() if self.job.submit_started_at else 0
+        since, seed = self._since(), self._seed()
         known = set((self.job.remote_data.get("tasks") or {}).values())
-        for row in rows:
+        rows = []
+        for row in self.client.task3d_list():
             tid = str(row.get("task_id") or row.get("id"))
-            if row.get("stage") == stage and float(row.get("created_at") or 0) >= since and tid not in known:
-                return tid
-        return None
+            echoed = (row.get("params") or {}).get("seed") if isinstance(row.get("params"), dict) else None
+            if (
+                row.get("stage") == stage
+                and float(row.get("created_at") or 0) >= since
+                and tid not in known
+                and (seed is None or echoed is None or int(echoed) == int(seed))
+            ):
+                rows.append(row)
+        return self._pick(rows, "task_id")
 
     def poll(self) -> PollResult:
         t = self.client.task3d_get(self.job.remote_id)
