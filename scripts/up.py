@@ -38,12 +38,21 @@ WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
 
 
+def tell(text: str, file: TextIO | None = None) -> None:
+    """Print to the console, which may be gone: a closed terminal answers EIO, a closed pipe EPIPE. Stopping the
+    hub must not fail on a line nobody can read any more."""
+    try:
+        print(text, file=file or sys.stdout, flush=True)
+    except (OSError, ValueError):
+        pass
+
+
 def say(message: str) -> None:
-    print(f"tiiny-hub: {message}", flush=True)
+    tell(f"tiiny-hub: {message}")
 
 
 def fail(message: str) -> None:
-    print(f"tiiny-hub: {message}", file=sys.stderr, flush=True)
+    tell(f"tiiny-hub: {message}", file=sys.stderr)
     sys.exit(1)
 
 
@@ -151,11 +160,10 @@ class LogRouter:
         stopped = re.fullmatch(r"(\S+) stopped \(rc=(-?\d+)\)", line.strip())
         if stopped:
             proc, code = stopped.groups()
-            print(
+            tell(
                 f"tiiny-hub: {proc} stopped by itself (exit {code}); the hub is shutting down. "
                 f"See {self.path_for(proc)}",
                 file=self.console,
-                flush=True,
             )
 
     def close(self) -> None:
@@ -177,7 +185,7 @@ def make_manager(router: LogRouter):
                 self.interrupted = not self._any_stopped()
                 router.stopping = True
                 if self.interrupted:
-                    print("\ntiiny-hub: stopping…", file=router.console, flush=True)
+                    tell("\ntiiny-hub: stopping…", file=router.console)
             super().terminate()
 
     return HubManager(router)
@@ -276,7 +284,7 @@ def wait_then_announce(host: str, port: int, text: str) -> None:
     else:
         say(f"the web server did not answer at {url}; see its log")
         return
-    print(text, flush=True)
+    tell(text)
 
 
 # -- signals and the terminal ----------------------------------------------------------------------------------
@@ -311,12 +319,39 @@ def own_terminal() -> Callable[[], None]:
     return lambda: set_foreground(previous)
 
 
+_FATAL_SIGNALS = (signal.SIGHUP, signal.SIGINT, signal.SIGTERM)
+
+
+def caught_signals(pid: int) -> set[int] | None:
+    """The signals ``pid`` has a handler for (Linux: SigCgt in /proc/<pid>/status); None when unknown."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                mask = int(line.split()[1], 16)
+                return {sig for sig in range(1, 65) if mask & (1 << (sig - 1))}
+    except (OSError, ValueError):
+        return None
+    return None
+
+
 def stop_when_orphaned() -> None:
-    """If whatever ran us (make, a terminal) dies without passing the signal on, stop everything anyway."""
+    """Stop everything when whatever ran us goes, or is going, without passing the signal on.
+
+    Two cases: the parent died (we are re-parented); or the parent is `make` handling a SIGINT/SIGHUP sent to
+    its own process group (``kill -INT -<pgid>``), which no longer reaches us since we have a group of our own
+    (own_terminal). Make then resets that signal to its default and waits for us: a handler it had at start
+    that is gone means it is on its way out.
+    """
     parent = os.getppid()
+    watched = (caught_signals(parent) or set()) & set(_FATAL_SIGNALS)
     while os.getppid() == parent:
+        now = caught_signals(parent)
+        if watched and now is not None and not watched <= now:
+            tell("tiiny-hub: make was interrupted; stopping", file=sys.stderr)
+            os.kill(os.getpid(), signal.SIGTERM)
+            return
         time.sleep(1)
-    print("tiiny-hub: parent process went away; stopping", file=sys.stderr, flush=True)
+    tell("tiiny-hub: parent process went away; stopping", file=sys.stderr)
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -392,7 +427,7 @@ def main() -> None:
         router.close()
     status = exit_status(manager)
     if status == 0:
-        print(f"tiiny-hub: stopped at {dt.datetime.now():%H:%M:%S}.", flush=True)
+        say(f"stopped at {dt.datetime.now():%H:%M:%S}.")
     sys.exit(status)
 
 
@@ -446,7 +481,7 @@ if __name__ == "__main__":
     try:
         main()
     except KeyboardInterrupt:  # Ctrl-C during the set-up, before honcho took over the signals
-        print("\ntiiny-hub: stopped before the hub was up.", flush=True)
+        tell("\ntiiny-hub: stopped before the hub was up.")
         sys.exit(0)
     finally:
         give_back_terminal()

@@ -3,6 +3,7 @@ and jargon only where it helps (dashboard, queue, plan)."""
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import importlib.util
 import ipaddress
@@ -328,3 +329,53 @@ def test_the_admin_queue_shows_each_device_once(admin_client, viewer_client, mem
     viewer = viewer_client.get("/jobs/queue/").content.decode()
     assert sum("Pocket" in h for h in re.findall(r"<h2[^>]*>(.*?)</h2>", viewer, re.S)) == 1
     assert "queue-public" not in viewer and "queue-admin" not in viewer
+
+
+CHILD_OF_MAKE = textwrap.dedent(
+    """
+    import importlib.util, os, signal, sys, threading, time
+    spec = importlib.util.spec_from_file_location("up", sys.argv[1])
+    up = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(up)
+    os.setpgid(0, 0)  # what own_terminal does: a group of our own, so make's group signal misses us
+    signal.signal(signal.SIGTERM, lambda *_: (print("got SIGTERM", flush=True), os._exit(0)))
+    threading.Thread(target=up.stop_when_orphaned, daemon=True).start()
+    print("ready", flush=True)
+    time.sleep(30)
+    print("never stopped", flush=True)
+    """
+)
+
+
+def test_a_sigint_to_makes_own_group_still_stops_the_hub(tmp_path):
+    """`kill -INT -<make's group>` no longer reaches up.py (its own group), yet make waits for it: up.py notices
+    make dropping its handler and stops."""
+    (tmp_path / "child.py").write_text(CHILD_OF_MAKE)
+    (tmp_path / "Makefile").write_text(f"run:\n\t@{sys.executable} {tmp_path / 'child.py'} {UP}\n")
+    make = subprocess.Popen(
+        ["make", "-s", "-f", str(tmp_path / "Makefile")],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    assert make.stdout.readline().strip() == "ready"
+    up = _up()
+    assert signal.SIGINT in (up.caught_signals(make.pid) or set())
+    os.killpg(make.pid, signal.SIGINT)
+    out, _ = make.communicate(timeout=15)
+    assert "make was interrupted; stopping" in out and "got SIGTERM" in out and "never stopped" not in out
+
+
+def test_a_console_that_is_gone_does_not_stop_the_shutdown(tmp_path):
+    """A closed terminal (EIO) or pipe (EPIPE) once made the Ctrl-C handler raise and leave the processes running."""
+    up = _up()
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    broken = open(write_end, "w")  # closed by hand below: its close re-raises the EPIPE
+    up.tell("tiiny-hub: stopping…", file=broken)  # EPIPE, swallowed
+    with contextlib.suppress(BrokenPipeError):
+        broken.close()
+    closed = (tmp_path / "c.txt").open("w")
+    closed.close()
+    up.tell("tiiny-hub: stopping…", file=closed)  # ValueError on a closed file, swallowed
