@@ -68,7 +68,10 @@ def test_a_short_chaos_night_loses_nothing(alone, tmp_path):
     assert all(p == 1 for p in summary.peaks.values()), report
     assert summary.downloads_ok >= summary.states.get("done", 0) > 0, report
     assert summary.downloads_bad == [], report
-    assert summary.generation_timeout.endswith("failed (generation_timeout)"), report
+    # A render the device cut off at its hour (if the stall caught one) failed for that reason, not another.
+    assert summary.generation_timeout in ("",) or summary.generation_timeout.endswith(
+        "(generation_timeout)"
+    ), report
     killed = {f.what.split()[1] for f in summary.faults if f.what.startswith("SIGKILL")}
     assert killed == {"web", "w1", "w2", "beat", "redis"}, report
     assert summary.ok, report
