@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import save_screenshot
+from jobs.tests.ui_fixtures import *  # noqa: F403 - the device fixture (a row with realistic capabilities)
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -82,4 +83,21 @@ def test_wide_screens_keep_the_links_in_the_bar(signed_in_page, admin_user):
     page.click("#footer-health")
     page.wait_for_url("**/health/")
     assert page.is_visible("text=Parts of the hub")
+    assert errors == []
+
+
+def test_a_long_label_wraps_inside_its_gallery_card(signed_in_page, member, device):
+    from jobs.tests.ui_fixtures import make_job
+
+    job = make_job(member, device, state="done", prompt="a_kite_over_the_sunset_with_no_spaces_at_all_" * 3)
+    page = signed_in_page(member, width=390, height=844)
+    errors = _watch_console(page)
+    page.goto("/jobs/")
+    title = f"#job-{job.pk}-card .job-card-title"
+    page.wait_for_selector(title)
+    card, box = _box(page, f"#job-{job.pk}-card"), _box(page, title)
+    assert box["left"] >= card["left"] and box["right"] <= card["right"] + 0.5, (box, card)
+    assert page.eval_on_selector(title, "el => el.scrollWidth <= el.clientWidth + 1")  # nothing runs out
+    assert box["height"] > 30  # it wrapped onto more lines instead
+    save_screenshot(page, "gallery-long-label-phone")
     assert errors == []
