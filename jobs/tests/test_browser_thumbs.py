@@ -105,10 +105,10 @@ def test_the_job_page_follows_the_live_preview(signed_in_page, member, device): 
     try:
         page.goto(f"/jobs/{job.pk}/")
         img = f"job-{job.pk}-preview-img"
-        width, first = page.wait_for_function(PREVIEW, arg=[img, None], timeout=10000).json_value()
+        width, first = page.wait_for_function(PREVIEW, arg=[img, None], timeout=30000).json_value()
         assert width == 64
         keep_preview(job, png(96))  # the next step's preview
-        _, second = page.wait_for_function(PREVIEW, arg=[img, 96], timeout=10000).json_value()
+        _, second = page.wait_for_function(PREVIEW, arg=[img, 96], timeout=30000).json_value()
         assert second != first  # a new cache-busting version
         save_screenshot(page, "job-live-preview")
         assert problems == []

@@ -14,6 +14,7 @@ pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_d
 
 def test_create_use_and_revoke_a_token_on_a_phone(signed_in_page, member, live_server_asgi):
     page = signed_in_page(member, width=390, height=844)
+    page.click("#menu-toggle")  # at phone width the header's links fold behind the menu button
     page.click("text=API tokens")
     page.fill("#id_name", "phone script")
     page.check("input[name=scopes][value=submit]")
