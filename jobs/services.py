@@ -264,9 +264,7 @@ def job_retry(*, job: Job, by: Any) -> Job:
     return job
 
 
-def job_run_again(
-    *, job: Job, by: Any, changes: dict[str, Any], idempotency_key: str | None = None
-) -> Job:
+def job_run_again(*, job: Job, by: Any, changes: dict[str, Any], idempotency_key: str | None = None) -> Job:
     """A new job like ``job`` with ``changes`` applied to its parameters (inputs are reused)."""
     from jobs.selectors import can_view
 

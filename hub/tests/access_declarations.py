@@ -52,10 +52,16 @@ DECLARATIONS: dict[str, dict] = {
     "metrics": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "favicon": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "manifest": {"GET": PUBLIC, "POST": PUBLIC_NO},
-    # -- accounts (Django's own auth views answer an invalid form with 200 and the errors) ---------------------
-    "login": {"GET": PUBLIC, "POST": "400 ok ok ok ok"},  # an empty sign-in is an invalid form: 400 with the form
+    # -- accounts (sign-in and password change answer an invalid form with 400 and the form) ---------------------
+    "login": {
+        "GET": PUBLIC,
+        "POST": "400 ok ok ok ok",
+    },  # an empty sign-in is an invalid form: 400 with the form
     "logout": {"GET": NO, "POST": "login login login login login"},
-    "password_change": {"GET": EVERYONE, "POST": "login 400 400 400 400"},  # an empty change: 400 with the form
+    "password_change": {
+        "GET": EVERYONE,
+        "POST": "login 400 400 400 400",
+    },  # an empty change: 400 with the form
     "password_change_done": {"GET": EVERYONE, "POST": NO},
     "people": {"GET": ADMINS, "POST": "login 403 403 403 405"},
     "people-add": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},

@@ -5,16 +5,15 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('devices', '0003_state_message_without_address'),
-        ('jobs', '0004_artifact_thumb'),
+        ("devices", "0003_state_message_without_address"),
+        ("jobs", "0004_artifact_thumb"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.AddIndex(
-            model_name='job',
-            index=models.Index(fields=['state', 'kind'], name='jobs_state_kind_idx'),
+            model_name="job",
+            index=models.Index(fields=["state", "kind"], name="jobs_state_kind_idx"),
         ),
     ]

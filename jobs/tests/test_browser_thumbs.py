@@ -15,8 +15,8 @@ from django.conf import settings
 from conftest import save_screenshot
 from devices.emulator.media import video_mp4, wav_bytes
 from jobs.runners.base import save_artifact
-from jobs.thumbnails import thumbnail_for_job
 from jobs.tests.ui_fixtures import device, make_job  # noqa: F401 - device is a fixture
+from jobs.thumbnails import thumbnail_for_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
