@@ -19,7 +19,8 @@ from devices.metrics import RES_5M, RES_10S
 from devices.models import Device, DeviceMetric
 from devices.selectors import device_capabilities, device_gauges, device_list_for, device_loaded_models
 from hub.api_auth import require_scope
-from jobs.api import ERRORS, parse_id
+from hub.parsing import parse_id
+from jobs.api import ERRORS
 from jobs.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
 
 router = Router(tags=["devices"])

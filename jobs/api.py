@@ -9,7 +9,6 @@ Errors are turned into JSON by the handlers in ``hub.api``.
 from __future__ import annotations
 
 import json
-import re
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 from devices.models import Device
 from devices.selectors import device_default
 from hub.api_auth import require_scope
+from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs import services
 from jobs.admission import RequestInvalid, check_form, form_for, submit_request
@@ -56,21 +56,11 @@ queue_router = Router(tags=["queue"])
 READ, SUBMIT = "read", "submit"
 ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 SUBMIT_ERRORS = {**ERRORS, 415: ErrorOut, 429: ErrorOut}
-# Ids are ASCII digits, bounded: int() would accept "²", " 12" or "١٢", and a 10,000-digit id must not reach
-# the database (SQLite raises OverflowError past 2**63).
-_ID = re.compile(r"[0-9]{1,18}")
 EVENTS_SHOWN = 200
 
 
-def parse_id(raw: Any) -> int | None:
-    if isinstance(raw, bool):
-        return None
-    if isinstance(raw, int):
-        return raw if 0 < raw < 10**18 else None
-    text = str(raw)
-    return int(text) if _ID.fullmatch(text) else None
-
-
+# Ids go through hub.parsing.parse_id: int() would accept "²", " 12" or "١٢", and a 10,000-digit id must not
+# reach the database (SQLite raises OverflowError past 2**63).
 def _job(request: HttpRequest, job_id: str) -> Job:
     pk = parse_id(job_id)
     if pk is None:
