@@ -165,15 +165,23 @@ def test_signing_out_closes_that_sessions_sockets_only(member, device):
 
 
 def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(admin_user, viewer, device):
-    from devices.tasks import poll_device
+    from devices.live import device_push
+    from devices.services import device_claim_poll, device_refresh
 
     address = device.base_url.removeprefix("http://")  # nothing listens there: the poll finds it unreachable
     ada, vic = signed_in(admin_user), signed_in(viewer)
+    # This test is the device's poller: a session's background beat (started by an earlier test) polls every
+    # watched device every 2 s, and its push, racing ours, would be the one the sockets got (or missed).
+    assert device_claim_poll(device_id=device.pk)
+
+    def poll() -> None:  # poll_device's body, under the claim held above
+        device_refresh(device_id=device.pk)
+        device_push(device.pk)
 
     async def scenario():
         theirs = await Socket(vic, f"device:{device.pk}").open()
         admins = await Socket(ada, f"device:{device.pk}").open()
-        await sync_to_async(poll_device)(device.pk)
+        await sync_to_async(poll)()
         pushed_theirs, pushed_admins = await theirs.drain(), await admins.drain()
         # A reconnect (the snapshot) is the same story.
         again = await Socket(vic, f"device:{device.pk}").open()
