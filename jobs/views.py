@@ -191,13 +191,6 @@ def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
 
 
 @require_GET
-def job_actions(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The action box alone: it reloads itself when the job's state changes (the buttons depend on it)."""
-    job = job_for(request.user, job_id)
-    return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
-
-
-@require_GET
 def job_npu(request: HttpRequest, job_id: int) -> HttpResponse:
     job = job_for(request.user, job_id)
     return render(request, f"{DETAIL}#npu-timeline", {"job": job, "spark": job_spark(job)})
@@ -310,14 +303,6 @@ def queue(request: HttpRequest) -> HttpResponse:
     admin = request.user.is_admin
     devices = [queue_context(d, admin=admin) for d in Device.objects.order_by("name")]
     return render(request, "jobs/queue.html", {"devices": devices})
-
-
-@require_GET
-def queue_admin_box(request: HttpRequest, device_id: int) -> HttpResponse:
-    device = device_get_for(request.user, device_id)
-    if not request.user.is_admin:
-        raise PermissionDenied("admins only")
-    return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True))
 
 
 def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:

@@ -86,7 +86,6 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-admission": {"GET": "login 403 405 405 405", "POST": "login 403 ok ok ok"},
     "jobs-queue": {"GET": EVERYONE, "POST": NO},
     "jobs-sparkline": {"GET": EVERYONE, "POST": NO},
-    "jobs-queue-controls": {"GET": ADMINS, "POST": NO},
     "jobs-queue-pause": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     "jobs-queue-resume": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # The read-only link: its token is the permission, for that job's files only ("foreign": the private
@@ -94,7 +93,6 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-public": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "jobs-public-file": {"GET": PUBLIC, "POST": PUBLIC_NO, "foreign": {"GET": "404 404 404 404 404"}},
     "jobs-detail": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
-    "jobs-actions": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     "jobs-npu": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     # members only (a viewer is told so before anything is looked up); {} is an invalid form
     "jobs-again": {

@@ -124,7 +124,7 @@ def test_private_pages_and_fragments_are_never_stored(member_client, member, dev
         ("/", {}),
         (f"/jobs/{job.pk}/", {}),
         ("/jobs/queue/", {"HX-Request": "true"}),
-        (f"/jobs/{job.pk}/actions/", {"HX-Request": "true"}),
+        (f"/jobs/{job.pk}/npu/", {"HX-Request": "true"}),
         ("/api/jobs", {}),
     ):
         response = member_client.get(url, headers=headers)

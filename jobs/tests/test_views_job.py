@@ -83,15 +83,6 @@ def test_it_serves_files_only_to_people_who_may_see_the_job(
 
 
 # -- partials ------------------------------------------------------------------------------------------------
-def test_it_renders_the_action_box_alone(member_client, other_client, member, device):
-    job = make_job(member, device, state="failed")
-    response = member_client.get(f"/jobs/{job.pk}/actions/", HTTP_HX_REQUEST="true")
-    html = response.content.decode()
-    assert html.lstrip().startswith(f'<section class="card job-actions" id="job-{job.pk}-actions"')
-    assert "Try again" in html
-    assert other_client.get(f"/jobs/{job.pk}/actions/").status_code == 404
-
-
 def test_it_renders_the_npu_timeline(member_client, member, device):
     job = make_job(member, device, state="running")
     response = member_client.get(f"/jobs/{job.pk}/npu/", HTTP_HX_REQUEST="true")
@@ -240,12 +231,10 @@ def test_anonymous_people_are_sent_to_sign_in_everywhere(member, device, media):
         "/jobs/new/",
         "/jobs/queue/",
         f"/jobs/{job.pk}/",
-        f"/jobs/{job.pk}/actions/",
         f"/jobs/{job.pk}/npu/",
         f"/jobs/{job.pk}/again/",
         f"/jobs/{job.pk}/files/{art.pk}/",
         f"/jobs/devices/{device.pk}/sparkline/",
-        f"/jobs/queue/{device.pk}/controls/",
         "/accounts/people/",
     ]
     posts = [

@@ -30,7 +30,6 @@ def test_only_admins_control_the_queue(request, member, device, who):
     assert client.post(f"/jobs/queue/{device.pk}/pause/").status_code == 403
     assert client.post(f"/jobs/{job.pk}/run-next/").status_code == 403
     assert client.post(f"/jobs/{job.pk}/move/", {"direction": "up"}).status_code == 403
-    assert client.get(f"/jobs/queue/{device.pk}/controls/").status_code == 403
     device.refresh_from_db()
     assert not device.queue_paused
 
@@ -55,11 +54,6 @@ def test_admins_reorder_and_run_next(admin_client, member, other_member, device)
     ).content.decode()
     assert f'id="device-{device.pk}-queue-admin"' in html
     assert admin_client.post(f"/jobs/{a.pk}/move/", {"direction": "sideways"}).status_code == 400
-
-
-def test_the_controls_reload_alone(admin_client, device):
-    html = admin_client.get(f"/jobs/queue/{device.pk}/controls/", HTTP_HX_REQUEST="true").content.decode()
-    assert html.lstrip().startswith('<section class="card queue-admin"')
 
 
 def test_cancelling_from_the_queue_page_returns_there(admin_client, member, device):
