@@ -56,6 +56,21 @@ class When(models.TextChoices):
 MAX_NOT_BEFORE = dt.timedelta(days=30)
 
 
+#: The dates a row may hand to the rest of the hub: two days inside ``datetime``'s range, so showing one in any
+#: time zone (UTC-12 to UTC+14) or adding a day to it can never overflow.
+EARLIEST = dt.datetime.min.replace(tzinfo=dt.UTC) + dt.timedelta(days=2)
+LATEST = dt.datetime.max.replace(tzinfo=dt.UTC) - dt.timedelta(days=2)
+
+
+def clamp_datetime(value: dt.datetime | None) -> dt.datetime | None:
+    """``value`` moved inside ``EARLIEST``..``LATEST`` (None and ordinary dates unchanged)."""
+    if value is None:
+        return None
+    if value.tzinfo is None:  # USE_TZ is on: only raw SQL could hand us a naive one
+        value = value.replace(tzinfo=dt.UTC)
+    return min(max(value, EARLIEST), LATEST)
+
+
 def new_share_token() -> str:
     return secrets.token_urlsafe(24)
 
@@ -136,6 +151,13 @@ class Job(models.Model):
 
     def __str__(self) -> str:
         return f"{self.get_kind_display()} #{self.pk}"
+
+    @classmethod
+    def from_db(cls, db, field_names, values):
+        """Every date of a row comes clamped (``clamp_datetime``): one written past ``MAX_NOT_BEFORE`` by raw SQL
+        can't overflow a page, a fragment or the planner (e.g. 9999-12-31 UTC shown east of UTC)."""
+        values = [clamp_datetime(v) if isinstance(v, dt.datetime) else v for v in values]
+        return super().from_db(db, field_names, values)
 
     def clean(self) -> None:
         from django.core.exceptions import ValidationError
