@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.exceptions import ValidationError
-from django.db import IntegrityError, transaction
+from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -33,7 +34,11 @@ CAPABILITIES_MAX_AGE = dt.timedelta(minutes=5)
 POLL_FAST = dt.timedelta(seconds=2)
 POLL_BUSY = dt.timedelta(seconds=10)  # a job runs, nobody watches: one point per chart bucket
 POLL_SLOW = dt.timedelta(seconds=30)
-POLL_CLAIM = dt.timedelta(seconds=35)  # longer than poll_device's hard time limit (30 s)
+#: A poller's claim on its device lapses this soon unless its holder renews it (``device_poll_claim`` renews it
+#: every third of it while the poll lasts): a worker killed mid-poll holds the device's poller off for at most
+#: this long. (It was 35 s, longer than the poll's hard time limit; a queue then idled that long on a device the
+#: hub still thought unreachable.) Longer than one probe's own timeout, so a renewal missed under load is no race.
+POLL_CLAIM = dt.timedelta(seconds=6)
 _KEEP = object()
 
 FIX_LOCKED = (
@@ -171,6 +176,10 @@ def device_set_state(
     )
     if not changed:
         Device.objects.filter(pk=device_id).update(**changes)
+    elif state == Device.State.LOCKED:  # household notifications (notify/), after commit; they never raise here
+        from notify.services import device_locked
+
+        transaction.on_commit(lambda: device_locked(device_id=device_id, since=now), robust=True)
     return bool(changed)
 
 
@@ -453,18 +462,76 @@ def device_claim_enqueue(*, device: Device, interval: dt.timedelta, now: dt.date
     )
 
 
-def device_claim_poll(*, device_id: int, now: dt.datetime | None = None) -> bool:
-    """poll_device's claim: at most one poller per device at a time, whatever the number of workers."""
+def device_claim_poll(*, device_id: int, now: dt.datetime | None = None) -> dt.datetime | None:
+    """poll_device's claim: at most one poller per device at a time, whatever the number of workers.
+
+    Returns the claim (its expiry, which is also the holder's token for ``device_renew_poll`` and
+    ``device_release_poll``), or None when another poller holds a live claim.
+    """
     now = now or timezone.now()
-    return bool(
+    until = now + POLL_CLAIM
+    taken = (
         Device.objects.filter(pk=device_id)
         .filter(Q(poll_claimed_until__isnull=True) | Q(poll_claimed_until__lt=now))
-        .update(poll_claimed_until=now + POLL_CLAIM)
+        .update(poll_claimed_until=until)
     )
+    return until if taken else None
 
 
-def device_release_poll(*, device_id: int) -> None:
-    Device.objects.filter(pk=device_id).update(poll_claimed_until=None)
+def device_renew_poll(*, device_id: int, claim: dt.datetime) -> dt.datetime | None:
+    """Extend the claim ``claim`` (only its holder's: a lapsed claim someone else took stays theirs)."""
+    until = timezone.now() + POLL_CLAIM
+    renewed = Device.objects.filter(pk=device_id, poll_claimed_until=claim).update(poll_claimed_until=until)
+    return until if renewed else None
+
+
+def device_release_poll(*, device_id: int, claim: dt.datetime | None = None) -> None:
+    """Free the device for the next poller; with ``claim``, only if that claim still holds it."""
+    qs = Device.objects.filter(pk=device_id)
+    if claim is not None:
+        qs = qs.filter(poll_claimed_until=claim)
+    qs.update(poll_claimed_until=None)
+
+
+@contextmanager
+def device_poll_claim(*, device_id: int) -> Iterator[bool]:
+    """Hold the device's poll claim for the block (yields False when another poller holds it).
+
+    The claim is short (``POLL_CLAIM``) and a daemon thread renews it while the block runs, so a slow poll (a
+    device that answers at its timeouts, a capabilities refresh) keeps it, while a holder that dies (SIGKILL,
+    a lost machine) stops renewing and frees the device within ``POLL_CLAIM``.
+    """
+    claim = device_claim_poll(device_id=device_id)
+    if claim is None:
+        yield False
+        return
+    held = {"claim": claim}
+    stop = threading.Event()
+
+    def renew() -> None:
+        try:
+            while not stop.wait(POLL_CLAIM.total_seconds() / 3):
+                try:
+                    new = device_renew_poll(device_id=device_id, claim=held["claim"])
+                except Exception:  # a busy database: try again at the next beat
+                    logger.warning("renewing the poll claim on device %s failed", device_id, exc_info=True)
+                    continue
+                if new is None:
+                    logger.warning("device %s: the poll claim lapsed and another poller took it", device_id)
+                    return
+                held["claim"] = new
+        finally:
+            close_old_connections()
+            connection.close()
+
+    thread = threading.Thread(target=renew, name=f"poll-claim-{device_id}", daemon=True)
+    thread.start()
+    try:
+        yield True
+    finally:
+        stop.set()
+        thread.join(timeout=5)
+        device_release_poll(device_id=device_id, claim=held["claim"])
 
 
 def device_rekey_all() -> int:

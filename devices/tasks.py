@@ -39,17 +39,16 @@ def poll_all() -> int:
 def poll_device(device_id: int) -> str | None:
     """Read the device once, record what happened, push the card and gauges."""
     from devices.live import device_push
-    from devices.services import device_claim_poll, device_refresh, device_release_poll
+    from devices.services import device_poll_claim, device_refresh
 
-    if not device_claim_poll(device_id=device_id):
-        return None  # another worker is polling it right now
-    try:
-        state = device_refresh(device_id=device_id)
-    except Exception:
-        logger.exception("polling device %s failed", device_id)
-        return None
-    finally:
-        device_release_poll(device_id=device_id)
+    with device_poll_claim(device_id=device_id) as held:
+        if not held:
+            return None  # another worker is polling it right now
+        try:
+            state = device_refresh(device_id=device_id)
+        except Exception:
+            logger.exception("polling device %s failed", device_id)
+            return None
     device_push(device_id)
     return state
 
