@@ -75,6 +75,8 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "hub.accounts.middleware.TimeZoneMiddleware",  # the person's own time zone (personal settings)
+    "hub.accounts.middleware.MustChangePasswordMiddleware",  # a one-time password leads to the password page
     "hub.security.SecurityHeadersMiddleware",  # Permissions-Policy; private, no-store for signed-in pages
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -357,3 +359,24 @@ from urllib.parse import urlsplit as _urlsplit  # noqa: E402 - this block stays 
 HUB_PUBLIC_URL = (env_url("HUB_PUBLIC_URL", "", schemes=("http", "https")) or "").rstrip("/")
 if HUB_PUBLIC_URL and not _urlsplit(HUB_PUBLIC_URL).netloc:
     raise SettingError(f"HUB_PUBLIC_URL={HUB_PUBLIC_URL!r} names no host (e.g. https://hub.example.lan)")
+
+# --- Email (password resets by email; notifications) --------------------------------------------------------
+# Unset, mail is printed to the console (nothing leaves the machine) and people reset passwords through an admin's
+# one-time password. Set EMAIL_HOST (and usually EMAIL_HOST_USER/EMAIL_HOST_PASSWORD, EMAIL_USE_TLS) to send by
+# SMTP; EMAIL_BACKEND names any other Django backend. Reset by email is offered when mail really leaves the hub.
+EMAIL_HOST = env_str("EMAIL_HOST", "")
+EMAIL_BACKEND = env_str(
+    "EMAIL_BACKEND",
+    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+)
+EMAIL_PORT = env_int("EMAIL_PORT", 587 if env_bool("EMAIL_USE_TLS", False) else 25, minimum=1, maximum=65535)
+EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
+EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
+EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
+EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
+if EMAIL_USE_TLS and EMAIL_USE_SSL:
+    raise SettingError("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive: STARTTLS (usually port 587) or SSL (465)")
+EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
+DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Tiiny Hub <hub@localhost>")
+SERVER_EMAIL = DEFAULT_FROM_EMAIL
+PASSWORD_RESET_TIMEOUT = env_int("HUB_PASSWORD_RESET_HOURS", 24, minimum=1, maximum=7 * 24) * 3600

@@ -2,8 +2,10 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import password_validation
+from django.contrib.auth.forms import UserCreationForm
 
 from hub.accounts.models import ApiToken, User
+from hub.accounts.timezones import time_zone_choices
 
 
 class PersonAddForm(forms.Form):
@@ -81,3 +83,70 @@ class TokenCreateForm(forms.Form):
             self.fields["scopes"].help_text = "Viewers may create read tokens only."
         else:
             self.fields["scopes"].help_text = "Read: look at jobs, devices, results. Submit: also queue jobs."
+
+
+# --- invitations, one-time passwords, personal settings -------------------------------------------------
+class InvitationCreateForm(forms.Form):
+    role = forms.ChoiceField(choices=User.Role.choices, initial=User.Role.MEMBER, label="Role")
+    expires_days = forms.IntegerField(
+        required=False,
+        min_value=1,
+        max_value=90,
+        initial=7,
+        label="Expires after (days)",
+        help_text="1 to 90; empty means 7. The link works once.",
+        error_messages={
+            "min_value": "At least 1 day.",
+            "max_value": "At most 90 days.",
+            "invalid": "Give a whole number of days, e.g. 7.",
+        },
+    )
+    note = forms.CharField(
+        required=False,
+        max_length=100,
+        label="For (optional)",
+        help_text="Who it is for, so you can tell the links apart, e.g. “Grandma's tablet”.",
+        error_messages={"max_length": "Keep the note under 100 characters."},
+    )
+
+
+class InvitationAcceptForm(UserCreationForm):
+    """Django's own sign-up form: ``username``, ``password1``, ``password2``, the username rules and
+    AUTH_PASSWORD_VALIDATORS. Saving goes through ``invitation_accept``, never ``form.save()``."""
+
+    class Meta(UserCreationForm.Meta):
+        model = User
+        fields = ("username",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["username"].widget.attrs.update({"autocomplete": "username", "autofocus": True})
+        self.fields["username"].help_text = "What you sign in with: letters, digits and @ . + - _ only."
+
+
+class PersonalSettingsForm(forms.Form):
+    display_name = forms.CharField(
+        required=False,
+        max_length=150,
+        label="Display name",
+        help_text="How the hub names you to others; empty means your username.",
+        error_messages={"max_length": "Keep it under 150 characters."},
+    )
+    email = forms.EmailField(
+        required=False,
+        label="Email",
+        help_text="For resetting your password by email and for notifications; never shown to others.",
+        error_messages={"invalid": "That doesn't look like an email address (name@example.com)."},
+    )
+    time_zone = forms.ChoiceField(
+        required=False,
+        label="Time zone",
+        error_messages={"invalid_choice": "Pick a time zone from the list (e.g. Europe/Berlin)."},
+    )
+
+    def __init__(self, *args, hub_time_zone: str, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        choices = list(time_zone_choices())
+        choices[0] = ("", f"The hub's time zone ({hub_time_zone})")
+        self.fields["time_zone"].choices = choices
+        self.fields["time_zone"].help_text = "Every time the hub shows you is in this zone."

@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import datetime as dt
+
 from django.contrib.auth.models import AbstractUser
 from django.db import models
+from django.utils import timezone
 
 
 class User(AbstractUser):
@@ -13,6 +16,13 @@ class User(AbstractUser):
         VIEWER = "viewer", "Viewer"  # watches
 
     role = models.CharField(max_length=10, choices=Role.choices, default=Role.MEMBER)
+    # Personal settings (the settings page): how the hub names them, and the zone their times are shown in
+    # ("" = the hub's own, HUB_TIME_ZONE; hub.accounts.middleware activates it for each request).
+    display_name = models.CharField(max_length=150, blank=True)
+    time_zone = models.CharField(max_length=64, blank=True)
+    # Set when an admin hands out a one-time password; every page leads to the password page until the
+    # person has chosen their own (hub.accounts.middleware.MustChangePasswordMiddleware).
+    must_change_password = models.BooleanField(default=False)
 
     @property
     def is_admin(self) -> bool:
@@ -23,7 +33,8 @@ class User(AbstractUser):
         return self.is_active and self.role in (self.Role.ADMIN, self.Role.MEMBER)
 
     def __str__(self) -> str:
-        return self.get_full_name() or self.username
+        # The one place the hub names a person: templates print ``{{ user }}`` / ``{{ job.owner }}``.
+        return self.display_name or self.get_full_name() or self.username
 
 
 class ApiToken(models.Model):
@@ -65,3 +76,56 @@ class ApiToken(models.Model):
     @property
     def is_live(self) -> bool:
         return self.revoked_at is None and self.user.is_active
+
+
+def _invitation_expiry() -> dt.datetime:
+    return timezone.now() + dt.timedelta(days=7)
+
+
+class Invitation(models.Model):
+    """A single-use link that lets someone pick a username and password and join with ``role``.
+
+    Only a SHA-256 of the link's secret is stored (like ``ApiToken``: 256 random bits need no slow hash).
+    The rules live in ``hub.accounts.invitations``.
+    """
+
+    class Status(models.TextChoices):
+        PENDING = "pending", "Pending"
+        USED = "used", "Used"
+        EXPIRED = "expired", "Expired"
+        REVOKED = "revoked", "Revoked"
+
+    token_hash = models.CharField(max_length=64, unique=True)
+    prefix = models.CharField(max_length=8)  # the start of the secret: tells links apart in a list
+    role = models.CharField(max_length=10, choices=User.Role.choices, default=User.Role.MEMBER)
+    note = models.CharField(max_length=100, blank=True)  # who it is for, for the admins' list
+    created_by = models.ForeignKey(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="invitations_sent"
+    )
+    created_at = models.DateTimeField(auto_now_add=True)
+    expires_at = models.DateTimeField(default=_invitation_expiry)
+    used_at = models.DateTimeField(null=True, blank=True)
+    used_by = models.OneToOneField(
+        User, null=True, blank=True, on_delete=models.SET_NULL, related_name="invitation"
+    )
+    revoked_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created_at", "-pk"]
+
+    def __str__(self) -> str:
+        return f"invitation {self.prefix}… ({self.role}, {self.status})"
+
+    @property
+    def status(self) -> str:
+        if self.used_at is not None:
+            return self.Status.USED
+        if self.revoked_at is not None:
+            return self.Status.REVOKED
+        if self.expires_at <= timezone.now():
+            return self.Status.EXPIRED
+        return self.Status.PENDING
+
+    @property
+    def is_pending(self) -> bool:
+        return self.status == self.Status.PENDING

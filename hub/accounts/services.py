@@ -3,6 +3,7 @@ from __future__ import annotations
 import secrets
 from dataclasses import dataclass
 
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
 
 from hub import live
@@ -34,8 +35,7 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
     if user is None:
         user = User(username=username)
     changed_access = not created and (user.role != role or bool(password))
-    user.role = role
-    user.is_staff = user.is_superuser = role == User.Role.ADMIN
+    _set_role(user, role)
     generated = None
     if password:
         user.set_password(password)
@@ -47,6 +47,63 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
         # A new role (or password) reaches their open sockets at once, not at their next connect.
         user_access_changed(user_id=user.pk)
     return UserResult(user=user, created=created, generated_password=generated)
+
+
+def _set_role(user: User, role: str) -> None:
+    user.role = role
+    user.is_staff = user.is_superuser = role == User.Role.ADMIN
+
+
+def user_create(*, username: str, role: str, password: str) -> User:
+    """A new person, never an update of someone else: a taken username raises IntegrityError (the insert
+    itself decides, so two sign-ups racing for one name can't both "win" or overwrite each other)."""
+    if role not in User.Role.values:
+        raise ValueError(f"unknown role {role!r}; use one of: {', '.join(User.Role.values)}")
+    user = User(username=username)
+    _set_role(user, role)
+    user.set_password(password)
+    user.save(force_insert=True)
+    return user
+
+
+def user_set_one_time_password(*, user: User, by: User) -> str:
+    """Give ``user`` a generated password (returned once, never stored in clear) that they must replace at
+    their next sign-in. Their open sessions end (Django's session hash follows the password) and their
+    sockets close; their API tokens keep working (a token is not a password)."""
+    if not by.is_admin:
+        raise PermissionDenied("Only admins may reset someone's password.")
+    if user.pk == by.pk:
+        raise ValueError("Change your own password on the password page.")
+    if not user.is_active:
+        raise ValueError(f"{user} is deactivated; bring them back first.")
+    password = generate_password()
+    user.set_password(password)
+    user.must_change_password = True
+    user.save(update_fields=["password", "must_change_password"])
+    user_access_changed(user_id=user.pk, closed=True)
+    return password
+
+
+def user_password_changed(*, user: User) -> None:
+    """They chose their own password (the password page, or a reset by email): the one-time one is gone."""
+    if user.must_change_password:
+        User.objects.filter(pk=user.pk).update(must_change_password=False)
+        user.must_change_password = False
+
+
+def user_update_settings(*, user: User, display_name: str, email: str, time_zone: str) -> User:
+    """A person's own settings. The form validates the time zone against zoneinfo; this checks it again,
+    since every door must agree on what may be stored."""
+    from hub.accounts.timezones import is_time_zone
+
+    if time_zone and not is_time_zone(time_zone):
+        raise ValidationError(f"{time_zone!r} is not a time zone this hub knows.")
+    user.display_name = (display_name or "").strip()[:150]
+    user.email = User.objects.normalize_email((email or "").strip())
+    user.time_zone = time_zone
+    user.full_clean(validate_unique=False, validate_constraints=False)
+    user.save(update_fields=["display_name", "email", "time_zone"])
+    return user
 
 
 def admin_exists() -> bool:

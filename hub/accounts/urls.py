@@ -5,25 +5,12 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 from django.utils.decorators import method_decorator
 
-from hub.accounts import views
-
-
-class _InvalidIs400:
-    """Django's auth views answer a wrong password or a bad new password with 200; the hub answers every
-    invalid form with 400 and the form, so scripts, htmx and people alike see that nothing was done."""
-
-    def form_invalid(self, form):
-        response = super().form_invalid(form)
-        response.status_code = 400
-        return response
+from hub.accounts import views, views_invite
+from hub.accounts.views_invite import InvalidIs400, PasswordChangeView
 
 
 @method_decorator(login_not_required, name="dispatch")
-class LoginView(_InvalidIs400, auth_views.LoginView):
-    pass
-
-
-class PasswordChangeView(_InvalidIs400, auth_views.PasswordChangeView):
+class LoginView(InvalidIs400, auth_views.LoginView):
     pass
 
 
@@ -32,10 +19,31 @@ urlpatterns = [
     path("logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("password/", PasswordChangeView.as_view(), name="password_change"),
     path("password/done/", auth_views.PasswordChangeDoneView.as_view(), name="password_change_done"),
+    path("password/reset/", views_invite.PasswordResetView.as_view(), name="password_reset"),
+    path("password/reset/sent/", views_invite.PasswordResetDoneView.as_view(), name="password_reset_done"),
+    path(
+        "password/reset/<uidb64>/<token>/",
+        views_invite.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "password/reset/done/",
+        views_invite.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
+    path("settings/", views_invite.personal_settings, name="accounts-settings"),
+    path("invite/<str:token>/", views_invite.invitation_accept_view, name="accounts-invitation-accept"),
     path("people/", views.people, name="people"),
     path("people/add/", views.person_add, name="people-add"),
     path("people/<int:user_id>/role/", views.person_role, name="people-role"),
     path("people/<int:user_id>/active/", views.person_active, name="people-active"),
+    path("people/<int:user_id>/password/", views.person_password, name="people-password"),
+    path("people/invitations/new/", views.invitation_add, name="people-invite"),
+    path(
+        "people/invitations/<int:invitation_id>/revoke/",
+        views.invitation_revoke_view,
+        name="people-invite-revoke",
+    ),
     path("tokens/", views.tokens, name="accounts-tokens"),
     path("tokens/new/", views.token_add, name="accounts-tokens-add"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke_view, name="accounts-tokens-revoke"),

@@ -1,4 +1,5 @@
-"""People (admins only): list, add with a role, change a role, deactivate or bring back.
+"""People (admins only): list, add with a role, change a role, deactivate or bring back, invite with a
+single-use link, hand out a one-time password.
 
 API tokens (everyone signed in): create one (shown once), list, revoke."""
 
@@ -12,15 +13,41 @@ from django.utils.cache import add_never_cache_headers
 from django.views.decorators.http import require_GET, require_POST
 
 from hub.accounts.decorators import admin_required
-from hub.accounts.forms import ActiveForm, PersonAddForm, RoleForm, TokenCreateForm
-from hub.accounts.models import User
-from hub.accounts.services import user_create_or_update, user_set_active
+from hub.accounts.forms import (
+    ActiveForm,
+    InvitationCreateForm,
+    PersonAddForm,
+    RoleForm,
+    TokenCreateForm,
+)
+from hub.accounts.invitations import (
+    invitation_create,
+    invitation_revoke,
+    invitation_url,
+    invitations_pending,
+)
+from hub.accounts.models import Invitation, User
+from hub.accounts.services import user_create_or_update, user_set_active, user_set_one_time_password
 from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to
 
 
 def _page(request: HttpRequest, form: PersonAddForm | None = None, **extra) -> dict:
     people = User.objects.order_by("-is_active", "username")
-    return {"people": people, "form": form or PersonAddForm(), "roles": User.Role.choices, **extra}
+    return {
+        "people": people,
+        "form": form or PersonAddForm(),
+        "roles": User.Role.choices,
+        "invite_form": extra.pop("invite_form", None) or InvitationCreateForm(),
+        "invitations": invitations_pending(),
+        **extra,
+    }
+
+
+def _secret_page(response: HttpResponse) -> HttpResponse:
+    """A page that shows a secret once (a link, a password) must not linger in a cache or the history."""
+    add_never_cache_headers(response)
+    response["Cache-Control"] += ", no-store"
+    return response
 
 
 @admin_required
@@ -71,6 +98,51 @@ def person_active(request: HttpRequest, user_id: int) -> HttpResponse:
         messages.success(
             request, f"{person} {'can sign in again' if person.is_active else 'is deactivated'}."
         )
+    return redirect("people")
+
+
+@admin_required
+@require_POST
+def person_password(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, pk=user_id)
+    try:
+        password = user_set_one_time_password(user=person, by=request.user)
+    except ValueError as exc:
+        messages.error(request, str(exc))
+        return redirect("people")
+    # Rendered, not redirected: the password is shown exactly once and never goes into a message or URL.
+    context = _page(request, one_time=person, one_time_password=password)
+    return _secret_page(render(request, "accounts/people.html", context))
+
+
+# --- invitations (admins; the accept page is hub.accounts.views_invite) ------------------------------------
+@admin_required
+@require_POST
+def invitation_add(request: HttpRequest) -> HttpResponse:
+    form = InvitationCreateForm(request.POST)
+    if not form.is_valid():
+        return render(request, "accounts/people.html", _page(request, invite_form=form), status=400)
+    data = form.cleaned_data
+    try:
+        invitation, raw = invitation_create(
+            role=data["role"], created_by=request.user, expires_days=data["expires_days"], note=data["note"]
+        )
+    except ValidationError as exc:
+        form.add_error(None, exc)
+        return render(request, "accounts/people.html", _page(request, invite_form=form), status=400)
+    context = _page(request, invited=invitation, invite_link=invitation_url(raw, request=request))
+    return _secret_page(render(request, "accounts/people.html", context, status=201))
+
+
+@admin_required
+@require_POST
+def invitation_revoke_view(request: HttpRequest, invitation_id: int) -> HttpResponse:
+    invitation = get_object_or_404(Invitation, pk=invitation_id)
+    invitation_revoke(invitation=invitation, by=request.user)
+    if invitation.used_at is not None:
+        messages.error(request, f"That invitation was already used by {invitation.used_by or 'someone'}.")
+    else:
+        messages.success(request, "Invitation revoked; its link no longer works.")
     return redirect("people")
 
 

@@ -67,6 +67,19 @@ DECLARATIONS: dict[str, dict] = {
     "people-add": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},
     "people-role": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # {} : a message, back to the list
     "people-active": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # invitations and one-time passwords (the People page's admin side); {} for a one-time password is fine:
+    # the person is in the URL, and the answer shows the password once
+    "people-invite": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},
+    "people-invite-revoke": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 404"},
+    "people-password": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # the signed-out pages: an invitation link (the world has none: every link is unknown) and password
+    # resets by email (the test run's locmem backend counts as configured; a bad reset link is a page saying so)
+    "accounts-invitation-accept": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    "password_reset": {"GET": PUBLIC, "POST": "400 400 400 400 400"},  # {}: the email is missing
+    "password_reset_done": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "password_reset_confirm": {"GET": PUBLIC, "POST": PUBLIC},
+    "password_reset_complete": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "accounts-settings": {"GET": EVERYONE, "POST": "login ok ok ok ok"},  # {}: every field may be empty
     "accounts-tokens": {"GET": EVERYONE, "POST": NO},
     "accounts-tokens-add": {"GET": NO, "POST": "login 400 400 400 400"},
     # the owner's spare token: someone else's is "not found"; admins may revoke anyone's
