@@ -176,8 +176,8 @@ def device_set_state(
     )
     if not changed:
         Device.objects.filter(pk=device_id).update(**changes)
-    elif state == Device.State.LOCKED:  # household notifications (notify/), after commit; they never raise here
-        from notify.services import device_locked
+    elif state == Device.State.LOCKED:
+        from notify.services import device_locked  # household notifications, after commit; never raise here
 
         transaction.on_commit(lambda: device_locked(device_id=device_id, since=now), robust=True)
     return bool(changed)

@@ -64,6 +64,7 @@ INSTALLED_APPS = [
     "hub.accounts",
     "devices",
     "jobs",
+    "notify",  # notification channels and deliveries (notify/)
 ]
 
 MIDDLEWARE = [
@@ -380,3 +381,19 @@ EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Tiiny Hub <hub@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
 PASSWORD_RESET_TIMEOUT = env_int("HUB_PASSWORD_RESET_HOURS", 24, minimum=1, maximum=7 * 24) * 3600
+
+# --- Notifications (notify/; mail goes through the EMAIL_* settings above) -------------------------------------
+# A failed delivery is tried again after each of these delays (seconds); then it is recorded as failed.
+_delays = env_list("NOTIFY_RETRY_DELAYS_S", ["10", "60", "300"])
+try:
+    NOTIFY_RETRY_DELAYS_S = [max(float(x), 0.0) for x in _delays]
+except ValueError:
+    raise SettingError("NOTIFY_RETRY_DELAYS_S: seconds, comma-separated (e.g. 10,60,300)") from None
+NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webhook/Apprise/push call at most
+# Web Push (VAPID): `make up` writes the private key to .env once; without one, the hub makes one on first use and
+# keeps it in the data dir (vapid-private.key). The contact ("sub") push services may write to about abuse.
+NOTIFY_VAPID_PRIVATE_KEY = env_str("HUB_VAPID_PRIVATE_KEY", "")
+NOTIFY_VAPID_SUBJECT = env_str("HUB_VAPID_SUBJECT", "mailto:admin@localhost")
+# Apprise logs through its own logger, and its lines may name a channel's URL (tokens included): they never reach
+# the hub's log. notify.senders collects its warnings as a delivery's reason, with the URL taken out.
+LOGGING["loggers"]["apprise"] = {"level": "WARNING", "handlers": [], "propagate": False}

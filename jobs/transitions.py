@@ -149,8 +149,16 @@ def job_transition(
         seq, device_id = Job.objects.filter(pk=job_id).values_list("last_seq", "device_id").get()
         JobEvent.objects.create(job_id=job_id, seq=seq, state=to, message=message[:500], data=data or {})
         _schedule(job_id=job_id, device_id=device_id, entered=to, replan=True)
+        # Notifications (notify/): prepared after commit, outside this transaction; they never raise here.
+        transaction.on_commit(lambda: _notify(job_id=job_id, state=to, seq=seq), robust=True)
     logger.info("job %s -> %s: %s", job_id, to, message)
     return True
+
+
+def _notify(*, job_id: int, state: str, seq: int) -> None:
+    from notify.services import job_entered
+
+    job_entered(job_id=job_id, state=state, seq=seq)
 
 
 def job_note(

@@ -1,0 +1,134 @@
+"""Notification channels (where to tell someone) and deliveries (each attempt to tell them).
+
+A Channel belongs to one person, or to nobody: a household channel, set by admins, for events about the box
+itself (the queue ran empty, a device is locked). Its secrets (a webhook's URL and signing secret, an Apprise
+URL, a Web Push subscription) are sealed at rest (``notify.crypto``) and only ever shown masked (``display``).
+
+A Delivery is one attempt: the task that sends it first claims the row (pending → sending, a conditional
+UPDATE), so a task run twice sends once. A failed attempt that may succeed later is marked ``retrying`` and
+the next attempt is a new row with ``attempt + 1``, so every try stays on record with its reason.
+"""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+
+class Event(models.TextChoices):
+    JOB_DONE = "job.done", "My job finished"
+    JOB_FAILED = "job.failed", "My job failed"
+    JOB_STARTED = "job.started", "My job started"
+    QUEUE_EMPTY = "queue.empty", "The queue is empty"
+    DEVICE_LOCKED = "device.locked", "A device is locked"
+    TEST = "test", "Test"
+
+
+PERSONAL_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.JOB_STARTED)
+HOUSEHOLD_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.QUEUE_EMPTY, Event.DEVICE_LOCKED)
+#: event -> the Channel flag that subscribes to it
+EVENT_FLAGS = {
+    Event.JOB_DONE: "on_done",
+    Event.JOB_FAILED: "on_failed",
+    Event.JOB_STARTED: "on_started",
+    Event.QUEUE_EMPTY: "on_queue_empty",
+    Event.DEVICE_LOCKED: "on_device_locked",
+}
+
+
+class Channel(models.Model):
+    class Kind(models.TextChoices):
+        BROWSER = "browser", "This browser (Web Push)"
+        EMAIL = "email", "Email"
+        APPRISE = "apprise", "Push service or chat app (Apprise URL)"
+        WEBHOOK = "webhook", "Webhook"
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="notify_channels",
+        help_text="Empty: a household channel (admins set it).",
+    )
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    name = models.CharField(max_length=100)
+    enabled = models.BooleanField(default=True)
+    on_done = models.BooleanField(default=True)
+    on_failed = models.BooleanField(default=True)
+    on_started = models.BooleanField(default=False)  # opt-in: most people only want the end
+    on_queue_empty = models.BooleanField(default=False)  # household channels only
+    on_device_locked = models.BooleanField(default=False)  # household channels only
+    address = models.EmailField(blank=True, default="")  # email: not a secret, shown in full
+    sealed = models.TextField(
+        blank=True, default="", editable=False
+    )  # notify.crypto: URL, secret, subscription
+    display = models.CharField(max_length=200, blank=True, default="")  # the masked form, safe to show
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["owner_id", "name", "id"]
+        indexes = [models.Index(fields=["owner", "enabled"], name="notify_channel_owner_idx")]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.get_kind_display()})"
+
+    def __repr__(self) -> str:  # never the sealed settings
+        return f"<Channel {self.pk} {self.kind} owner={self.owner_id}>"
+
+    @property
+    def is_household(self) -> bool:
+        return self.owner_id is None
+
+    def wants(self, event: str) -> bool:
+        if event == Event.TEST:
+            return True
+        flag = EVENT_FLAGS.get(event)
+        return bool(flag and self.enabled and getattr(self, flag))
+
+    @property
+    def event_labels(self) -> list[str]:
+        return [Event(e).label for e, flag in EVENT_FLAGS.items() if getattr(self, flag)]
+
+
+class Delivery(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting to be sent"
+        SENDING = "sending", "Sending"
+        SENT = "sent", "Sent"
+        RETRYING = "retrying", "Failed, will try again"
+        FAILED = "failed", "Failed"
+
+    channel = models.ForeignKey(Channel, on_delete=models.CASCADE, related_name="deliveries")
+    job = models.ForeignKey(
+        "jobs.Job", null=True, blank=True, on_delete=models.SET_NULL, related_name="notify_deliveries"
+    )
+    device = models.ForeignKey(
+        "devices.Device", null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    event = models.CharField(max_length=20, choices=Event.choices)
+    # What happened, once per channel: e.g. "job.done:42:7" (job 42 entered done with its event seq 7). Every
+    # attempt of one notification shares it; (channel, key, attempt) is unique, so a hook or task run twice
+    # never makes a second notification.
+    key = models.CharField(max_length=100)
+    attempt = models.PositiveSmallIntegerField(default=1)
+    status = models.CharField(max_length=10, choices=Status.choices, default=Status.PENDING)
+    reason = models.CharField(max_length=500, blank=True, default="")  # why it failed; never a secret
+    created = models.DateTimeField(auto_now_add=True)
+    claimed_at = models.DateTimeField(null=True, blank=True)
+    finished_at = models.DateTimeField(null=True, blank=True)
+    next_attempt_at = models.DateTimeField(null=True, blank=True)  # when status is retrying
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        constraints = [
+            models.UniqueConstraint(fields=["channel", "key", "attempt"], name="notify_delivery_once")
+        ]
+        indexes = [
+            models.Index(fields=["channel", "-created"], name="notify_delivery_chan_idx"),
+            models.Index(fields=["job", "-created"], name="notify_delivery_job_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.event} → channel {self.channel_id} (attempt {self.attempt}): {self.status}"

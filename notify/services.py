@@ -1,0 +1,434 @@
+"""Notifications: every change to channels and deliveries goes through here.
+
+The flow (see ``jobs.transitions.job_transition`` and ``devices.services.device_set_state`` for the two hooks):
+
+1. After the job's transition committed, :func:`job_entered` maps the state to an event (done, failed,
+   started) and calls :func:`notify_event`, which writes one pending Delivery per channel that wants it and
+   enqueues ``notify.tasks.deliver`` after *that* commit. Nothing here runs inside the job's transaction, and
+   every exception is caught and logged: a notification can never undo, delay or fail a transition.
+2. The task (:func:`delivery_attempt`) claims its row with a conditional UPDATE (pending → sending), sends
+   outside any transaction, then records sent, or failed with a reason. A failure that may pass is marked
+   ``retrying`` and the next attempt is a new row, enqueued with a countdown (``NOTIFY_RETRY_DELAYS_S``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+import secrets as _secrets
+import uuid
+from typing import Any
+from urllib.parse import urlsplit
+
+from django.conf import settings
+from django.core.exceptions import ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Q
+from django.utils import timezone
+
+from notify import crypto, senders
+from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
+
+logger = logging.getLogger("notify")
+
+#: a row left "sending" this long (its worker died mid-send) may be claimed again
+CLAIM_STALE = dt.timedelta(minutes=5)
+#: job state -> event (job.started: the hub began working on it — the model load counts)
+STATE_EVENTS = {"done": Event.JOB_DONE, "failed": Event.JOB_FAILED, "preparing": Event.JOB_STARTED}
+FINAL = ("done", "failed", "cancelled")
+
+
+# -- channels ----------------------------------------------------------------------------------------------------
+def _mask_url(url: str) -> str:
+    """``scheme://host/…`` plus the last 4 characters: enough to tell channels apart, never the token."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    tail = url[-4:] if len(url) > 16 else ""
+    return f"{parts.scheme}://{host}/…{tail}" if host else f"{parts.scheme}://…{tail}"
+
+
+def _validate_webhook_url(url: str) -> None:
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValidationError({"url": "A webhook URL starts with http:// or https:// and names a host."})
+
+
+def _settings_for(
+    kind: str, *, url: str, secret: str, subscription: dict[str, Any] | None
+) -> tuple[dict, str]:
+    """(what gets sealed, the masked display) for a new or changed channel; ValidationError on bad input."""
+    if kind == Channel.Kind.WEBHOOK:
+        _validate_webhook_url(url)
+        secret = secret or _secrets.token_urlsafe(32)
+        return {"url": url, "secret": secret}, f"{_mask_url(url)} · secret …{secret[-4:]}"
+    if kind == Channel.Kind.APPRISE:
+        if not url or not senders.apprise_url_valid(url):
+            raise ValidationError(
+                {"url": "Apprise does not know this URL. It starts with the service, e.g. ntfy://topic, "
+                 "tgram://bottoken/chatid or discord://webhook_id/webhook_token."}
+            )  # fmt: skip
+        return {"url": url}, _mask_url(url)
+    if kind == Channel.Kind.BROWSER:
+        endpoint = (subscription or {}).get("endpoint", "")
+        keys = (subscription or {}).get("keys") or {}
+        if (
+            not str(endpoint).startswith(("https://", "http://"))
+            or not keys.get("p256dh")
+            or not keys.get("auth")
+        ):
+            raise ValidationError({"subscription": "The browser sent no usable push subscription."})
+        sub = {"endpoint": str(endpoint), "keys": {"p256dh": str(keys["p256dh"]), "auth": str(keys["auth"])}}
+        return {"subscription": sub}, urlsplit(sub["endpoint"]).hostname or "push service"
+    return {}, ""
+
+
+def channel_create(
+    *,
+    owner: Any | None,
+    kind: str,
+    name: str,
+    address: str = "",
+    url: str = "",
+    secret: str = "",
+    subscription: dict[str, Any] | None = None,
+    **events: bool,
+) -> Channel:
+    """A new channel. ``owner=None`` makes a household channel (the caller checks that an admin asks)."""
+    sealed, display = _settings_for(kind, url=url, secret=secret, subscription=subscription)
+    channel = Channel(owner=owner, kind=kind, name=name.strip() or Channel.Kind(kind).label, address=address)
+    if kind == Channel.Kind.EMAIL:
+        if not address:
+            raise ValidationError({"address": "Enter the address to write to."})
+        display = address
+    channel.sealed, channel.display = crypto.seal(sealed), display
+    _apply_events(channel, events)
+    channel.full_clean()
+    channel.save()
+    return channel
+
+
+def _apply_events(channel: Channel, events: dict[str, bool]) -> None:
+    allowed = HOUSEHOLD_EVENTS if channel.is_household else PERSONAL_EVENTS
+    for event, flag in EVENT_FLAGS.items():
+        if flag in events:
+            setattr(channel, flag, bool(events[flag]) and event in allowed)
+        elif event not in allowed:
+            setattr(channel, flag, False)
+
+
+def channel_update(
+    *,
+    channel: Channel,
+    name: str | None = None,
+    enabled: bool | None = None,
+    address: str | None = None,
+    url: str = "",
+    secret: str = "",
+    **events: bool,
+) -> Channel:
+    """Change a channel. An empty ``url``/``secret`` keeps the stored one (they are never shown back)."""
+    if name is not None:
+        channel.name = name.strip() or channel.name
+    if enabled is not None:
+        channel.enabled = enabled
+    if channel.kind == Channel.Kind.EMAIL and address:
+        channel.address = channel.display = address
+    if channel.kind in (Channel.Kind.WEBHOOK, Channel.Kind.APPRISE) and (url or secret):
+        try:
+            stored = crypto.unseal(channel.sealed)
+        except crypto.SecretUnreadable:
+            stored = {}
+        new_url = url or stored.get("url", "")
+        if not new_url:
+            raise ValidationError({"url": "The stored URL can't be read any more: enter it again."})
+        sealed, display = _settings_for(
+            channel.kind, url=new_url, secret=secret or stored.get("secret", ""), subscription=None
+        )
+        channel.sealed, channel.display = crypto.seal(sealed), display
+    _apply_events(channel, events)
+    channel.full_clean()
+    channel.save()
+    return channel
+
+
+def channel_delete(*, channel: Channel) -> None:
+    channel.delete()  # its deliveries go with it
+
+
+def browser_subscribe(*, owner: Any, subscription: dict[str, Any], name: str = "") -> Channel:
+    """This browser's Web Push subscription as a channel; subscribing again with the same endpoint replaces it."""
+    endpoint = str((subscription or {}).get("endpoint", ""))
+    for existing in Channel.objects.filter(owner=owner, kind=Channel.Kind.BROWSER):
+        try:
+            if crypto.unseal(existing.sealed).get("subscription", {}).get("endpoint") == endpoint:
+                existing.delete()
+        except crypto.SecretUnreadable:
+            existing.delete()
+    return channel_create(
+        owner=owner, kind=Channel.Kind.BROWSER, name=name or "This browser", subscription=subscription
+    )
+
+
+def browser_unsubscribe(*, owner: Any, endpoint: str) -> int:
+    gone = 0
+    for existing in Channel.objects.filter(owner=owner, kind=Channel.Kind.BROWSER):
+        try:
+            same = crypto.unseal(existing.sealed).get("subscription", {}).get("endpoint") == endpoint
+        except crypto.SecretUnreadable:
+            same = False
+        if same:
+            existing.delete()
+            gone += 1
+    return gone
+
+
+def channel_test(*, channel: Channel) -> Delivery:
+    """ "Send a test": one delivery of the test event, through the same task and retries as the real ones."""
+    delivery = Delivery.objects.create(channel=channel, event=Event.TEST, key=f"test:{uuid.uuid4().hex}")
+    _enqueue(delivery.pk)
+    return delivery
+
+
+# -- events ----------------------------------------------------------------------------------------------------
+def job_entered(*, job_id: int, state: str, seq: int) -> None:
+    """The hook ``jobs.transitions.job_transition`` calls after commit. Never raises."""
+    try:
+        event = STATE_EVENTS.get(state)
+        if event:
+            notify_event(event, job_id=job_id, key=f"{event}:{job_id}:{seq}")
+        if state in FINAL:
+            _queue_empty_after(job_id)
+    except Exception:
+        logger.exception("notifications for job %s (%s) could not be prepared", job_id, state)
+
+
+def _queue_empty_after(job_id: int) -> None:
+    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+
+    device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
+    if device_id is None:
+        return
+    busy = Job.objects.filter(device_id=device_id, state__in=[*WAITING_STATES, *ACTIVE_STATES, "interrupted"])
+    if not busy.exists():
+        notify_event(Event.QUEUE_EMPTY, device_id=device_id, key=f"{Event.QUEUE_EMPTY}:{device_id}:{job_id}")
+
+
+def device_locked(*, device_id: int, since: dt.datetime | None = None) -> None:
+    """The hook ``devices.services.device_set_state`` calls when a device becomes locked. Never raises."""
+    try:
+        stamp = int((since or timezone.now()).timestamp())
+        notify_event(
+            Event.DEVICE_LOCKED, device_id=device_id, key=f"{Event.DEVICE_LOCKED}:{device_id}:{stamp}"
+        )
+    except Exception:
+        logger.exception("notifications for device %s (locked) could not be prepared", device_id)
+
+
+def notify_event(
+    event: str, *, job_id: int | None = None, device_id: int | None = None, key: str
+) -> list[int]:
+    """One pending delivery per channel that wants ``event``; each is sent by a task after commit.
+
+    Job events go to the job owner's own channels; household events to the household channels. ``key`` names
+    what happened: the same key twice (a hook run twice) makes no second delivery.
+    """
+    flag = EVENT_FLAGS[Event(event)]
+    if event in PERSONAL_EVENTS:
+        from jobs.models import Job
+
+        job = Job.objects.filter(pk=job_id).select_related("owner").first()
+        if job is None or not job.owner.is_active:
+            return []
+        channels = Channel.objects.filter(owner=job.owner, enabled=True, **{flag: True})
+        device_id = job.device_id
+    else:
+        channels = Channel.objects.filter(owner__isnull=True, enabled=True, **{flag: True})
+    made = []
+    with transaction.atomic():
+        for channel_id in channels.values_list("pk", flat=True):
+            delivery, created = Delivery.objects.get_or_create(
+                channel_id=channel_id,
+                key=key[:100],
+                attempt=1,
+                defaults={"event": event, "job_id": job_id, "device_id": device_id},
+            )
+            if created:
+                made.append(delivery.pk)
+                _enqueue(delivery.pk)
+    return made
+
+
+def _enqueue(delivery_id: int, countdown: float = 0) -> None:
+    from notify.tasks import deliver
+
+    def send() -> None:
+        deliver.apply_async((delivery_id,), countdown=countdown or None)
+
+    transaction.on_commit(send, robust=True)  # a broker hiccup is logged; it never reaches the caller
+
+
+# -- one attempt ---------------------------------------------------------------------------------------------
+def delivery_attempt(*, delivery_id: int) -> str:
+    """Claim, send, record. Returns the row's new status ("" when someone else had it or it is gone)."""
+    now = timezone.now()
+    claimed = (
+        Delivery.objects.filter(pk=delivery_id)
+        .filter(
+            Q(status=Delivery.Status.PENDING)
+            | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - CLAIM_STALE)
+        )
+        .update(status=Delivery.Status.SENDING, claimed_at=now)
+    )
+    if not claimed:
+        return ""
+    delivery = Delivery.objects.select_related("channel", "job", "job__owner", "job__device", "device").get(
+        pk=delivery_id
+    )
+    channel = delivery.channel
+    if not channel.enabled and delivery.event != Event.TEST:
+        return _finish(delivery, Delivery.Status.FAILED, "the channel was turned off before it was sent")
+    stored: dict[str, Any] = {}
+    try:
+        stored = crypto.unseal(channel.sealed)
+        message = build_message(delivery)
+        _send(channel, stored, message)
+    except crypto.SecretUnreadable as exc:
+        return _finish(delivery, Delivery.Status.FAILED, str(exc))
+    except senders.SendError as exc:
+        reason = senders.redact(exc.reason, *_secret_values(stored))
+        return _failed(delivery, reason, permanent=exc.permanent)
+    except Exception as exc:  # noqa: BLE001 - an unexpected error is one more failed attempt, never a lost job
+        logger.warning("delivery %s: unexpected %s", delivery_id, exc.__class__.__name__)
+        return _failed(delivery, f"unexpected error ({exc.__class__.__name__})", permanent=False)
+    return _finish(delivery, Delivery.Status.SENT, "")
+
+
+def _secret_values(stored: dict[str, Any]) -> list[str]:
+    sub = stored.get("subscription") or {}
+    return [
+        str(v)
+        for v in (
+            stored.get("url"),
+            stored.get("secret"),
+            sub.get("endpoint"),
+            *(sub.get("keys") or {}).values(),
+        )
+        if v
+    ]
+
+
+def _send(channel: Channel, stored: dict[str, Any], message: senders.Message) -> None:
+    if channel.kind == Channel.Kind.EMAIL:
+        senders.send_email(channel.address, message)
+    elif channel.kind == Channel.Kind.APPRISE:
+        senders.send_apprise(stored["url"], message)
+    elif channel.kind == Channel.Kind.WEBHOOK:
+        senders.send_webhook(stored["url"], stored["secret"], message)
+    elif channel.kind == Channel.Kind.BROWSER:
+        senders.send_webpush(stored["subscription"], message)
+    else:  # pragma: no cover - the choices above are all there is
+        raise senders.SendError(f"unknown channel kind {channel.kind!r}", permanent=True)
+
+
+def _finish(delivery: Delivery, status: str, reason: str) -> str:
+    Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.SENDING).update(
+        status=status, reason=reason[:500], finished_at=timezone.now()
+    )
+    return status
+
+
+def _failed(delivery: Delivery, reason: str, *, permanent: bool) -> str:
+    delays = settings.NOTIFY_RETRY_DELAYS_S
+    if permanent or delivery.attempt > len(delays):
+        return _finish(delivery, Delivery.Status.FAILED, reason)
+    delay = delays[delivery.attempt - 1]
+    at = timezone.now() + dt.timedelta(seconds=delay)
+    with transaction.atomic():
+        if not Delivery.objects.filter(pk=delivery.pk, status=Delivery.Status.SENDING).update(
+            status=Delivery.Status.RETRYING,
+            reason=reason[:500],
+            finished_at=timezone.now(),
+            next_attempt_at=at,
+        ):
+            return ""
+        try:
+            with transaction.atomic():
+                following = Delivery.objects.create(
+                    channel_id=delivery.channel_id,
+                    job_id=delivery.job_id,
+                    device_id=delivery.device_id,
+                    event=delivery.event,
+                    key=delivery.key,
+                    attempt=delivery.attempt + 1,
+                )
+        except IntegrityError:  # the next attempt exists already (this one ran twice)
+            return Delivery.Status.RETRYING
+        _enqueue(following.pk, countdown=delay)
+    return Delivery.Status.RETRYING
+
+
+# -- what is said ----------------------------------------------------------------------------------------------
+def build_message(delivery: Delivery) -> senders.Message:
+    base = senders.base_url()
+    event = delivery.event
+    job, device = delivery.job, delivery.device or (delivery.job.device if delivery.job else None)
+    data: dict[str, Any] = {}
+    path = "/notify/"
+    if job is not None and event in PERSONAL_EVENTS:
+        from jobs.fragments import job_title
+
+        title_text = job_title(job, limit=80)
+        path = f"/jobs/{job.pk}/"
+        data["job"] = {
+            "id": job.pk,
+            "kind": job.kind,
+            "state": job.state,
+            "title": title_text,
+            "device": job.device.name,
+            "progress": round(job.progress),
+            "error": job.error_human or None,
+        }
+        if event == Event.JOB_DONE:
+            took = ""
+            if job.started_at and job.finished_at:
+                took = f" in {_duration((job.finished_at - job.started_at).total_seconds())}"
+            title, body = (
+                f"Finished: {title_text}",
+                f"{job.get_kind_display()} on {job.device.name}, done{took}.",
+            )
+        elif event == Event.JOB_FAILED:
+            title = f"Failed: {title_text}"
+            body = job.error_human or "The device reported an error."
+        else:
+            title, body = f"Started: {title_text}", f"{job.get_kind_display()} on {job.device.name}."
+    elif event == Event.QUEUE_EMPTY and device is not None:
+        path = f"/devices/{device.pk}/"
+        title, body = f"{device.name}: the queue is empty", "Nothing is waiting or running on it any more."
+        data["device"] = {"id": device.pk, "name": device.name, "state": device.state}
+    elif event == Event.DEVICE_LOCKED and device is not None:
+        path = f"/devices/{device.pk}/"
+        title = f"{device.name} is locked"
+        body = " ".join(filter(None, [device.state_message, device.state_fix])) or "It refuses every call."
+        data["device"] = {"id": device.pk, "name": device.name, "state": device.state}
+    else:
+        title, body = "Test from Tiiny Hub", f"If you read this, “{delivery.channel.name}” works."
+    return senders.Message(
+        event=event,
+        title=title,
+        body=body,
+        path=path,
+        url=f"{base}{path}",
+        tag=f"hub-{event}-{job.pk if job else (device.pk if device else delivery.pk)}",
+        data=data,
+        delivery_id=delivery.pk,
+        attempt=delivery.attempt,
+    )
+
+
+def _duration(seconds: float) -> str:
+    seconds = int(round(seconds))
+    if seconds < 90:
+        return f"{seconds} s"
+    if seconds < 5400:
+        return f"{round(seconds / 60)} min"
+    return f"{seconds // 3600} h {round(seconds % 3600 / 60)} min"

@@ -1,0 +1,13 @@
+"""Celery tasks: thin, id-taking ways into ``notify.services``. Safe to run twice (the row is claimed first)."""
+
+from __future__ import annotations
+
+from celery import shared_task
+
+
+@shared_task(ignore_result=True, soft_time_limit=60, time_limit=75)
+def deliver(delivery_id: int) -> str:
+    """One attempt of one delivery: short (every sender has a timeout); a retry is a new task with a countdown."""
+    from notify.services import delivery_attempt
+
+    return delivery_attempt(delivery_id=delivery_id)

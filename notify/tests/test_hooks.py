@@ -1,0 +1,165 @@
+"""The two hooks: a job's transition (jobs.transitions, after commit) and a device becoming locked
+(devices.services.device_set_state). A failing channel never touches the job, its result or the queue."""
+
+from __future__ import annotations
+
+import pytest
+
+from jobs.models import Job
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import make_job
+from jobs.transitions import job_transition
+from notify.models import Delivery
+from notify.services import channel_create, delivery_attempt
+
+pytestmark = pytest.mark.django_db
+
+
+def _hook(owner, url="https://hooks.invalid/x", **events):
+    return channel_create(owner=owner, kind="webhook", name="hook", url=url, **events)
+
+
+def _finish(job, to="done", **fields):
+    assert job_transition(job.pk, from_states=["running"], to=to, message=f"now {to}", **fields)
+
+
+def test_a_finished_job_makes_one_delivery_per_wanting_channel(
+    member, other_member, device, django_capture_on_commit_callbacks
+):
+    mine = _hook(member)
+    _hook(member, on_done=False)  # does not want "done"
+    _hook(other_member)  # someone else's
+    job = make_job(member, device, state="running")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(job)
+
+    (delivery,) = Delivery.objects.all()
+    assert (delivery.channel_id, delivery.job_id, delivery.event, delivery.attempt) == (
+        mine.pk,
+        job.pk,
+        "job.done",
+        1,
+    )
+    assert delivery.status == "pending"
+
+
+def test_started_is_opt_in(member, device, django_capture_on_commit_callbacks):
+    quiet, loud = _hook(member), _hook(member, on_started=True)
+    job = make_job(member, device, state="queued")
+    with django_capture_on_commit_callbacks(execute=True):
+        assert job_transition(job.pk, from_states=["queued"], to="preparing", message="loading")
+    assert list(Delivery.objects.values_list("channel_id", "event")) == [(loud.pk, "job.started")]
+    assert quiet.pk != loud.pk
+
+
+def test_failed_jobs_are_told_with_the_reason(member, device, django_capture_on_commit_callbacks):
+    _hook(member)
+    job = make_job(member, device, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(job, "failed", error_human="The device ran out of memory.")
+    delivery = Delivery.objects.get()
+    from notify.services import build_message
+
+    message = build_message(delivery)
+    assert delivery.event == "job.failed"
+    assert message.body == "The device ran out of memory."
+    assert message.path == f"/jobs/{job.pk}/" and message.data["job"]["state"] == "failed"
+
+
+def test_a_rolled_back_transition_notifies_nobody(member, device, django_capture_on_commit_callbacks):
+    from django.db import transaction
+
+    _hook(member)
+    job = make_job(member, device, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        try:
+            with transaction.atomic():
+                _finish(job)
+                raise RuntimeError("the caller's transaction fails after the transition")
+        except RuntimeError:
+            pass
+    assert not Delivery.objects.exists()
+    assert Job.objects.get(pk=job.pk).state == "running"
+
+
+def test_a_failing_channel_never_touches_the_job_or_the_queue(
+    member, device, django_capture_on_commit_callbacks, fast_retries
+):
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        dead = f"http://127.0.0.1:{s.getsockname()[1]}/"
+    _hook(member, url=dead)
+    first = make_job(member, device, state="running")
+    second = make_job(member, device, state="queued")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(first, progress=100.0)
+    # the queue moves on while the first job's delivery has not even been tried
+    with django_capture_on_commit_callbacks(execute=True):
+        assert job_transition(second.pk, from_states=["queued"], to="preparing", message="next")
+
+    delivery = Delivery.objects.get(job=first)
+    assert delivery_attempt(delivery_id=delivery.pk) == "retrying"
+    first.refresh_from_db()
+    assert first.state == "done" and first.progress == 100.0
+    assert Job.objects.get(pk=second.pk).state == "preparing"
+
+
+def test_a_hook_run_twice_makes_no_second_delivery(member, device):
+    from notify.services import job_entered
+
+    _hook(member)
+    job = make_job(member, device, state="done")
+    job_entered(job_id=job.pk, state="done", seq=2)
+    job_entered(job_id=job.pk, state="done", seq=2)
+    assert Delivery.objects.count() == 1
+
+
+def test_the_queue_empty_event_comes_with_the_last_job(
+    admin_user, member, device, django_capture_on_commit_callbacks
+):
+    house = channel_create(
+        owner=None, kind="webhook", name="house", url="https://h.invalid/", on_queue_empty=True
+    )
+    first = make_job(member, device, state="running")
+    make_job(member, device, state="queued")
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(first)
+    assert not Delivery.objects.filter(event="queue.empty").exists()  # one still waits
+
+    Job.objects.filter(state="queued").update(state="running")
+    last = Job.objects.get(state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(last, "cancelled")
+    (empty,) = Delivery.objects.filter(event="queue.empty")
+    assert (empty.channel_id, empty.device_id) == (house.pk, device.pk)
+    # household channels get household events only: never a person's job (its prompt may be private)
+    assert not Delivery.objects.filter(channel=house, event__startswith="job.").exists()
+
+
+def test_a_device_that_becomes_locked_tells_the_household_once(device, django_capture_on_commit_callbacks):
+    from devices.models import Device
+    from devices.services import device_set_state
+
+    house = channel_create(
+        owner=None, kind="webhook", name="house", url="https://h.invalid/", on_device_locked=True
+    )
+    channel_create(owner=None, kind="webhook", name="not this", url="https://h.invalid/", on_queue_empty=True)
+    with django_capture_on_commit_callbacks(execute=True):
+        assert device_set_state(
+            device_id=device.pk, state=Device.State.LOCKED, message="Locked after a restart."
+        )
+        assert not device_set_state(device_id=device.pk, state=Device.State.LOCKED, message="Still locked.")
+    (locked,) = Delivery.objects.all()
+    assert (locked.channel_id, locked.event, locked.device_id) == (house.pk, "device.locked", device.pk)
+    from notify.services import build_message
+
+    assert build_message(locked).title == "Pocket is locked"
+
+
+def test_personal_channels_cannot_take_household_events(member):
+    channel = _hook(member, on_queue_empty=True, on_device_locked=True)
+    assert not channel.on_queue_empty and not channel.on_device_locked
