@@ -109,6 +109,11 @@ class InvitationCreateForm(forms.Form):
         error_messages={"max_length": "Keep the note under 100 characters."},
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        # Its own ids: the People page also holds the "Add someone" form, whose role field is id_role.
+        kwargs.setdefault("auto_id", "invite-%s")
+        super().__init__(*args, **kwargs)
+
 
 class InvitationAcceptForm(UserCreationForm):
     """Django's own sign-up form: ``username``, ``password1``, ``password2``, the username rules and
