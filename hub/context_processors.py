@@ -1,6 +1,6 @@
 from __future__ import annotations
 
-from django.conf import settings
+from django.utils import timezone
 
 from hub.health import redis_ok
 
@@ -9,4 +9,6 @@ def hub(request) -> dict:
     """Page-wide facts: the banner when live parts can't work, and the person's role flags."""
     if not getattr(request, "user", None) or not request.user.is_authenticated:
         return {}
-    return {"redis_down": not redis_ok(), "hub_time_zone": settings.TIME_ZONE}
+    # The zone the page's times are shown and its date fields read in: the person's own when they chose one
+    # (hub.accounts.middleware.TimeZoneMiddleware), else HUB_TIME_ZONE.
+    return {"redis_down": not redis_ok(), "hub_time_zone": timezone.get_current_timezone_name()}

@@ -30,6 +30,7 @@ urlpatterns = [
     path("accounts/", include("hub.accounts.urls")),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),
+    path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.quota_views)
     path("api/", _token_door(api)),
     path("v1/", _token_door(v1)),
     path("admin/", admin.site.urls),

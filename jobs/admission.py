@@ -33,6 +33,8 @@ class Admission:
     warnings: list[str] = field(default_factory=list)
     refused: str | None = None
     refused_field: str | None = None
+    usage: str = ""  # the owner's limits and usage ("Today 12 of 60 device minutes"), "" without limits
+    lifted: list[str] = field(default_factory=list)  # limits an admin lifted for this job (``jobs.quotas``)
 
 
 class RequestInvalid(Exception):
@@ -98,8 +100,12 @@ def admit(
     when: str = When.ASAP,
     not_before: dt.datetime | None = None,
     polite: bool = True,
+    lift_limits: bool = False,
 ) -> Admission:
-    """Estimate, predicted start and ready times, warnings, and a refusal (with the field it concerns)."""
+    """Estimate, predicted start and ready times, warnings, and a refusal (with the field it concerns).
+
+    The owner's quotas are part of it (``jobs.quotas.quota_check``): over a limit is a refusal naming the limit,
+    the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``)."""
     from jobs import eta
     from jobs.kinds import spec_for
     from jobs.scheduler import blocked_reason, polite_blocked, snapshot_for
@@ -128,6 +134,13 @@ def admit(
         device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
     )
     refused, refused_field = _refusal(device, kind, model_id, est)
+    from jobs.quotas import LIFT_ADMINS_ONLY, quota_check
+
+    if lift_limits and not getattr(owner, "is_admin", False) and refused is None:
+        refused, refused_field = LIFT_ADMINS_ONLY, "lift_limits"
+    quota = quota_check(owner=owner, estimate_s=est, lift=lift_limits, now=now)
+    if refused is None and quota.refused:
+        refused, refused_field = quota.refused, "__all__"  # the request as a whole, not one of its fields
 
     snap = snapshot_for(device.pk, now=now)
     probe = _Probe(
@@ -155,6 +168,8 @@ def admit(
     for job, start, finish in eta.plan(device.pk, now=now, extra=probe):
         if job is probe:
             starts, ready = start, finish
+    if quota.lifted and refused is None:
+        warnings.extend(f"Over a limit, lifted for this job: {why}" for why in quota.lifted)
     return Admission(
         estimate_s=est,
         starts_at=starts,
@@ -162,6 +177,8 @@ def admit(
         warnings=warnings,
         refused=refused,
         refused_field=refused_field,
+        usage=quota.line,
+        lifted=quota.lifted if refused is None else [],
     )
 
 
@@ -174,7 +191,9 @@ class CheckedRequest:
     model_id: str
     params: dict[str, Any]
     upload_files: dict[str, Any]
-    schedule: dict[str, Any]  # when, not_before, polite, shared (job_submit's keywords)
+    schedule: dict[
+        str, Any
+    ]  # when, not_before, polite, shared, an admin's lift_limits (job_submit's keywords)
     admission: Admission
 
 
@@ -222,6 +241,7 @@ def form_admission(form: Any) -> Admission:
         when=schedule["when"],
         not_before=schedule["not_before"],
         polite=schedule["polite"],
+        lift_limits=bool(form.cleaned_data.get("lift_limits")),
     )
 
 
@@ -258,6 +278,12 @@ def check_request(
     data.setdefault("polite", True)
     if data["polite"] in (False, "false", "False", "0", 0, "off", ""):
         data.pop("polite")  # a checkbox that isn't ticked is simply absent
+    if data.get("lift_limits") not in (None, False, "false", "False", "0", 0, "off", "") and not getattr(
+        owner, "is_admin", False
+    ):
+        from jobs.quotas import LIFT_ADMINS_ONLY
+
+        raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
     if "model" in data:
         data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
     form = form_for(owner=owner, device=device, kind=kind, data=data, files=files or {})

@@ -106,10 +106,30 @@ def _error_fields(exc: errors.DeviceError | None, human: str = "") -> dict[str, 
     }
 
 
+def release_device(device_id: int, job_id: int, *, ended: dt.datetime | None = None) -> bool:
+    """Give the device back and record the span the job held it (``jobs.quotas``: usage is the hub's own measure,
+    the model load, the render and the download). Once per span: only one release of a held lease succeeds. The
+    claim time is read before the release: once released, another process may claim the same job again (a
+    re-queued one) and move ``started_at`` on."""
+    from jobs.quotas import device_use_record
+
+    held = Job.objects.filter(pk=job_id).values_list("started_at", "owner_id").first()
+    if not lease.lease_release(device_id, job_id=job_id):
+        return False
+    if held is not None:
+        try:
+            device_use_record(
+                job_id=job_id, owner_id=held[1], device_id=device_id, started=held[0], ended=ended or _now()
+            )
+        except Exception:  # the device is free whatever the bookkeeping says
+            logger.exception("recording the device time of job %s failed", job_id)
+    return True
+
+
 def end_job(job: Job) -> None:
     """After a final state: free the device and start the next job at once (dispatch runs right here, in the
     process that saw the end: no device I/O, and one queue hop less of device idle), then plan."""
-    lease.lease_release(job.device_id, job_id=job.pk)
+    release_device(job.device_id, job.pk)
     try:
         started = dispatch_device(job.device_id)
     except Exception:
@@ -828,7 +848,8 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
     # Leases left by jobs that ended without releasing (a runner died after a cancel).
     for device_id, row in leases.items():
         if row.job_id and device_id not in busy and row.expires_at and row.expires_at < now:
-            counts["released"] += lease.lease_release(device_id, job_id=row.job_id)
+            ended = Job.objects.filter(pk=row.job_id).values_list("finished_at", flat=True).first()
+            counts["released"] += release_device(device_id, row.job_id, ended=min(ended or now, now))
     waiting_devices = set(
         Job.objects.filter(state__in=WAITING_STATES).values_list("device_id", flat=True).distinct()
     )

@@ -261,6 +261,13 @@ class JobForm(forms.Form):
         self.fields["model"].choices = [(m, label) for m, label in self.model_choices()]
         if len(self.fields["model"].choices) == 1:
             self.fields["model"].initial = self.fields["model"].choices[0][0]
+        if getattr(user, "is_admin", False):  # admins may lift their own limits for one job (jobs.quotas)
+            self.fields["lift_limits"] = forms.BooleanField(
+                required=False,
+                initial=False,
+                label="Lift my limits for this job",
+                help_text="Admins only: queue it even over a quota; the job's story records it.",
+            )
 
     # -- to override --------------------------------------------------------------------------------------
     def model_choices(self) -> list[tuple[str, str]]:
@@ -313,13 +320,14 @@ class JobForm(forms.Form):
         return raw if raw in ids else (ids[0] if ids else "")
 
     def schedule(self) -> dict[str, Any]:
-        """``when``, ``not_before``, ``polite``, ``shared`` for ``job_submit``."""
+        """``when``, ``not_before``, ``polite``, ``shared`` (and an admin's ``lift_limits``) for ``job_submit``."""
         d = self.cleaned_data
         return {
             "when": d.get("when") or When.ASAP,
             "not_before": d.get("not_before") if d.get("when") == When.NOT_BEFORE else None,
             "polite": bool(d.get("polite")),
             "shared": bool(d.get("shared")),
+            **({"lift_limits": bool(d.get("lift_limits"))} if "lift_limits" in self.fields else {}),
         }
 
 

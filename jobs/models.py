@@ -278,3 +278,71 @@ class Bookmark(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user_id} ★ {self.job_id}"
+
+
+# -- quotas and fair use (``jobs.quotas``) ------------------------------------------------------------------------
+#: A person's override that means "no limit for them", whatever the household default says.
+UNLIMITED = -1
+QUOTA_FIELDS = ("device_minutes_per_day", "device_minutes_per_week", "max_queued", "storage_mb")
+
+
+class HouseholdQuota(models.Model):
+    """The household's default limits, one row (pk 1). NULL = no limit."""
+
+    device_minutes_per_day = models.PositiveIntegerField(null=True, blank=True)
+    device_minutes_per_week = models.PositiveIntegerField(null=True, blank=True)
+    max_queued = models.PositiveIntegerField(null=True, blank=True)  # jobs waiting or running at once
+    storage_mb = models.PositiveIntegerField(null=True, blank=True)  # results kept (Artifact bytes)
+    updated = models.DateTimeField(auto_now=True)
+
+    def __str__(self) -> str:
+        return "household limits"
+
+
+class PersonQuota(models.Model):
+    """One person's overrides. NULL = the household default; ``UNLIMITED`` (-1) = no limit for them."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, primary_key=True, related_name="quota"
+    )
+    device_minutes_per_day = models.IntegerField(null=True, blank=True)
+    device_minutes_per_week = models.IntegerField(null=True, blank=True)
+    max_queued = models.IntegerField(null=True, blank=True)
+    storage_mb = models.IntegerField(null=True, blank=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.CheckConstraint(
+                condition=models.Q(**{f"{name}__gte": UNLIMITED}), name=f"jobs_quota_{name}"
+            )
+            for name in QUOTA_FIELDS
+        ]
+
+    def __str__(self) -> str:
+        return f"limits of {self.user_id}"
+
+
+class DeviceUse(models.Model):
+    """One span a job held a device, as the hub measured it: from the claim (model load included) to the
+    release of the lease (render, download and clean-up done). Written once per span by the engine
+    (``jobs.engine.end_job``); a job that is re-queued, interrupted or retried has one row per run. Quotas and
+    the Usage page add these up; the row outlives the job (deleting a job does not give its time back)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey(Job, null=True, blank=True, on_delete=models.SET_NULL, related_name="device_uses")
+    device = models.ForeignKey("devices.Device", on_delete=models.CASCADE, related_name="+")
+    started = models.DateTimeField()
+    ended = models.DateTimeField()
+    seconds = models.FloatField()
+
+    class Meta:
+        ordering = ["ended"]
+        # Quotas and the Usage page: one person's spans over the last days or weeks, and everyone's.
+        indexes = [
+            models.Index(fields=["owner", "ended"], name="jobs_deviceuse_owner_idx"),
+            models.Index(fields=["ended"], name="jobs_deviceuse_ended_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id}: {self.seconds:.0f} s"

@@ -57,6 +57,10 @@ class CommonFields(Strict):
         description="Default true: by day, don't unload a model someone else loaded (e.g. a chat).",
     )
     shared: bool | None = Field(default=None, description="Share the job and its results with the household.")
+    lift_limits: bool | None = Field(
+        default=None,
+        description="Admins only: queue it even over one of your quotas (the job's story records the lift).",
+    )
 
 
 class TiinyVideoFields(CommonFields):

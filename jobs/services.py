@@ -103,6 +103,7 @@ def job_submit(
     shared: bool = False,
     upload_files: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
+    lift_limits: bool = False,
 ) -> Job:
     """Queue a job (params validated by the kind's form, see ``jobs.admission``). Refuses whatever
     ``jobs.admission.admit`` refuses, so no door can queue what the device would turn down. Dispatch and the
@@ -132,6 +133,7 @@ def job_submit(
         when=when,
         not_before=not_before,
         polite=polite,
+        lift_limits=lift_limits,
     )
     if admission.refused:
         raise ValidationError({admission.refused_field or "__all__": admission.refused})
@@ -173,6 +175,10 @@ def job_submit(
         JobEvent.objects.create(
             job=job, seq=1, state=job.state, message=message, data={"estimate_s": round(estimate, 1)}
         )
+        if admission.lifted:  # an admin's lift is part of the job's story (jobs.quotas)
+            from jobs.quotas import lift_message
+
+            job_note(job.pk, lift_message(owner, admission.lifted), data={"quota_lifted": admission.lifted})
         _dispatch_on_commit(device.pk)
         _replan_on_commit(device.pk)
     return job
@@ -275,7 +281,7 @@ def job_run_again(*, job: Job, by: Any, changes: dict[str, Any], idempotency_key
         **{
             k: v
             for k, v in changes.items()
-            if k not in ("when", "not_before", "polite", "shared", "model_id")
+            if k not in ("when", "not_before", "polite", "shared", "model_id", "lift_limits")
         },
     }
     return job_submit(
@@ -289,6 +295,7 @@ def job_run_again(*, job: Job, by: Any, changes: dict[str, Any], idempotency_key
         polite=changes.get("polite", job.polite),
         shared=changes.get("shared", False),
         idempotency_key=idempotency_key,
+        lift_limits=bool(changes.get("lift_limits", False)),
     )
 
 

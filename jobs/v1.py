@@ -49,7 +49,7 @@ POLL_S = 0.5  # how often a waiting images/speech call re-reads its Job row
 LIST_LIMIT_MAX = 100
 VIDEO_PREFIX = "video_"
 #: Hub fields every submit route also accepts (OpenAI's ``extra_body``), passed to the form as they are.
-HUB_FIELDS = {"device", "seed", "steps", "when", "not_before", "polite", "shared", "user"}
+HUB_FIELDS = {"device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits"}
 #: The form's field names → the OpenAI parameter a client sent, for ``error.param``.
 PARAM_OF = {
     "start_image": "input_reference",
@@ -395,7 +395,7 @@ def _video_form_data(
     form = {
         "model": model,
         "prompt": data.get("prompt", ""),
-        **_passthrough(data, "seed", "when", "not_before", "polite", "shared"),
+        **_passthrough(data, "seed", "when", "not_before", "polite", "shared", "lift_limits"),
     }
     upload = {}
     start = _reference_file(data, files)
@@ -742,7 +742,9 @@ def _image_request(request: HttpRequest):
         "width": width,
         "height": height,
         "n": n,
-        **_passthrough(data, "seed", "steps", "negative_prompt", "when", "not_before", "polite", "shared"),
+        **_passthrough(
+            data, "seed", "steps", "negative_prompt", "when", "not_before", "polite", "shared", "lift_limits"
+        ),
     }
     return device, form, {}, {"response_format": fmt, "size": f"{width}x{height}"}
 
@@ -825,7 +827,7 @@ def _speech_request(request: HttpRequest):
         "response_format": fmt,
         **({"voice": voice} if voice else {}),
         **({"instruct": data["instructions"]} if data.get("instructions") else {}),
-        **_passthrough(data, "language", "when", "not_before", "polite", "shared"),
+        **_passthrough(data, "language", "when", "not_before", "polite", "shared", "lift_limits"),
     }
     return device, form, {}, {"response_format": fmt}
 

@@ -129,6 +129,16 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-preview": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
     # a finished job's box is empty (200): it takes itself off the page
     "jobs-preview-box": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    # -- quotas and usage (jobs.quota_views): everyone's own usage page; results deleted by their owner or an
+    # admin (a confirmation page, then the POST); the limit forms of the People page are admins' only
+    "usage": {"GET": EVERYONE, "POST": NO},
+    "usage-results-delete": {
+        "GET": MANAGE_PRIVATE,
+        "POST": MANAGE_PRIVATE,
+        "shared": {"GET": MANAGE_SHARED, "POST": MANAGE_SHARED},
+    },
+    "quota-defaults": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # {} changes nothing: a message
+    "quota-person": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # -- REST API (Bearer tokens; a viewer's token reads only) ------------------------------------------------
     # ninja's own schema views answer any method; they show nothing private
     "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},

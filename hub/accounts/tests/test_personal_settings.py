@@ -116,3 +116,10 @@ def test_the_middleware_never_lets_a_zone_reach_the_next_request(settings):
         assert timezone.get_current_timezone_name() == "UTC"  # deactivated after the response
     # a zone that tzdata no longer knows falls back to the hub's, like no choice at all
     assert seen == ["Asia/Tokyo", "UTC", "UTC"]
+
+
+def test_the_new_job_form_names_the_zone_its_times_are_read_in(member, member_client, device, settings):
+    settings.TIME_ZONE = "UTC"
+    user_update_settings(user=member, display_name="", email="", time_zone="Asia/Tokyo")
+    html = member_client.get("/jobs/new/").content.decode()
+    assert 'id="not-before-help"' in html and "(Asia/Tokyo)" in html and "(UTC)" not in html
