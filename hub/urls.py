@@ -9,6 +9,7 @@ from hub import views
 from hub.api import api
 from jobs import views as jobs_views
 from jobs.v1 import v1
+from notify import views as notify_views
 
 
 def _token_door(ninja_api):
@@ -30,6 +31,8 @@ urlpatterns = [
     path("accounts/", include("hub.accounts.urls")),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),
+    path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)
+    path("sw.js", notify_views.service_worker, name="notify-sw"),  # at the root: its scope is the whole hub
     path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.quota_views)
     path("api/", _token_door(api)),
     path("v1/", _token_door(v1)),

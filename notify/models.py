@@ -25,7 +25,8 @@ class Event(models.TextChoices):
 
 
 PERSONAL_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.JOB_STARTED)
-HOUSEHOLD_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.QUEUE_EMPTY, Event.DEVICE_LOCKED)
+# Household channels hear about the box itself, never about a person's job (its prompt may be private).
+HOUSEHOLD_EVENTS = (Event.QUEUE_EMPTY, Event.DEVICE_LOCKED)
 #: event -> the Channel flag that subscribes to it
 EVENT_FLAGS = {
     Event.JOB_DONE: "on_done",

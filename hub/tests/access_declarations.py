@@ -139,6 +139,19 @@ DECLARATIONS: dict[str, dict] = {
     },
     "quota-defaults": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # {} changes nothing: a message
     "quota-person": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # -- notifications (notify/): everyone's own channels; the household's for admins. A channel is its owner's
+    # alone (an admin gets "not found" for a person's channel too); an empty edit form is valid (every box unticked)
+    "notify-home": {"GET": EVERYONE, "POST": NO},
+    "notify-household": {"GET": ADMINS, "POST": ADMINS_NOT_THIS_METHOD},
+    "notify-channel-add": {"GET": NO, "POST": "login 400 400 400 400"},
+    "notify-channel-edit": {"GET": "login 404 ok 404 404", "POST": "login 404 ok 404 404"},
+    "notify-channel-delete": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "notify-channel-test": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "notify-job-deliveries": {"GET": "login 404 ok 404 404", "POST": NO, "shared": "same"},
+    "notify-push-key": {"GET": EVERYONE, "POST": NO},
+    "notify-push-subscribe": {"GET": NO, "POST": "login 400 400 400 400"},  # {} holds no subscription
+    "notify-push-unsubscribe": {"GET": NO, "POST": "login 400 400 400 400"},
+    "notify-sw": {"GET": PUBLIC, "POST": PUBLIC_NO},  # the service worker: static code, no data
     # -- REST API (Bearer tokens; a viewer's token reads only) ------------------------------------------------
     # ninja's own schema views answer any method; they show nothing private
     "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},

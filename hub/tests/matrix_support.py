@@ -130,6 +130,7 @@ class World:
     markers: dict[str, str]  # what -> the unique text
     # which roles may see each marker (everything else must never contain it)
     allowed: dict[str, frozenset[str]]
+    notify_channel: Any = None  # the owner's webhook channel (notify/): its URL and secret are never shown
 
     def __repr__(self) -> str:
         # Never the markers or the raw tokens: hypothesis and pytest print fixtures in their reports.
@@ -190,6 +191,17 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
     spare, spare_raw = token_create(user=owner, name="spare", scopes=["read"])
     markers["owner's spare API token"] = spare_raw
 
+    from notify.services import channel_create
+
+    markers["webhook secret"] = f"privmark-whsec-{tag}"
+    markers["webhook url"] = f"https://hooks.example.invalid/privmark-hook-{tag}"
+    notify_channel = channel_create(
+        owner=owner,
+        kind="webhook",
+        name="owner's hook",
+        url=markers["webhook url"],
+        secret=markers["webhook secret"],
+    )
     trusted = frozenset({"owner", "admin"})
     allowed = {
         "private prompt": trusted,
@@ -214,6 +226,7 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
         raw_tokens=raw_tokens,
         markers=markers,
         allowed=allowed,
+        notify_channel=notify_channel,
     )
 
 
@@ -234,6 +247,7 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
         "token": world.linked_job.share_token,
         "user_id": str(world.people["other"].pk),
         "token_id": str(world.spare_token.pk),
+        "channel_id": str(world.notify_channel.pk),
         "model_id": VIDEO,
         "rest": "no-such-route",
         "name": "image",  # an input's name (the world's jobs were made without inputs)

@@ -1,0 +1,85 @@
+"""Forms for the notification pages: doors to ``notify.services`` (which validates URLs and seals secrets)."""
+
+from __future__ import annotations
+
+from django import forms
+
+from notify.models import Channel
+
+KINDS = [
+    (k, label) for k, label in Channel.Kind.choices if k != Channel.Kind.BROWSER
+]  # browsers subscribe by JS
+
+
+class ChannelForm(forms.Form):
+    """Add (``kind`` given) or edit a channel. On edit an empty URL or secret keeps the stored one."""
+
+    kind = forms.ChoiceField(choices=KINDS, label="Kind", initial=Channel.Kind.APPRISE)
+    name = forms.CharField(
+        max_length=100, required=False, label="Name", help_text="So you can tell them apart."
+    )
+    address = forms.EmailField(required=False, label="Email address", max_length=254)
+    url = forms.CharField(
+        required=False,
+        max_length=2000,
+        label="URL",
+        strip=True,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "inputmode": "url"}),
+        help_text="Apprise: one URL, e.g. ntfy://my-topic, gotify://host/token, tgram://bot_token/chat_id, "
+        "discord://webhook_id/webhook_token, matrix://user:pass@host/#room, pover://user@token, "
+        "mailto://user:pass@example.com. Webhook: the http(s) address that receives the JSON.",
+    )
+    secret = forms.CharField(
+        required=False,
+        max_length=200,
+        label="Signing secret (webhook)",
+        strip=True,
+        widget=forms.PasswordInput(attrs={"autocomplete": "new-password"}),
+        help_text="Leave empty to have one made. The receiver checks X-Hub-Signature-256 with it.",
+    )
+    enabled = forms.BooleanField(required=False, initial=True, label="On")
+    on_done = forms.BooleanField(required=False, initial=True, label="When my job finishes")
+    on_failed = forms.BooleanField(required=False, initial=True, label="When my job fails")
+    on_started = forms.BooleanField(required=False, initial=False, label="When my job starts")
+    on_queue_empty = forms.BooleanField(required=False, label="When the queue runs empty")
+    on_device_locked = forms.BooleanField(required=False, label="When a device is locked")
+
+    def __init__(self, *args, channel: Channel | None = None, household: bool = False, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.channel = channel
+        self.household = household
+        if household:
+            del self.fields["on_done"], self.fields["on_failed"], self.fields["on_started"]
+        else:
+            del self.fields["on_queue_empty"], self.fields["on_device_locked"]
+        if channel is not None:
+            del self.fields["kind"]
+            self.fields["url"].help_text = "Leave empty to keep the stored one (it is not shown again)."
+            self.fields["url"].widget.attrs["placeholder"] = channel.display
+            self.fields["secret"].help_text = "Leave empty to keep the stored one."
+            for name in ("name", "address", "enabled", *self.event_fields):
+                self.fields[name].initial = getattr(channel, name)
+
+    @property
+    def event_fields(self) -> list[str]:
+        return [
+            f
+            for f in ("on_done", "on_failed", "on_started", "on_queue_empty", "on_device_locked")
+            if f in self.fields
+        ]
+
+    @property
+    def chosen_kind(self) -> str:
+        return self.channel.kind if self.channel else self.cleaned_data.get("kind", "")
+
+    def clean(self) -> dict:
+        data = super().clean()
+        kind = self.chosen_kind
+        if kind == Channel.Kind.EMAIL and not data.get("address") and not self.channel:
+            self.add_error("address", "Enter the address to write to.")
+        if kind in (Channel.Kind.APPRISE, Channel.Kind.WEBHOOK) and not data.get("url") and not self.channel:
+            self.add_error("url", "Enter the URL.")
+        return data
+
+    def event_values(self) -> dict[str, bool]:
+        return {f: bool(self.cleaned_data.get(f)) for f in self.event_fields}

@@ -1,0 +1,18 @@
+from __future__ import annotations
+
+from django.urls import path
+
+from notify import views
+
+urlpatterns = [
+    path("", views.home, name="notify-home"),
+    path("household/", views.household, name="notify-household"),
+    path("channels/add/", views.channel_add, name="notify-channel-add"),
+    path("channels/<int:channel_id>/", views.channel_edit, name="notify-channel-edit"),
+    path("channels/<int:channel_id>/delete/", views.channel_delete, name="notify-channel-delete"),
+    path("channels/<int:channel_id>/test/", views.channel_test, name="notify-channel-test"),
+    path("jobs/<int:job_id>/deliveries/", views.job_deliveries_box, name="notify-job-deliveries"),
+    path("push/key/", views.push_key, name="notify-push-key"),
+    path("push/subscribe/", views.push_subscribe, name="notify-push-subscribe"),
+    path("push/unsubscribe/", views.push_unsubscribe, name="notify-push-unsubscribe"),
+]

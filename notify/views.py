@@ -1,0 +1,200 @@
+"""Notification pages: my channels (/notify/), the household's (/notify/household/, admins), one channel's edit
+page, the test button, this browser's Web Push subscription, and the service worker at the site's root."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from django.conf import settings
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
+from django.shortcuts import redirect, render
+from django.views.decorators.http import require_GET, require_http_methods, require_POST
+
+from hub.accounts.decorators import admin_required
+from hub.parsing import parse_id
+from notify import selectors, services, vapid
+from notify.forms import ChannelForm
+from notify.models import Channel
+
+SW_PATH = Path(settings.BASE_DIR) / "static" / "sw.js"
+MAX_SUBSCRIPTION_BYTES = 4096
+
+
+def _page(request: HttpRequest, *, household: bool, form: ChannelForm | None = None, status: int = 200):
+    channels = selectors.household_channels() if household else selectors.channels_of(request.user)
+    context = {
+        "household": household,
+        "channels": channels,
+        "form": form or ChannelForm(household=household),
+        "deliveries": selectors.recent_deliveries(request.user, household=household),
+    }
+    return render(request, "notify/channels.html", context, status=status)
+
+
+def _errors_of(exc: ValidationError) -> dict[str, list[str]]:
+    return exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    return _page(request, household=False)
+
+
+@admin_required
+@require_GET
+def household(request: HttpRequest) -> HttpResponse:
+    return _page(request, household=True)
+
+
+@require_POST
+def channel_add(request: HttpRequest) -> HttpResponse:
+    household = request.POST.get("household") == "1"
+    if household and not request.user.is_admin:
+        raise PermissionDenied("admins only")
+    form = ChannelForm(request.POST, household=household)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            channel = services.channel_create(
+                owner=None if household else request.user,
+                kind=data["kind"],
+                name=data["name"],
+                address=data["address"],
+                url=data["url"],
+                secret=data["secret"],
+                **form.event_values(),
+            )
+        except ValidationError as exc:
+            for field, errors in _errors_of(exc).items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Added “{channel.name}”. Send it a test to check that it arrives.")
+            return redirect("notify-household" if household else "notify-home")
+    return _page(request, household=household, form=form, status=400)
+
+
+def _channel_or_404(request: HttpRequest, channel_id) -> Channel:
+    pk = parse_id(str(channel_id))
+    channel = selectors.channel_for(request.user, pk) if pk else None
+    if channel is None:
+        raise Http404("no such channel")
+    return channel
+
+
+def _back(channel: Channel):
+    return redirect("notify-household" if channel.is_household else "notify-home")
+
+
+@require_http_methods(["GET", "POST"])
+def channel_edit(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = _channel_or_404(request, channel_id)
+    if request.method == "GET":
+        form = ChannelForm(channel=channel, household=channel.is_household)
+        return render(request, "notify/channel_edit.html", {"channel": channel, "form": form})
+    form = ChannelForm(request.POST, channel=channel, household=channel.is_household)
+    if form.is_valid():
+        data = form.cleaned_data
+        try:
+            services.channel_update(
+                channel=channel,
+                name=data["name"],
+                enabled=data["enabled"],
+                address=data["address"],
+                url=data["url"],
+                secret=data["secret"],
+                **form.event_values(),
+            )
+        except ValidationError as exc:
+            for field, errors in _errors_of(exc).items():
+                form.add_error(field if field in form.fields else None, errors)
+        else:
+            messages.success(request, f"Saved “{channel.name}”.")
+            return _back(channel)
+    channel.refresh_from_db()
+    return render(request, "notify/channel_edit.html", {"channel": channel, "form": form}, status=400)
+
+
+@require_POST
+def channel_delete(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = _channel_or_404(request, channel_id)
+    services.channel_delete(channel=channel)
+    messages.success(request, f"Deleted “{channel.name}” and its delivery history.")
+    return _back(channel)
+
+
+@require_POST
+def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
+    channel = _channel_or_404(request, channel_id)
+    services.channel_test(channel=channel)
+    messages.success(request, f"A test is on its way to “{channel.name}”: its delivery shows below.")
+    return _back(channel)
+
+
+@require_GET
+def job_deliveries_box(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job page's Notifications box, for the job's owner (the deliveries went to their own channels)."""
+    from jobs.models import Job
+    from notify.templatetags.notify_tags import box_context
+
+    job = Job.objects.filter(pk=parse_id(job_id) or 0, owner=request.user).first()
+    if job is None:
+        raise Http404("no such job")
+    context = box_context(job, request.user, selectors.deliveries_for_job(request.user, job))
+    return render(request, "notify/_job_deliveries.html", context)
+
+
+# -- Web Push: this browser ----------------------------------------------------------------------------------
+@require_GET
+def push_key(request: HttpRequest) -> JsonResponse:
+    """The VAPID public key (the browser subscribes with it)."""
+    return JsonResponse({"publicKey": vapid.public_key()})
+
+
+def _json_body(request: HttpRequest) -> dict | None:
+    if len(request.body) > MAX_SUBSCRIPTION_BYTES:
+        return None
+    try:
+        data = json.loads(request.body or b"{}")
+    except (ValueError, UnicodeDecodeError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+@require_POST
+def push_subscribe(request: HttpRequest) -> JsonResponse:
+    data = _json_body(request)
+    if data is None:
+        return JsonResponse({"error": "Send the browser's push subscription as JSON."}, status=400)
+    try:
+        channel = services.browser_subscribe(
+            owner=request.user,
+            subscription=data.get("subscription") or {},
+            name=str(data.get("name", ""))[:100],
+        )
+    except ValidationError as exc:
+        return JsonResponse({"error": " ".join(exc.messages)}, status=400)
+    return JsonResponse({"channel": channel.pk, "name": channel.name})
+
+
+@require_POST
+def push_unsubscribe(request: HttpRequest) -> JsonResponse:
+    data = _json_body(request)
+    if data is None or not isinstance(data.get("endpoint"), str):
+        return JsonResponse({"error": "Send the subscription's endpoint as JSON."}, status=400)
+    gone = services.browser_unsubscribe(owner=request.user, endpoint=data["endpoint"])
+    return JsonResponse({"removed": gone})
+
+
+@login_not_required
+@require_GET
+def service_worker(request: HttpRequest) -> HttpResponse:
+    """static/sw.js served from the root, so its scope is the whole hub (a worker under /static/ could only
+    control /static/). It holds no data: it shows what a push carries and opens its page."""
+    response = HttpResponse(SW_PATH.read_bytes(), content_type="text/javascript; charset=utf-8")
+    response["Service-Worker-Allowed"] = "/"
+    response["Cache-Control"] = "no-cache"
+    return response
