@@ -173,7 +173,9 @@ def test_a_job_bigger_than_the_whole_limit_says_so(admin_user, member, device):
     assert "ask an admin to lift the limit" in verdict.refused
 
 
-def test_it_refuses_a_job_over_the_queue_limit_and_over_storage(admin_user, member, member_client, device, media):
+def test_it_refuses_a_job_over_the_queue_limit_and_over_storage(
+    admin_user, member, member_client, device, media
+):
     set_limits(admin_user, max_queued=2)
     make_job(member, device, state="queued")
     make_job(member, device, state="running")
@@ -203,7 +205,9 @@ def test_a_personal_override_beats_the_household_default(admin_user, member, oth
 
 
 # -- lifting a limit for one job -------------------------------------------------------------------------------
-def test_admins_are_held_to_limits_but_may_lift_them_for_one_job_on_the_form(admin_user, admin_client, device):
+def test_admins_are_held_to_limits_but_may_lift_them_for_one_job_on_the_form(
+    admin_user, admin_client, device
+):
     set_limits(admin_user, max_queued=0)
     refused = page_post(admin_client, device)
     assert refused.status_code == 400
@@ -246,7 +250,9 @@ def test_rest_and_v1_lift_for_an_admin_token_only(admin_user, member, device):
     job = Job.objects.get(pk=int(video.id.removeprefix("video_")))
     assert job.events.filter(message__startswith="Limit lifted for this job by ada").exists()
     with sdk_for(member) as sdk, pytest.raises(openai.BadRequestError) as refused_sdk:
-        sdk.videos.create(model=VIDEO, prompt="fox", size="832x480", seconds="2", extra_body={"lift_limits": True})
+        sdk.videos.create(
+            model=VIDEO, prompt="fox", size="832x480", seconds="2", extra_body={"lift_limits": True}
+        )
     assert "Only an admin can lift a limit" in refused_sdk.value.message
     assert Job.objects.filter(owner=member).count() == 0
     assert Job.objects.filter(owner=admin_user).count() == 3
@@ -281,7 +287,11 @@ def test_admins_set_defaults_and_overrides_in_the_people_page(admin_client, admi
     page = admin_client.get("/accounts/people/")
     assert page.status_code == 200
     text = page.content.decode()
-    assert 'id="quotas"' in text and 'action="/usage/limits/"' in text and f'id="quota-person-{member.pk}"' in text
+    assert (
+        'id="quotas"' in text
+        and 'action="/usage/limits/"' in text
+        and f'id="quota-person-{member.pk}"' in text
+    )
     saved = admin_client.post(
         "/usage/limits/",
         {"device_minutes_per_day": "60", "device_minutes_per_week": "", "max_queued": "3", "storage_mb": ""},

@@ -54,7 +54,9 @@ def test_a_member_sees_their_own_usage_and_nobody_elses(member_client, member, o
         assert leak not in text
 
 
-def test_an_admin_sees_everyone_with_the_top_users(admin_client, admin_user, member, other_member, device, media):
+def test_an_admin_sees_everyone_with_the_top_users(
+    admin_client, admin_user, member, other_member, device, media
+):
     spend(member, device, 12)
     spend(other_member, device, 30)
     big = make_job(other_member, device, state="done")
@@ -94,7 +96,9 @@ def test_deleting_results_asks_first_then_frees_storage_and_the_files(
     confirm = member_client.get(f"/usage/results/{job.pk}/delete/")
     assert confirm.status_code == 200
     assert 'id="results-delete-confirm"' in confirm.content.decode()
-    assert Artifact.objects.filter(job=job).count() == 2 and all(p.exists() for p in paths)  # a GET deletes nothing
+    assert Artifact.objects.filter(job=job).count() == 2 and all(
+        p.exists() for p in paths
+    )  # a GET deletes nothing
     with django_capture_on_commit_callbacks(execute=True):
         done = member_client.post(f"/usage/results/{job.pk}/delete/")
     assert done.status_code == 302 and done["Location"] == "/usage/"
@@ -105,11 +109,15 @@ def test_deleting_results_asks_first_then_frees_storage_and_the_files(
     assert f'id="result-{job.pk}"' not in text
 
 
-def test_a_deleted_result_lets_a_refused_job_in(admin_user, member, device, media, django_capture_on_commit_callbacks):
+def test_a_deleted_result_lets_a_refused_job_in(
+    admin_user, member, device, media, django_capture_on_commit_callbacks
+):
     quotas.quota_set(by=admin_user, storage_mb=1)
     job = make_job(member, device, state="done")
     add_artifact(job, media, data=b"v" * (quotas.MB + 1))
-    assert quotas.quota_check(owner=member, estimate_s=60).refused.startswith("Storage for results: 1 of 1 MB")
+    assert quotas.quota_check(owner=member, estimate_s=60).refused.startswith(
+        "Storage for results: 1 of 1 MB"
+    )
     with django_capture_on_commit_callbacks(execute=True):
         assert quotas.results_delete(job=job, by=member) == quotas.MB + 1
     assert quotas.quota_check(owner=member, estimate_s=60).refused is None
@@ -153,7 +161,9 @@ def test_the_command_sets_what_is_given_and_prints_limits_and_usage(member, devi
     make_job(member, device, state="queued", estimate_s=600)
     out = run("mia", "--device-minutes-per-day", "60", "--max-queued", "4")
     assert "Limits of mia:" in out
-    assert re.search(r"Daily device time:\s+60 minutes \(own\)\s+used today: [\d.]+ minutes \(\+10 booked", out), out
+    assert re.search(
+        r"Daily device time:\s+60 minutes \(own\)\s+used today: [\d.]+ minutes \(\+10 booked", out
+    ), out
     assert re.search(r"Jobs in the queue:\s+4 jobs \(own\)\s+in the queue now: 1", out), out
     assert re.search(r"Storage for results:\s+no limit \(default\)", out), out
     assert quotas.limits_for(member).device_minutes_per_week is None
