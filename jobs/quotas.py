@@ -65,6 +65,7 @@ UNITS = {
 }
 MB = 1024 * 1024
 LIFT_ADMINS_ONLY = "Only an admin can lift a limit for one job."
+ADMIN_HINT = " As an admin you may lift it for this job (“Lift my limits for this job”; lift_limits in the API)."
 #: What a person types for "the household default" and for "no limit" (the People page, ``manage.py quota``).
 DEFAULT_WORDS = ("", "default")
 NONE_WORDS = ("none", "unlimited", "no limit")
@@ -327,7 +328,7 @@ def quota_check(
     if broken and lift:
         verdict.lifted = broken
     elif broken:
-        verdict.refused = broken[0]
+        verdict.refused = broken[0] + (ADMIN_HINT if getattr(owner, "is_admin", False) else "")
     return verdict
 
 

@@ -213,6 +213,7 @@ def test_admins_are_held_to_limits_but_may_lift_them_for_one_job_on_the_form(
     assert refused.status_code == 400
     page = html.unescape(refused.content.decode())
     assert "Jobs in the queue: 0 of 0" in page
+    assert "As an admin you may lift it for this job" in page
     assert 'name="lift_limits"' in page and "Lift my limits for this job" in page
     queued = page_post(admin_client, device, lift_limits="on")
     assert queued.status_code == 302, queued.content
