@@ -7,9 +7,7 @@ a gallery page through the real views, and a prompt search. Targets: each under 
 
 from __future__ import annotations
 
-import datetime as dt
 import os
-import random
 import statistics
 import sys
 import tempfile
@@ -34,49 +32,22 @@ from django.core.management import call_command  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.test import Client  # noqa: E402
 from django.test.utils import CaptureQueriesContext  # noqa: E402
-from django.utils import timezone  # noqa: E402
+from jobs_100k import WAITING  # noqa: E402
 
-from devices.models import Device  # noqa: E402
-from hub.accounts.services import user_create_or_update  # noqa: E402
-from jobs.models import Job, JobKind, JobState  # noqa: E402
+from jobs.models import Job  # noqa: E402
 
 TOTAL = int(os.environ.get("BENCH_JOBS", "100000"))
-WAITING = 300
 TARGET_MS = 100.0
 
 
 def build() -> tuple[list, list]:
+    from jobs_100k import build as build_household
+
     call_command("migrate", verbosity=0)
-    people = [
-        user_create_or_update(username=f"p{i}", role="member", password="bench-pass-1").user for i in range(5)
-    ]
-    devices = [Device.objects.create(name=f"d{i}", kind="tiiny", base_url=f"http://10.0.0.{i}", state="online")
-               for i in range(2)]  # fmt: skip
-    rng = random.Random(7)
-    now = timezone.now()
-    words = "fox snow river neon city cat robot forest ocean dawn lantern violin".split()
-    batch = []
-    for i in range(TOTAL):
-        waiting = i >= TOTAL - WAITING
-        created = now - dt.timedelta(minutes=(TOTAL - i) * 10)  # ~2 years of history, ~1,000 jobs a week
-        batch.append(Job(
-            owner=people[i % 5], device=devices[i % 2], kind=rng.choice(JobKind.values), model_id="m",
-            prompt=" ".join(rng.choices(words, k=6)), params={"prompt": "x"},
-            state=JobState.QUEUED if waiting else rng.choice([JobState.DONE] * 8 + [JobState.FAILED, JobState.CANCELLED]),
-            finished_at=None if waiting else created + dt.timedelta(minutes=7),
-            device_seconds=0 if waiting else 420.0, shared=i % 7 == 0, estimate_s=420.0,
-        ))  # fmt: skip
-        if len(batch) == 5000:
-            Job.objects.bulk_create(batch)
-            batch = []
-    Job.objects.bulk_create(batch)
-    Job.objects.filter(pk__in=Job.objects.order_by("-pk").values("pk")[:WAITING]).update(
-        created=timezone.now()
-    )
-    return people, devices
+    return build_household(TOTAL)
 
 
-def timed(fn, repeat: int = 20) -> tuple[float, int]:
+def timed(fn, repeat: int = 20) -> tuple[float, float, int]:
     first = fn()  # warm
     assert getattr(first, "status_code", 200) == 200, first
     samples = []
@@ -87,7 +58,7 @@ def timed(fn, repeat: int = 20) -> tuple[float, int]:
         started = time.perf_counter()
         fn()
         samples.append((time.perf_counter() - started) * 1000)
-    return statistics.median(samples), queries
+    return statistics.median(samples), sorted(samples)[-(-len(samples) * 95 // 100) - 1], queries
 
 
 def main() -> None:
@@ -115,13 +86,16 @@ def main() -> None:
         ("queue page (GET /jobs/queue/)", *timed(lambda: client.get("/jobs/queue/"))),
     ]
     table = "\n".join(
-        f"| {name} | {ms:.1f} ms | {q} | {'ok' if ms < TARGET_MS else 'SLOW'} |" for name, ms, q in rows
+        f"| {name} | {ms:.1f} ms | {p95:.1f} ms | {q} | {'ok' if p95 <= TARGET_MS else 'SLOW'} |"
+        for name, ms, p95, q in rows
     )
     print(
         "## Jobs at 100k rows (bench_jobs.py)\n\n"
-        f"{Job.objects.count():,} jobs (5 people, 2 devices, {WAITING} waiting), SQLite, median of 20 runs "
-        f"(plan: 5). Built in {built_s:.0f} s. Target: each under {TARGET_MS:.0f} ms.\n\n"
-        "| what | median | queries | verdict |\n|---|---|---|---|\n" + table
+        f"{Job.objects.count():,} jobs (5 people, 2 devices, {WAITING} waiting, each device's plan stored as the hub "
+        f"keeps it), SQLite, one client in-process (Django's test client: no server, no network), 20 runs each "
+        f"(plan: 5). Built in {built_s:.0f} s; load average {os.getloadavg()[0]:.2f} (shared 2-core box). Target: "
+        f"each ≤ {TARGET_MS:.0f} ms (p95). Under 20 concurrent clients through the web server: bench_pages.py.\n\n"
+        "| what | median | p95 | queries | verdict |\n|---|---|---|---|---|\n" + table
     )
 
 

@@ -1,0 +1,198 @@
+"""Idle footprint of the hub: memory and CPU of web + worker + beat, started as ``make up`` starts them.
+
+``scripts/up.py`` runs each under ``scripts/keepalive.py``: web = one daphne, worker = ``celery worker
+--concurrency=2 --without-gossip --without-mingle`` (prefork: a parent and 2 children), beat = ``celery beat``;
+plus a private Redis. Here they run against a throw-away SQLite database and a private Redis, with one emulated
+Tiiny registered (so beat does its usual idle device reads; the emulator itself is not counted) and nobody
+signed in. After they settle, each process tree is sampled from /proc once a second for 30 s: RSS (resident,
+shared pages counted in every process), PSS (shared pages split between the processes that share them: the
+honest sum) and CPU (utime + stime over the window). No target is stated in issue 13; the numbers are reported.
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE))
+SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "20"))
+WINDOW_S = float(os.environ.get("BENCH_WINDOW_S", "30"))
+TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree(root: int) -> list[int]:
+    """``root`` and all its descendants (from /proc/<pid>/stat's parent field)."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(parents.get(pid, []))
+    return out
+
+
+def cpu_ticks(pid: int) -> int:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0
+    return int(fields[11]) + int(fields[12])  # utime, stime
+
+
+def memory_kb(pid: int) -> tuple[int, int]:
+    """(RSS, PSS) in kB."""
+    try:
+        rollup = Path(f"/proc/{pid}/smaps_rollup").read_text()
+    except OSError:
+        return 0, 0
+    values = {}
+    for line in rollup.splitlines()[1:]:
+        name, _, rest = line.partition(":")
+        if rest.strip().endswith("kB"):
+            values[name] = int(rest.split()[0])
+    return values.get("Rss", 0), values.get("Pss", 0)
+
+
+def main() -> None:
+    from hub.redis_server import start_private_redis
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-footprint-"))
+    redis = start_private_redis(run_dir=tmp / "run")
+    os.environ.update(
+        REDIS_URL=redis.url,
+        HUB_DATA_DIR=str(tmp),
+        DATABASE_URL=f"sqlite:///{tmp / 'hub.sqlite3'}",
+        HUB_SECRET_KEY="bench",
+        HUB_INSECURE_FAST_HASHER="1",
+        DJANGO_SETTINGS_MODULE="hub.settings",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    call_command("migrate", verbosity=0)
+    try:
+        report(*run(tmp, redis))
+    finally:
+        redis.stop()
+
+
+def run(tmp: Path, redis) -> tuple[dict, dict]:
+    from django.db import connection
+
+    from devices.emulator.testing import run_tiiny
+    from hub.redis_server import free_port
+    from hub.testing import Proc, child_env, wait_for
+    from jobs.tests.conftest import make_device
+
+    py, keep = sys.executable, str(BASE / "scripts" / "keepalive.py")
+    port = free_port()
+    commands = {  # exactly scripts/up.py's commands (keepalive + the process)
+        "web": [py, keep, py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hub.asgi:application"],
+        "worker": [py, keep, py, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO", "--concurrency=2",
+                   "--without-gossip", "--without-mingle"],
+        "beat": [py, keep, py, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO",
+                 f"--schedule={tmp / 'celerybeat-schedule'}"],
+    }  # fmt: skip
+    with run_tiiny(speed=1, quirks="none") as emulator:
+        make_device(emulator)
+        connection.close()
+        procs = {
+            name: Proc(name, args, child_env(), tmp / "logs" / f"{name}.log").start()
+            for name, args in commands.items()
+        }
+        try:
+            import httpx
+
+            def web_up() -> bool:
+                try:
+                    return httpx.get(f"http://127.0.0.1:{port}/accounts/login/", timeout=1).status_code == 200
+                except httpx.HTTPError:
+                    return False
+
+            wait_for(web_up, timeout=60, what="web", proc=procs["web"])
+            wait_for(lambda: "ready." in procs["worker"].log_tail(300), timeout=60, what="worker")
+            wait_for(lambda: "beat: Starting" in procs["beat"].log_tail(300), timeout=60, what="beat")
+            time.sleep(SETTLE_S)
+            roots = {name: p.process.pid for name, p in procs.items()}
+            roots["redis (make up runs it too)"] = redis.pid
+            start_cpu = {name: {pid: cpu_ticks(pid) for pid in tree(root)} for name, root in roots.items()}
+            rss: dict[str, list[int]] = {name: [] for name in roots}
+            pss: dict[str, list[int]] = {name: [] for name in roots}
+            counts: dict[str, int] = {}
+            load = [os.getloadavg()[0]]
+            started = time.monotonic()
+            while time.monotonic() - started < WINDOW_S:
+                for name, root in roots.items():
+                    pids = tree(root)
+                    counts[name] = len(pids)
+                    mem = [memory_kb(pid) for pid in pids]
+                    rss[name].append(sum(m[0] for m in mem))
+                    pss[name].append(sum(m[1] for m in mem))
+                time.sleep(1)
+            elapsed = time.monotonic() - started
+            load.append(os.getloadavg()[0])
+            stats = {}
+            for name, root in roots.items():
+                now_cpu = {pid: cpu_ticks(pid) for pid in tree(root)}
+                # Processes that lived through the window: their ticks since the start; newcomers: all of theirs.
+                ticks = sum(now_cpu[pid] - start_cpu[name].get(pid, 0) for pid in now_cpu)
+                stats[name] = {
+                    "processes": counts[name],
+                    "rss_mb": statistics.mean(rss[name]) / 1024,
+                    "rss_max_mb": max(rss[name]) / 1024,
+                    "pss_mb": statistics.mean(pss[name]) / 1024,
+                    "cpu_pct": ticks / TICK / elapsed * 100,
+                }
+            keepalive = {name: memory_kb(p.process.pid) for name, p in procs.items()}
+        finally:
+            for p in procs.values():
+                p.stop()
+    return stats, {"load": load, "keepalive_pss_mb": sum(v[1] for v in keepalive.values()) / 1024}
+
+
+def report(stats: dict, extra: dict) -> None:
+    hub = [n for n in stats if not n.startswith("redis")]
+    print("## Idle footprint (bench_footprint.py)\n")
+    print(
+        "web + worker + beat started as `make up` starts them (each under `scripts/keepalive.py`; the worker is "
+        "prefork with 2 children), one emulated Tiiny registered, nobody signed in; sampled from /proc every "
+        f"second for {WINDOW_S:.0f} s after {SETTLE_S:.0f} s to settle. RSS counts shared pages in every process; "
+        "PSS splits them (the honest sum).\n"
+    )
+    print("| process tree | processes | RSS (mean / max) | PSS | CPU |")
+    print("|---|---|---|---|---|")
+    for name, s in stats.items():
+        print(
+            f"| {name} | {s['processes']} | {s['rss_mb']:.0f} / {s['rss_max_mb']:.0f} MB | {s['pss_mb']:.0f} MB | "
+            f"{s['cpu_pct']:.1f} % |"
+        )
+    total = {k: sum(stats[n][k] for n in hub) for k in ("rss_mb", "pss_mb", "cpu_pct", "processes")}
+    print(
+        f"| **web + worker + beat** | {total['processes']:.0f} | {total['rss_mb']:.0f} MB | "
+        f"**{total['pss_mb']:.0f} MB** | **{total['cpu_pct']:.1f} %** |"
+    )
+    print(
+        f"\nCPU is of one core. The three keepalive wrappers account for {extra['keepalive_pss_mb']:.0f} MB of the "
+        f"PSS. 1-minute load average on the shared 2-core box: {extra['load'][0]:.2f} at the start, "
+        f"{extra['load'][1]:.2f} at the end. No target in issue 13."
+    )
+
+
+if __name__ == "__main__":
+    main()

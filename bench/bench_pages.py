@@ -1,0 +1,269 @@
+"""Dashboard, queue and history pages at 100,000 jobs with 20 signed-in clients, on SQLite and PostgreSQL.
+
+Each database gets the same household (``jobs_100k``: 5 people, 2 devices, ~2 years of work, 300 waiting, the
+plan stored as the hub keeps it), a private Redis and the hub's own web server (one daphne, as ``make up`` runs
+it). 20 clients, each a thread with its own signed-in session (4 per person) and its own keep-alive connection,
+then ask for the pages over HTTP; a time is from sending the request to the last byte of the answer.
+
+Three loads per database:
+- one client alone (what one page costs the server);
+- 20 people browsing: each client opens one of the three pages at random, reads it for 1-5 s (uniform, seeded),
+  and opens another (the ``20 concurrent signed-in clients`` of issue 13, with a person's pace);
+- 20 clients back to back: each asks again the moment its answer arrives (saturation: 20 requests always in
+  flight at one server).
+
+PostgreSQL: ``postgres://postgres@127.0.0.1:5432/bench_pages`` (BENCH_PG_URL), created and dropped here; its
+tables are ANALYZEd after the load (autovacuum would have done it long before a hub reached 100k jobs). SQLite
+gets no ANALYZE (the hub never runs one). Target: p95 <= 100 ms for every page.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(BASE))
+sys.path.insert(0, str(BASE / "bench"))
+
+TOTAL = int(os.environ.get("BENCH_JOBS", "100000"))
+CLIENTS = int(os.environ.get("BENCH_CLIENTS", "20"))
+BROWSE_S = float(os.environ.get("BENCH_BROWSE_S", "45"))
+BURST_EACH = int(os.environ.get("BENCH_BURST_EACH", "5"))  # back-to-back requests per client per page
+ALONE = int(os.environ.get("BENCH_ALONE", "20"))
+THINK_S = (1.0, 5.0)
+TARGET_MS = 100.0
+PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/bench_pages")
+PAGES = [
+    ("dashboard (GET /)", "/", "Queue plan"),
+    ("queue (GET /jobs/queue/)", "/jobs/queue/", "Queue plan"),
+    ("history / gallery (GET /jobs/)", "/jobs/", "gallery"),
+]
+
+
+# -- one database, in a child process (Django is set up once per process) ----------------------------------------
+def run_backend(backend: str) -> dict:
+    from hub.redis_server import start_private_redis
+
+    tmp = Path(tempfile.mkdtemp(prefix=f"bench-pages-{backend}-"))
+    redis = start_private_redis(run_dir=tmp / "run")
+    url = PG_URL if backend == "postgresql" else f"sqlite:///{tmp / 'hub.sqlite3'}"
+    os.environ.update(
+        REDIS_URL=redis.url,
+        HUB_DATA_DIR=str(tmp),
+        DATABASE_URL=url,
+        HUB_SECRET_KEY="bench",
+        HUB_INSECURE_FAST_HASHER="1",
+        DJANGO_SETTINGS_MODULE="hub.settings",
+    )
+    if backend == "postgresql":
+        _pg_admin(
+            url,
+            f'DROP DATABASE IF EXISTS "{_pg_name(url)}" WITH (FORCE)',
+            f'CREATE DATABASE "{_pg_name(url)}"',
+        )
+    web = None
+    try:
+        import django
+
+        django.setup()
+        from django.core.management import call_command
+        from django.db import connection
+        from django.test import Client
+        from jobs_100k import build
+
+        from hub.testing import start_asgi_server
+
+        call_command("migrate", verbosity=0)
+        started = time.perf_counter()
+        people, _devices = build(TOTAL)
+        if backend == "postgresql":
+            with connection.cursor() as cur:
+                cur.execute("ANALYZE")
+        built_s = time.perf_counter() - started
+        cookies = []
+        for i in range(CLIENTS):
+            client = Client()
+            client.force_login(people[i % len(people)])
+            cookies.append(client.cookies["sessionid"].value)
+        connection.close()
+        web = start_asgi_server()
+        result = measure(web.extra["url"], cookies)
+        result.update(backend=backend, built_s=built_s, jobs=TOTAL, server=_server_version(backend))
+        return result
+    finally:
+        if web is not None:
+            web.stop()
+        redis.stop()
+        if backend == "postgresql":
+            from django.db import connections
+
+            connections.close_all()
+            _pg_admin(url, f'DROP DATABASE IF EXISTS "{_pg_name(url)}" WITH (FORCE)')
+
+
+def _pg_name(url: str) -> str:
+    return url.rsplit("/", 1)[1]
+
+
+def _pg_admin(url: str, *statements: str) -> None:
+    import psycopg
+
+    with psycopg.connect(url.rsplit("/", 1)[0] + "/postgres", autocommit=True) as conn:
+        for sql in statements:
+            conn.execute(sql)
+
+
+def _server_version(backend: str) -> str:
+    from django.db import connection
+
+    if backend == "postgresql":
+        with connection.cursor() as cur:
+            cur.execute("SHOW server_version")
+            return "PostgreSQL " + cur.fetchone()[0].split()[0]
+    import sqlite3
+
+    return "SQLite " + sqlite3.sqlite_version
+
+
+def measure(base: str, cookies: list[str]) -> dict:
+    import httpx
+
+    clients = [
+        httpx.Client(base_url=base, cookies={"sessionid": c}, timeout=60, follow_redirects=False)
+        for c in cookies
+    ]
+
+    def get(client: httpx.Client, path: str, expect: str) -> float:
+        started = time.perf_counter()
+        resp = client.get(path)
+        ms = (time.perf_counter() - started) * 1000
+        if resp.status_code != 200 or expect not in resp.text:
+            raise RuntimeError(f"GET {path}: {resp.status_code} {resp.text[:300]!r}")
+        return ms
+
+    for client in clients:  # warm: every session and connection once on every page
+        for _name, path, expect in PAGES:
+            get(client, path, expect)
+    out: dict = {"alone": {}, "browse": {}, "burst": {}, "load": {}}
+
+    out["load"]["alone"] = os.getloadavg()[0]
+    for name, path, expect in PAGES:
+        out["alone"][name] = [get(clients[0], path, expect) for _ in range(ALONE)]
+
+    out["load"]["browse"] = os.getloadavg()[0]
+    samples: dict[str, list[float]] = {name: [] for name, _p, _e in PAGES}
+    errors: list[BaseException] = []
+    stop_at = time.monotonic() + BROWSE_S
+
+    def person(i: int) -> None:
+        rng = random.Random(i)
+        time.sleep(rng.uniform(0, THINK_S[1]))  # people don't all arrive in the same instant
+        try:
+            while time.monotonic() < stop_at:
+                name, path, expect = rng.choice(PAGES)
+                samples[name].append(get(clients[i], path, expect))
+                time.sleep(rng.uniform(*THINK_S))
+        except BaseException as exc:  # noqa: BLE001 - reported after the run
+            errors.append(exc)
+
+    _threads(person)
+    out["browse"] = samples
+    out["load"]["browse_end"] = os.getloadavg()[0]
+
+    for name, path, expect in PAGES:
+        burst: list[float] = []
+
+        def hammer(i: int, path=path, expect=expect, burst=burst) -> None:
+            try:
+                for _ in range(BURST_EACH):
+                    burst.append(get(clients[i], path, expect))
+            except BaseException as exc:  # noqa: BLE001
+                errors.append(exc)
+
+        started = time.perf_counter()
+        _threads(hammer)
+        out["burst"][name] = {"ms": burst, "rps": len(burst) / (time.perf_counter() - started)}
+    out["load"]["burst_end"] = os.getloadavg()[0]
+    for client in clients:
+        client.close()
+    if errors:
+        raise RuntimeError(f"{len(errors)} client errors, first: {errors[0]!r}")
+    return out
+
+
+def _threads(target) -> None:
+    threads = [threading.Thread(target=target, args=(i,)) for i in range(CLIENTS)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+
+# -- the report ---------------------------------------------------------------------------------------------------
+def p95(values: list[float]) -> float:
+    ordered = sorted(values)
+    return ordered[max(0, -(-len(ordered) * 95 // 100) - 1)]  # nearest rank
+
+
+def verdict(ms: float) -> str:
+    return "ok" if ms <= TARGET_MS else "**MISSED**"
+
+
+def report(results: list[dict]) -> str:
+    lines = [
+        "## Pages at 100k jobs, 20 signed-in clients (bench_pages.py)\n",
+        f"{TOTAL:,} jobs (5 people, 2 devices, 300 waiting with their plan stored), the hub's own web server (one "
+        f"daphne) and a private Redis; {CLIENTS} clients, each its own signed-in session and keep-alive connection; "
+        "times from request to last byte. *Alone*: one client, "
+        f"{ALONE} requests a page. *20 browsing*: each client opens a random page of the three, reads it "
+        f"{THINK_S[0]:g}-{THINK_S[1]:g} s, opens another ({BROWSE_S:g} s). *20 back to back*: each asks again as "
+        f"soon as its answer arrives ({BURST_EACH} each, 20 requests always in flight). Target: p95 ≤ "
+        f"{TARGET_MS:.0f} ms.\n",
+        "| database | page | alone p50 / p95 | 20 browsing: n, p50 / p95 | verdict | 20 back to back: p50 / p95, req/s | verdict |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        for name, _path, _expect in PAGES:
+            alone, browse, burst = r["alone"][name], r["browse"][name], r["burst"][name]
+            lines.append(
+                f"| {r['server']} | {name} | {statistics.median(alone):.0f} / {p95(alone):.0f} ms | "
+                f"{len(browse)}, {statistics.median(browse):.0f} / {p95(browse):.0f} ms | {verdict(p95(browse))} | "
+                f"{statistics.median(burst['ms']):.0f} / {p95(burst['ms']):.0f} ms, {burst['rps']:.1f} | "
+                f"{verdict(p95(burst['ms']))} |"
+            )
+    loads = "; ".join(
+        f"{r['server']}: {r['load']['alone']:.2f} alone, {r['load']['browse']:.2f}-{r['load']['browse_end']:.2f} "
+        f"browsing, {r['load']['burst_end']:.2f} after back to back (built in {r['built_s']:.0f} s)"
+        for r in results
+    )
+    lines.append(f"\n1-minute load average on this shared 2-core box: {loads}.")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--backend":
+        print(json.dumps(run_backend(sys.argv[2])))
+        return
+    results = []
+    backends = os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(",")
+    for backend in backends:
+        child = subprocess.run(
+            [sys.executable, __file__, "--backend", backend], capture_output=True, text=True, cwd=BASE
+        )
+        if child.returncode != 0:
+            raise SystemExit(f"{backend}: exit {child.returncode}\n{child.stderr[-3000:]}")
+        results.append(json.loads(child.stdout.strip().splitlines()[-1]))
+    print(report(results))
+
+
+if __name__ == "__main__":
+    main()
