@@ -1,5 +1,5 @@
 """The invitation flow end to end in Chromium, against the live ASGI server: an admin creates a link on the People
-page, a signed-out browser opens it, picks a name and password and lands signed in; the link is then spent, and a
+page, a signed-out phone-sized browser opens it, picks a name and password and lands signed in; the link is then spent, and a
 second invitation is revoked through the confirmation."""
 
 from __future__ import annotations
@@ -25,10 +25,14 @@ def test_invite_accept_and_the_link_is_spent(browser, signed_in_page, admin_user
     assert admin.is_visible("#invite-copy")
     save_screenshot(admin, "invitation-created")
 
-    guest_context = browser.new_context(base_url=live_server_asgi.extra["url"])
+    # The invitee opens the link on a phone, signed out.
+    guest_context = browser.new_context(
+        viewport={"width": 390, "height": 844}, base_url=live_server_asgi.extra["url"]
+    )
     try:
         guest = guest_context.new_page()
         guest.goto(link)
+        assert guest.evaluate("document.documentElement.scrollWidth") <= 390  # nothing sideways
         assert "viewer" in guest.inner_text("#invitation-accept")
         guest.fill("#id_username", "oma")
         guest.fill("#id_password1", "short")
@@ -40,6 +44,7 @@ def test_invite_accept_and_the_link_is_spent(browser, signed_in_page, admin_user
         guest.fill("#id_password2", CHOSEN)
         guest.click("#invitation-join")
         guest.wait_for_url(live_server_asgi.extra["url"] + "/")
+        guest.click("#menu-toggle")  # at phone width the header folds behind the menu button
         assert "oma" in guest.inner_text(".person") and "Viewer" in guest.inner_text(".person")
         assert "Welcome" in guest.inner_text(".messages")
         save_screenshot(guest, "invitation-accepted")
