@@ -171,3 +171,34 @@ def test_the_command_refuses_bad_input_without_a_traceback():
     with pytest.raises(CommandError):
         _invite("--role", "owner")
     assert not Invitation.objects.exists()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_two_browsers_racing_on_one_link_make_one_person(admin_user):
+    """Each accept runs in its own thread and database connection, released together: the compare-and-set
+    that spends the link lets exactly one through, and the loser's new person is rolled back with it."""
+    import threading
+
+    from django.db import connection
+
+    _, raw = invitation_create(role="member", created_by=admin_user)
+    start = threading.Barrier(2)
+    outcomes: dict[str, object] = {}
+
+    def accept(name: str) -> None:
+        try:
+            start.wait(timeout=10)
+            outcomes[name] = invitation_accept(raw=raw, username=name, password=GOOD).username
+        except InvitationUnusable as exc:
+            outcomes[name] = exc.status
+        finally:
+            connection.close()
+
+    threads = [threading.Thread(target=accept, args=(name,)) for name in ("racer1", "racer2")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(timeout=60)
+    assert sorted(map(str, outcomes.values())) in (["racer1", "used"], ["racer2", "used"]), outcomes
+    assert User.objects.filter(username__startswith="racer").count() == 1
+    assert Invitation.objects.get().used_by.username.startswith("racer")
