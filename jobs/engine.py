@@ -293,6 +293,8 @@ def dispatch_device(device_id: int) -> int | None:
 
     if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
         return None  # busy (or an orphan reconcile is about to recover)
+    if stops_pending([device_id]):
+        return None  # a cancelled render may still run there: reconcile sends its stop first
     token = lease.lease_acquire(device_id)
     if token is None:
         return None
@@ -809,7 +811,8 @@ def cancel_on_device(job_id: int) -> None:
     job = Job.objects.select_related("device").filter(pk=job_id).first()
     if job is None or job.state != S.CANCELLED:
         return
-    lease.lease_renew(job.device_id, job.pk)
+    if not lease.lease_renew(job.device_id, job.pk, retake=False):
+        return  # stopped already (its end freed the lease): twice is harmless, never a stop of the next job's model
     runner = runner_for(job)
     try:
         with lease.keep_alive(job.device_id, job.pk):
@@ -817,7 +820,55 @@ def cancel_on_device(job_id: int) -> None:
         job_note(job.pk, "Stopped on the device.")
     except errors.DeviceError as exc:
         job_note(job.pk, f"Stopping it on the device failed: {exc.human}", data={"detail": exc.detail})
+    # Its time limit, a bug: free the device all the same (else reconcile would send the stop again and again).
+    except Exception:
+        logger.exception("stopping job %s on the device failed", job.pk)
+        job_note(job.pk, "Stopping it on the device failed.")
     end_job(job)
+
+
+def stops_pending(device_ids: list[int]) -> dict[int, int]:
+    """{device: job} for the devices whose lease a cancelled poll-style render still holds: the device may still
+    be rendering it (cancel_on_device frees the lease when the stop is done), so nothing else may start there."""
+    rows = (
+        lease.DeviceLease.objects.filter(pk__in=device_ids, job__state=S.CANCELLED)
+        .exclude(job__remote_id="")
+        .values_list("device_id", "job_id", "job__kind", "device__kind")
+    )
+    return {
+        device_id: job_id
+        for device_id, job_id, kind, device_kind in rows
+        if style_of(device_kind, kind) == "poll"
+    }
+
+
+def stop_unsent(job_id: int, device_id: int) -> None:
+    """The stop of a cancelled render could not be queued (the broker is down): its lease is marked expired
+    (nobody is stopping it), so reconcile sends the stop at its first run once the broker is back."""
+    lease.DeviceLease.objects.filter(pk=device_id, job_id=job_id).update(expires_at=_now())
+
+
+def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
+    """Reconcile's part for cancels: a cancelled render whose stop was never sent (the broker was down), or was
+    lost (Redis restarted, the worker died mid-stop: its lease lapsed), is stopped now. Its device counts as busy
+    meanwhile. Sending renews the lease, so the next runs don't send it again while the stop is on its way."""
+    from jobs.tasks import cancel_on_device
+
+    held = [device_id for device_id, row in leases.items() if row.job_id and device_id not in busy]
+    sent = 0
+    for device_id, job_id in (stops_pending(held) if held else {}).items():
+        busy.add(device_id)
+        row = leases[device_id]
+        if row.expires_at is not None and row.expires_at >= now:
+            continue  # a worker is on it (or its message is on the way)
+        try:
+            cancel_on_device.delay(job_id)
+        except Exception:
+            logger.warning("job %s: the stop could not be queued; next round", job_id, exc_info=True)
+            continue
+        lease.lease_renew(device_id, job_id, retake=False)
+        sent += 1
+    return sent
 
 
 def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
@@ -845,6 +896,7 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
             recover_job.delay(job.pk)
             counts["recovered"] += 1
     busy = {j.device_id for j in active}
+    counts["stops"] = _send_stops(leases, busy, now)
     # Leases left by jobs that ended without releasing (a runner died after a cancel).
     for device_id, row in leases.items():
         if row.job_id and device_id not in busy and row.expires_at and row.expires_at < now:

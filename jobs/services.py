@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
+import logging
 import mimetypes
 from pathlib import Path
 from typing import Any
@@ -46,6 +47,33 @@ def _dispatch_on_commit(device_id: int) -> None:
     transaction.on_commit(lambda: dispatch.delay(device_id), robust=True)
 
 
+def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
+    """After commit, ask a worker to stop the cancelled render on the device.
+
+    The cancel stands whatever the broker says: with Redis down the send raised after the commit, and the page,
+    the API and /v1 answered 500 for a job that was cancelled. The stop is then only late: the lease the job
+    still holds is marked expired (nobody is stopping it), which keeps the device's queue shut and lets beat's
+    reconcile send the stop as soon as the broker is back (``jobs.engine.reconcile``).
+    """
+
+    def send() -> None:
+        from jobs.engine import stop_unsent
+        from jobs.tasks import cancel_on_device
+
+        try:
+            cancel_on_device.delay(job_id)
+        except Exception:
+            logging.getLogger("jobs").warning(
+                "job %s: the stop could not be queued; reconcile sends it", job_id, exc_info=True
+            )
+            stop_unsent(job_id, device_id)
+            job_note(
+                job_id, "The device will be told shortly (the hub's task queue is unreachable right now)."
+            )
+
+    transaction.on_commit(send)
+
+
 def _replan_on_commit(device_id: int) -> None:
     def run() -> None:
         from jobs.eta import plan_device
@@ -53,8 +81,6 @@ def _replan_on_commit(device_id: int) -> None:
         try:
             plan_device(device_id)
         except Exception:
-            import logging
-
             logging.getLogger("jobs").exception("planning device %s failed", device_id)
 
     transaction.on_commit(run)
@@ -222,9 +248,7 @@ def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
 
         job.refresh_from_db()
         if style_of(job.device.kind, job.kind) == "poll" and job.remote_id:
-            from jobs.tasks import cancel_on_device
-
-            cancel_on_device.delay_on_commit(job.pk)
+            _stop_on_device_on_commit(job.pk, job.device_id)
         # Otherwise the runner holding the call sees the cancel at its next step and frees the device itself.
         _replan_on_commit(job.device_id)
     else:
