@@ -36,8 +36,9 @@ def render_card(device: Device, *, oob: bool = False, admin: bool = False) -> st
     return render_to_string(f"{FRAGMENTS}#device-card", fragment_context(device, oob=oob, admin_view=admin))
 
 
-def render_gauges(device: Device, *, oob: bool = False) -> str:
-    return render_to_string(f"{FRAGMENTS}#device-gauges", fragment_context(device, oob=oob))
+def render_gauges(device: Device, *, oob: bool = False, admin: bool = False) -> str:
+    """The gauges; ``admin`` adds the admins-only NPU budget units when the device reports them."""
+    return render_to_string(f"{FRAGMENTS}#device-gauges", fragment_context(device, oob=oob, admin_view=admin))
 
 
 def device_push(device_id: int) -> None:
@@ -58,7 +59,14 @@ def device_push(device_id: int) -> None:
         else:
             live.push(group, card)
     if f"device:{device_id}" in watching:
-        live.push(live.device_group(device_id), render_gauges(device, oob=True), every=live.TICK_EVERY_S)
+        group, every = live.device_group(device_id), live.TICK_EVERY_S
+        gauges = render_gauges(device, oob=True)
+        if device.npu_units_used is not None:  # admins' gauges carry the budget units: a version of their own
+            live.push(group, gauges, exclude=[live.ADMINS], variant=True, every=every)
+            admin_gauges = render_gauges(device, oob=True, admin=True)
+            live.push(group, admin_gauges, audience=[live.ADMINS], variant=True, every=every)
+        else:
+            live.push(group, gauges, every=every)
 
 
 def device_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
@@ -66,8 +74,9 @@ def device_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
     if not getattr(user, "is_authenticated", False):
         raise PermissionDenied
     device = Device.objects.get(pk=int(object_id))  # DoesNotExist is handled by the consumer
-    card = render_card(device, oob=True, admin=getattr(user, "is_admin", False))
-    return [live.device_group(device.pk)], [card, render_gauges(device, oob=True)]
+    admin = getattr(user, "is_admin", False)
+    card = render_card(device, oob=True, admin=admin)
+    return [live.device_group(device.pk)], [card, render_gauges(device, oob=True, admin=admin)]
 
 
 def card_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:

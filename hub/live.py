@@ -14,7 +14,7 @@ every page that shows one of them shows them all:
 - ``device:<dev>``  the device card and its gauges (dashboard, device page)
 - ``card:<dev>``    the device card alone (device list)
 - ``mine:<user>``   the dashboard's "my recent jobs" list (your own id only)
-- ``wire:<user>``   the dashboard's live-wire check (your own id only)
+- ``wire:<user>``   the dashboard's live-wire check (admins, their own id only)
 
 Fragments go only to topic groups (``job.<id>``, ``queue.<dev>`` for the plan, ``control.<dev>`` for the
 controls, ``device.<dev>``, ``card.<dev>``, ``mine.<user>``, ``wire.<user>``; :func:`topic_group`). Apps register a handler per kind in their ``AppConfig.ready()``; the handler checks access and
@@ -130,10 +130,11 @@ def topic_handler(kind: str) -> TopicHandler | None:
 
 
 def wire_topic(user: object, object_id: str) -> tuple[list[str], list[str]]:
-    """``watch=wire:<user id>``: the dashboard's live-wire check answers only its own person (no snapshot)."""
+    """``watch=wire:<user id>``: the dashboard's live-wire check (an admin's card) answers only its own person
+    (no snapshot); nobody else's socket ever receives it."""
     from django.core.exceptions import PermissionDenied
 
-    if not getattr(user, "is_authenticated", False) or str(getattr(user, "pk", "")) != object_id:
+    if not getattr(user, "is_admin", False) or str(getattr(user, "pk", "")) != object_id:
         raise PermissionDenied
     return [wire_group(user.pk)], []
 

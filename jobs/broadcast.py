@@ -10,9 +10,12 @@ topic group of the elements it replaces (``hub.live``), so a page gets only what
   The actions box goes out once per kind of viewer (owner and admins with the buttons), each marked as a
   *variant* so not getting another person's version says nothing about access.
 - the owner's dashboard list (``mine.<owner>``): the whole list when the jobs on it changed, else one row.
-- the device's running-now card and the plan (``queue.<device>``; topics ``plan:`` and ``queue:``) are safe
-  for everyone (private jobs without their prompt); the admins' controls (``control.<device>``, joined by
-  admins watching ``queue:``) carry ``admins`` as their audience.
+- the device's running-now card and the plan (``queue.<device>``; topics ``plan:`` and ``queue:``) go out in
+  versions (:func:`plan_variants`): each person with a private job waiting or running there gets theirs
+  (their own entries by their prompt, audience ``user.<id>``), admins theirs (every prompt, the memory
+  summaries), and everyone else one without private prompts that excludes those people, so no socket ever
+  holds another person's prompt. The admins' controls (``control.<device>``, joined by admins watching
+  ``queue:``) carry ``admins`` as their audience.
 
 Quiet by construction: topics nobody watches are not even rendered, ``hub.live.push`` skips a fragment
 identical to the last one the group got, and a progress tick sends each element at most about once a second
@@ -118,11 +121,87 @@ def _running(device, watching: set[str], *, tick: bool) -> None:
 
     every = live.TICK_EVERY_S if tick else 0.0
     if watching & {f"plan:{device.pk}", f"queue:{device.pk}"}:
-        live.push(live.queue_group(device.pk), fragments.running_fragment(device), every=every)
+        variants = plan_variants(device)
+        cards = fragments.running_fragment(device, viewers=[v.viewer for v in variants])
+        for variant, html in zip(variants, cards, strict=True):
+            variant.push(live.queue_group(device.pk), html, every=every)
+
+
+class PlanVariant:
+    """One version of the running card and the plan: whom it is rendered for and which sockets get it."""
+
+    def __init__(self, viewer, *, audience: list[str] | None = None, exclude: list[str] | None = None):
+        self.viewer, self.audience, self.exclude = viewer, audience, exclude
+
+    def push(self, group: str, html: str, *, every: float = 0.0) -> None:
+        # One of several versions: a socket outside this one's audience drops it quietly (no re-check).
+        split = self.audience is not None or bool(self.exclude)
+        live.push(group, html, audience=self.audience, exclude=self.exclude, variant=split, every=every)
+
+
+class _AnyAdmin:
+    """Renders the admins' version: what every admin may see (``jobs.selectors.plan_shows_prompt``)."""
+
+    is_authenticated = is_active = is_admin = can_submit = True
+    pk = None
+
+
+def plan_variants(device) -> list[PlanVariant]:
+    """The versions of a device's running card and plan, ``[everyone else, admins, each owner]``.
+
+    One version for everyone while nothing in it is private or for admins only. Otherwise everyone else's
+    excludes admins and every person with a private job waiting or running on the device, who each get their
+    own. When that set of people changes, the group's "already sent" memory is reset first: the public
+    version's exclusions changed, so no fragment may be skipped as identical to one sent to other sockets.
+    """
+    from django.contrib.auth import get_user_model
+
+    from jobs import fragments
+    from jobs.models import ACTIVE_STATES, WAITING_STATES
+
+    private = list(
+        get_user_model()
+        .objects.filter(
+            jobs__device_id=device.pk,
+            jobs__state__in=WAITING_STATES + ACTIVE_STATES,
+            jobs__shared=False,
+            jobs__hidden_at__isnull=True,
+        )
+        .distinct()
+        .order_by("pk")
+    )
+    owners = [u for u in private if not u.is_admin]  # admins get the admins' version, which names every job
+    split = bool(private) or fragments.summary_window(device) is not None
+    _remember_split(device.pk, ",".join(str(u.pk) for u in owners) if split else "-")
+    if not split:
+        return [PlanVariant(None)]
+    people = [live.user_group(u.pk) for u in owners]
+    return [
+        PlanVariant(None, exclude=[live.ADMINS, *people]),
+        PlanVariant(_AnyAdmin(), audience=[live.ADMINS]),
+        *(
+            PlanVariant(u, audience=[group], exclude=[live.ADMINS])
+            for u, group in zip(owners, people, strict=True)
+        ),
+    ]
+
+
+def _remember_split(device_id: int, key: str) -> None:
+    from django.core.cache import cache
+
+    name = f"live:plan-split:{device_id}"
+    try:
+        if cache.get(name) == key:
+            return
+        cache.set(name, key, timeout=24 * 3600)
+    except Exception:  # noqa: BLE001 - no cache: reset (best effort; at worst a fragment goes out again)
+        pass
+    live.forget_sent([live.queue_group(device_id)])
 
 
 def broadcast_queue(device_id: int) -> None:
-    """Push one device's queue: the running-now card and the plan (everyone), the controls (admins)."""
+    """Push one device's queue: the running-now card and the plan (in versions, ``plan_variants``), the
+    controls (admins)."""
     from devices.models import Device
     from jobs import fragments
 
@@ -132,8 +211,11 @@ def broadcast_queue(device_id: int) -> None:
             return
         watching = live.watched([f"plan:{device_id}", f"queue:{device_id}"])
         if watching:
-            for html in fragments.queue_fragments(device):
-                live.push(live.queue_group(device_id), html)
+            variants = plan_variants(device)
+            rendered = fragments.queue_fragments_for(device, [v.viewer for v in variants])
+            for variant, parts in zip(variants, rendered, strict=True):
+                for html in parts:
+                    variant.push(live.queue_group(device_id), html)
         if f"queue:{device_id}" in watching:  # the queue page, where admins have their controls
             for html in fragments.queue_admin_fragments(device):
                 live.push(live.control_group(device_id), html, audience=[live.ADMINS])

@@ -5,10 +5,10 @@ Who receives what is decided in ``jobs.broadcast`` (the one module that pushes):
 - :func:`job_page_fragments` is the job page's live part (status, events, result, actions, header badge):
   only for people who may view the job. The actions box is rendered per viewer (:func:`actions_variants`:
   the owner and admins get the buttons ``Job.can_cancel``/``can_retry`` allow).
-- :func:`running_fragment`, the device's running-now card, is public-safe (no private prompt).
-- :func:`queue_fragments` is safe for ``everyone``: a job someone may not view appears as "Video by mia"
-  without its prompt (shared jobs show it). :func:`queue_admin_fragments` adds the admins' controls and
-  the prompts, for admins only.
+- :func:`running_fragment` (the device's running-now card) and :func:`queue_fragments` (the card and the plan)
+  are rendered for one person: a job they may not view appears as "Video by mia" without its prompt (their
+  own and shared jobs show it, admins see every prompt and the memory summaries); the version for ``None`` is
+  safe for everyone. :func:`queue_admin_fragments` is the admins' controls, for admins only.
 - :func:`render_my_jobs` / :func:`render_job_row`: the dashboard's "my recent jobs", for its owner.
 
 A player (video, audio, 3D viewer, image) is never in a fragment once the result exists, except the one push
@@ -221,23 +221,23 @@ def render_my_jobs(owner: Any, *, jobs: list[Job] | None = None) -> str:
     return render_to_string("dashboard.html#my-jobs", ctx)
 
 
-def running_fragment(device: Device) -> str:
+def running_fragment(device: Device, *, viewers: list[Any] | None = None) -> list[str]:
+    """The running-now card once per viewer (None: the version for everyone else; see ``queue_fragments``)."""
     running = running_job(device)
     ctx = {
         "device": device,
         "running": running,
         "oob": True,
-        "running_label": (job_title(running) if running.shared else public_label(running)) if running else "",
         "running_eta": eta_for(running) if running else None,
     }
-    return render_to_string(f"{PARTS}#device-running", ctx)
+    return [render_to_string(f"{PARTS}#device-running", {**ctx, "user": v}) for v in (viewers or [None])]
 
 
 # -- the queue ------------------------------------------------------------------------------------------------
 @dataclass
 class PlanEntry:
     job: Job
-    label: str  # safe for everyone
+    label: str  # the admins' controls' label (the plan names it per person: ``plan_label``)
     start: dt.datetime | None
     finish: dt.datetime | None
     offset_pct: float = 0.0  # where the bar starts on the timeline
@@ -303,11 +303,24 @@ def queue_context(device: Device, *, admin: bool = False, now: dt.datetime | Non
     }
 
 
-def queue_fragments(device: Device) -> list[str]:
-    """The running-now card and the plan, safe for ``everyone`` (no private prompts)."""
+def queue_fragments(device: Device, *, viewer: Any = None) -> list[str]:
+    """The running-now card and the plan as ``viewer`` may see them: their own entries and the ones they may view
+    by prompt, the rest as "Video by mia" (``plan_label``), the memory summaries for admins. ``viewer`` None is
+    the version for everyone else: no private prompt, nothing for admins only."""
+    return queue_fragments_for(device, [viewer])[0]
+
+
+def queue_fragments_for(device: Device, viewers: list[Any]) -> list[list[str]]:
+    """``queue_fragments`` for several people from one read of the plan (the pushes' variants)."""
     ctx = queue_context(device)
     ctx["oob"] = True
-    return [render_to_string(f"{PARTS}#device-running", ctx), render_to_string(f"{PARTS}#device-queue", ctx)]
+    return [
+        [
+            render_to_string(f"{PARTS}#{part}", {**ctx, "user": v})
+            for part in ("device-running", "device-queue")
+        ]
+        for v in viewers
+    ]
 
 
 def queue_admin_fragments(device: Device) -> list[str]:

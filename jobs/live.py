@@ -7,7 +7,9 @@ person watching may see them:
   job join ``job.<id>``; the check is repeated whenever access may have changed (``hub.consumers``): a job
   made private stops reaching the people who watched it. The snapshot leaves out a finished job's result
   (its player is on the page already and is never replaced: ``jobs.broadcast``).
-- ``plan:<device_id>``: the running-now card and the plan, safe for everyone (dashboard, new-job page).
+- ``plan:<device_id>``: the running-now card and the plan as the person watching may see them: their own
+  entries by their prompt, other people's private ones as "Video by mia" (dashboard, new-job page). Pushes
+  send each person their version (``jobs.broadcast.plan_variants``).
 - ``queue:<device_id>``: the queue page: the same, plus the admins' control list for admins.
 - ``mine:<user_id>``: the dashboard's "my recent jobs" list (only your own id is accepted).
 """
@@ -43,7 +45,7 @@ def job_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
 def plan_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
     _signed_in(user)
     device = Device.objects.get(pk=int(object_id))
-    return [live.queue_group(device.pk)], fragments.queue_fragments(device)
+    return [live.queue_group(device.pk)], fragments.queue_fragments(device, viewer=user)
 
 
 def queue_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:

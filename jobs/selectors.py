@@ -29,6 +29,15 @@ def can_view(user: Any, job: Job) -> bool:
     return user.is_admin or job.owner_id == user.pk or job.shared
 
 
+def plan_shows_prompt(viewer: Any, job: Job) -> bool:
+    """Whether the queue plan and the running-now card name ``job`` by its prompt for ``viewer``: whoever may view
+    it (its owner, admins, everyone once shared), as in the REST plan. ``viewer`` None is the version every
+    other signed-in person gets (shared jobs only); the rest see e.g. "Video by mia"."""
+    if viewer is None:
+        return job.shared and job.hidden_at is None
+    return can_view(viewer, job)
+
+
 def can_manage(user: Any, job: Job) -> bool:
     """Cancel, retry, share: the owner (if they may still submit) and admins."""
     if not getattr(user, "is_authenticated", False):

@@ -16,13 +16,13 @@ from hub.testing import run_async
 pytestmark = pytest.mark.django_db
 
 
-def sign_in(base_url: str) -> httpx.Client:
+def sign_in(base_url: str, username: str = "mia") -> httpx.Client:
     client = httpx.Client(base_url=base_url, timeout=10)
     page = client.get("/accounts/login/")
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
     response = client.post(
         "/accounts/login/",
-        data={"username": "mia", "password": PASSWORD, "csrfmiddlewaretoken": token},
+        data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token},
         headers={"Referer": f"{base_url}/accounts/login/"},
     )
     assert response.status_code == 302, response.text[:500]
@@ -69,15 +69,15 @@ def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server
 
 
 @pytest.mark.integration
-def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_asgi, live_worker, member):
+def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_asgi, live_worker, admin_user):
     base = live_server_asgi.extra["url"]
-    client = sign_in(base)
+    client = sign_in(base, "ada")  # the check is an admin's (the card is on admins' dashboards only)
     cookie = f"sessionid={client.cookies['sessionid']}"
     csrf = client.cookies["csrftoken"]
 
     async def scenario() -> str:
         async with websockets.connect(
-            base.replace("http", "ws") + f"/ws/hub/?watch=wire:{member.pk}",  # what the dashboard watches
+            base.replace("http", "ws") + f"/ws/hub/?watch=wire:{admin_user.pk}",  # what the dashboard watches
             origin=base,
             additional_headers={"Cookie": cookie},
         ) as ws:
@@ -92,7 +92,7 @@ def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_as
     assert "A worker answered at" in fragment
 
 
-def test_the_live_wire_says_so_when_the_broker_is_down(member_client, settings):
+def test_the_live_wire_says_so_when_the_broker_is_down(admin_client, settings):
     from hub.celery import app
     from hub.redis_server import free_port
 
@@ -111,14 +111,29 @@ def test_the_live_wire_says_so_when_the_broker_is_down(member_client, settings):
 
     use(dead)
     try:
-        response = member_client.post("/live-wire/", HTTP_HX_REQUEST="true")
+        response = admin_client.post("/live-wire/", HTTP_HX_REQUEST="true")
     finally:
         use(original)
     assert response.status_code == 503
     assert b"reach the background worker's queue (Redis)" in response.content
 
 
-def test_the_dashboard_opens_the_socket(member_client, member):
+def test_the_dashboard_opens_the_socket(member_client, member, admin_client, admin_user):
     page = member_client.get("/").content.decode()
-    assert 'hx-ext="ws"' in page and f'ws-connect="/ws/hub/?watch=mine:{member.pk},wire:{member.pk}"' in page
+    assert 'hx-ext="ws"' in page and f'ws-connect="/ws/hub/?watch=mine:{member.pk}"' in page
+    page = admin_client.get("/").content.decode()  # the live-wire check is on admins' dashboards only
+    assert f'ws-connect="/ws/hub/?watch=mine:{admin_user.pk},wire:{admin_user.pk}"' in page
     assert Client().get("/").status_code == 302
+
+
+def test_only_an_admin_may_watch_their_own_live_wire(member, viewer, admin_user):
+    from django.core.exceptions import PermissionDenied
+
+    from hub.live import wire_group, wire_topic
+
+    assert wire_topic(admin_user, str(admin_user.pk)) == ([wire_group(admin_user.pk)], [])
+    for person in (member, viewer):  # not even their own id: the card is an admin's
+        with pytest.raises(PermissionDenied):
+            wire_topic(person, str(person.pk))
+    with pytest.raises(PermissionDenied):
+        wire_topic(admin_user, str(member.pk))

@@ -66,6 +66,19 @@ class Socket:
         await self.comm.disconnect()  # also after the server closed it: the consumer's disconnect runs
 
 
+def hold_the_poll(device) -> None:
+    """This test is the device's only poller: a session's background beat (started by an earlier test) polls
+    every watched device every 2 s, and its poll and push, racing the test's, would change what the sockets
+    get. The claim is taken far ahead (a normal claim lapses after 6 s, shorter than a slow test)."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from devices.services import device_claim_poll
+
+    assert device_claim_poll(device_id=device.pk, now=timezone.now() + dt.timedelta(minutes=10))
+
+
 def test_a_member_stops_receiving_a_job_once_its_owner_makes_it_private(member, other_member, device):
     from jobs.transitions import job_note
 
@@ -166,13 +179,11 @@ def test_signing_out_closes_that_sessions_sockets_only(member, device):
 
 def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(admin_user, viewer, device):
     from devices.live import device_push
-    from devices.services import device_claim_poll, device_refresh
+    from devices.services import device_refresh
 
     address = device.base_url.removeprefix("http://")  # nothing listens there: the poll finds it unreachable
     ada, vic = signed_in(admin_user), signed_in(viewer)
-    # This test is the device's poller: a session's background beat (started by an earlier test) polls every
-    # watched device every 2 s, and its push, racing ours, would be the one the sockets got (or missed).
-    assert device_claim_poll(device_id=device.pk)
+    hold_the_poll(device)  # this test is the device's poller
 
     def poll() -> None:  # poll_device's body, under the claim held above
         device_refresh(device_id=device.pk)
@@ -263,3 +274,100 @@ def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member,
     after, closed = run_async(scenario)
     assert closed == (False, True)
     assert not any("queue-admin" in t or "birthday surprise" in t for t in after), after
+
+
+# -- the plan: each person's own entries by their prompt, nobody else's ----------------------------------------
+def test_each_members_plan_names_their_own_jobs_by_prompt_and_no_other_socket_gets_it(
+    admin_user, member, other_member, viewer, device
+):
+    from jobs.transitions import job_set, job_ticked, job_transition, plan_changed
+
+    hold_the_poll(device)
+    first = make_job(member, device, prompt="the moonlit fox of mia")
+    make_job(other_member, device, prompt="the secret waltz of otto")
+    people = {"mia": member, "otto": other_member, "vic": viewer, "ada": admin_user}
+    clients = {name: signed_in(user) for name, user in people.items()}
+
+    def more_work() -> None:
+        job_transition(first.pk, from_states=["queued"], to="running", message="Rendering.")
+        job_set(first.pk, progress=55.0, phase="step 3 of 4")
+        job_ticked(first.pk)  # the running card's tick, in its versions
+        make_job(member, device, prompt="the second kite of mia")
+        plan_changed(device.pk)
+
+    async def scenario():
+        sockets = {name: await Socket(c, f"plan:{device.pk}").open() for name, c in clients.items()}
+        snapshots = {name: list(s.texts) for name, s in sockets.items()}
+        await sync_to_async(more_work)()
+        pushed = {name: await s.drain() for name, s in sockets.items()}
+        for s in sockets.values():
+            await s.close()
+        return snapshots, pushed
+
+    snapshots, pushed = run_async(scenario)
+    running, queue = f'id="device-{device.pk}-running"', f'id="device-{device.pk}-queue"'
+    for name in people:
+        for texts in (snapshots[name], pushed[name]):
+            assert any(queue in t for t in texts), name  # the plan reached every page, at load and by push
+        assert any(running in t and "55%" in t for t in pushed[name]), name  # the tick too
+        everything = " ".join(snapshots[name] + pushed[name])
+        mias = ("the moonlit fox of mia", "the second kite of mia")
+        assert all(p in everything for p in mias) == (name in ("mia", "ada")), name
+        assert any(p in everything for p in mias) == (name in ("mia", "ada")), name
+        assert ("the secret waltz of otto" in everything) == (name in ("otto", "ada")), name
+    # Mia's newest pushes name her jobs by prompt; what Vic got last calls them "Video by mia".
+    assert "the second kite of mia" in [t for t in pushed["mia"] if queue in t][-1]
+    assert "the moonlit fox of mia" in [t for t in pushed["mia"] if running in t][-1]
+    assert "Video by mia" in [t for t in pushed["vic"] if running in t][-1]
+    last_vic_plan = [t for t in pushed["vic"] if queue in t][-1]
+    assert "Video by mia" in last_vic_plan and "Video by otto" in last_vic_plan
+
+
+def test_admin_only_words_reach_admins_sockets_only(admin_user, member, viewer, device):
+    """NPU budget units (the gauges) and the vault's memory summaries (the plan): rendered for admins only, at
+    load and in every push; the live-wire topic is refused to anyone else."""
+    from devices.capabilities import Capabilities, VaultCap
+    from devices.live import device_push
+    from devices.models import Device
+    from jobs.broadcast import broadcast_queue
+
+    hold_the_poll(device)
+    caps = Capabilities.from_dict(device.capabilities)
+    caps.vault = VaultCap(
+        summary_start_hour=23, summary_end_hour=5, summary_model="Qwen/Qwen3.6-35B-A3B-turbo"
+    )
+    Device.objects.filter(pk=device.pk).update(
+        capabilities=caps.to_dict(), npu_units_used=40, npu_units_total=100
+    )
+    people = {"ada": admin_user, "mia": member, "vic": viewer}
+    clients = {name: signed_in(user) for name, user in people.items()}
+
+    def change() -> None:
+        Device.objects.filter(pk=device.pk).update(npu_units_used=55, npu_util=61.0)
+        device_push(device.pk)
+        broadcast_queue(device.pk)
+
+    async def scenario():
+        sockets = {
+            name: await Socket(c, f"device:{device.pk},plan:{device.pk},wire:{people[name].pk}").open()
+            for name, c in clients.items()
+        }
+        snapshots = {name: list(s.texts) for name, s in sockets.items()}
+        await sync_to_async(change)()
+        pushed = {name: await s.drain() for name, s in sockets.items()}
+        for s in sockets.values():
+            await s.close()
+        return snapshots, pushed
+
+    snapshots, pushed = run_async(scenario)
+    gauges = f'id="device-{device.pk}-gauges"'
+    for name in people:
+        assert any(gauges in t for t in pushed[name]), name  # the push happened for everyone
+        for texts in (snapshots[name], pushed[name]):
+            text = " ".join(texts)
+            admin = name == "ada"
+            assert ("NPU budget" in text) == admin and ("Memory summaries" in text) == admin, (name, texts)
+    assert "NPU budget 55 / 100 units" in [t for t in pushed["ada"] if gauges in t][-1]
+    from hub.live import wire_topic
+
+    assert wire_topic(admin_user, str(admin_user.pk))[0]  # and the wire: ada's only (test_live_wire has more)

@@ -46,6 +46,22 @@ class Tap:
     def ids(self) -> list[str]:
         return [live.element_id(m["html"]) for m in self.messages() if m["type"] == "hub.fragment"]
 
+    def versions(self) -> list[tuple[str, tuple[str, ...]]]:
+        """(element id, audience) of each fragment, sorted: an element sent in several versions counts once each."""
+        return sorted(
+            (live.element_id(m["html"]), tuple(m.get("audience") or ()))
+            for m in self.messages()
+            if m["type"] == "hub.fragment"
+        )
+
+
+def plan_versions(element: str, *owners) -> list[tuple[str, tuple[str, ...]]]:
+    """A plan element in its versions (``jobs.broadcast.plan_variants``): everyone else's, the admins', and one
+    per person with a private job on the device."""
+    return sorted(
+        [(element, ()), (element, (live.ADMINS,)), *((element, (live.user_group(o.pk),)) for o in owners)]
+    )
+
 
 async def _socket(user, watch: str) -> tuple[WebsocketCommunicator, list[str]]:
     from hub.consumers import HubConsumer
@@ -73,8 +89,8 @@ def test_one_state_change_sends_the_queue_exactly_once(member, device, monkeypat
     live.mark_watched(f"plan:{device.pk}")
     tap = Tap(monkeypatch, live.queue_group(device.pk))
     job_cancel(job=job, by=member, reason="changed my mind")  # a transition plus the service's own replan
-    ids = tap.ids()
-    assert ids.count(f"device-{device.pk}-queue") == 1, ids
+    sent = [v for v in tap.versions() if v[0] == f"device-{device.pk}-queue"]
+    assert sent == plan_versions(f"device-{device.pk}-queue", member), sent  # once (in each version)
 
 
 def test_the_planner_and_the_engine_send_nothing_themselves(member, device, monkeypatch):
@@ -86,12 +102,12 @@ def test_the_planner_and_the_engine_send_nothing_themselves(member, device, monk
     plan_device(device.pk)  # whatever it changed goes out once
     tap = Tap(monkeypatch, live.queue_group(device.pk))
     plan_device(device.pk)
-    first = tap.ids()
+    first = tap.versions()
     plan_device(device.pk)
-    assert first == [
-        f"device-{device.pk}-running",
-        f"device-{device.pk}-queue",
-    ]  # after a join: the truth once
+    assert first == sorted(
+        plan_versions(f"device-{device.pk}-running", member)
+        + plan_versions(f"device-{device.pk}-queue", member)
+    )  # after a join: the truth once (in each version)
     assert tap.ids() == []  # the same plan again: nothing
 
 
@@ -110,19 +126,18 @@ def test_a_progress_tick_moves_status_row_and_bar_at_most_once_a_second(member, 
     for topic in (f"job:{job.pk}", f"plan:{device.pk}", f"mine:{member.pk}"):
         live.mark_watched(topic)
     tap = Tap(monkeypatch, live.job_group(job.pk), live.queue_group(device.pk), live.mine_group(member.pk))
+    moved = sorted(
+        [f"job-{job.pk}-status", f"job-{job.pk}-row"] + [f"device-{device.pk}-running"] * 3
+    )  # the running card in its versions: everyone else's, the admins', the owner's (a private job)
     job_set(job.pk, progress=40.0)
     job_ticked(job.pk)
-    assert sorted(tap.ids()) == sorted(
-        [f"job-{job.pk}-status", f"device-{device.pk}-running", f"job-{job.pk}-row"]
-    )  # no events, result or actions: a tick moves only what moved
+    assert sorted(tap.ids()) == moved  # no events, result or actions: a tick moves only what moved
     job_set(job.pk, progress=41.0)
     job_ticked(job.pk)
     assert tap.ids() == []  # within the second: held back (the next tick carries it)
     Clock.now += 1.0
     job_ticked(job.pk)
-    assert sorted(tap.ids()) == sorted(
-        [f"job-{job.pk}-status", f"device-{device.pk}-running", f"job-{job.pk}-row"]
-    )
+    assert sorted(tap.ids()) == moved
     Clock.now += 1.0
     job_ticked(job.pk)
     assert tap.ids() == []  # nothing changed: nothing sent

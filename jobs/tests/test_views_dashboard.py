@@ -76,10 +76,11 @@ def test_it_redraws_the_sparkline(member_client, device):
     assert response.status_code == 200 and f'id="device-{device.pk}-spark"' in response.content.decode()
 
 
-def test_it_shows_the_vaults_summary_window_in_tonights_plan(member_client, device):
+def test_it_shows_the_vaults_summary_window_in_the_plan_to_admins_only(admin_client, member_client, device):
     from devices.models import Device
 
     vault = {"summary_start_hour": 23, "summary_end_hour": 5, "summary_model": "Qwen/Qwen3.6-35B-A3B-turbo"}
     Device.objects.filter(pk=device.pk).update(capabilities={**device.capabilities, "vault": vault})
-    html = member_client.get("/").content.decode()
+    html = admin_client.get("/").content.decode()
     assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html
+    assert "Memory summaries" not in member_client.get("/").content.decode()

@@ -24,16 +24,23 @@ def test_the_job_topic_is_for_people_who_may_see_the_job(member, other_member, a
         job_topic(other_member, str(job.pk))
 
 
-def test_the_plan_topic_is_public_and_the_queue_topic_adds_controls_for_admins(member, admin_user, device):
+def test_the_plan_topic_names_a_job_by_its_prompt_only_for_who_may_see_it_and_the_queue_topic_adds_controls(
+    member, other_member, viewer, admin_user, device
+):
     make_job(member, device, prompt="a private fox")
-    for person in (member, admin_user):  # the dashboard's and new-job page's: the same for everyone
+    make_job(other_member, device, state="running", prompt="otto's secret render")
+    for person in (member, other_member, viewer, admin_user):  # the dashboard's and new-job page's
         groups, snapshot = plan_topic(person, str(device.pk))
         assert groups == [live.queue_group(device.pk)]
         assert (
             f'id="device-{device.pk}-running"' in snapshot[0]
             and f'id="device-{device.pk}-queue"' in snapshot[1]
         )
-        assert not any("queue-admin" in html or "a private fox" in html for html in snapshot)
+        assert not any("queue-admin" in html for html in snapshot)
+        # The owner's own entry by its prompt (admins see every prompt), others' as "Video by ...".
+        assert ("a private fox" in snapshot[1]) == (person in (member, admin_user)), person
+        assert ("Video by mia" in snapshot[1]) == (person not in (member, admin_user)), person
+        assert ("otto&#x27;s secret render" in snapshot[0]) == (person in (other_member, admin_user)), person
     groups, snapshot = queue_topic(member, str(device.pk))  # the queue page of a member: no controls
     assert groups == [live.queue_group(device.pk)] and len(snapshot) == 2
     groups, admin_snapshot = queue_topic(admin_user, str(device.pk))

@@ -69,13 +69,17 @@ def test_it_never_redirects_off_site(admin_client, member, device):
     assert response["Location"] == f"/jobs/{job.pk}/"
 
 
-def test_the_plan_shows_the_vaults_summary_window_and_the_devices_decision(viewer_client, device):
+def test_the_plan_shows_admins_the_vaults_summary_window_and_the_devices_decision(
+    admin_client, member_client, viewer_client, device
+):
     from devices.models import Device
 
-    assert "Memory summaries" not in viewer_client.get("/jobs/queue/").content.decode()  # not known yet
+    assert "Memory summaries" not in admin_client.get("/jobs/queue/").content.decode()  # not known yet
     vault = {"summary_start_hour": 23, "summary_end_hour": 5, "summary_model": "Qwen/Qwen3.6-35B-A3B-turbo"}
     Device.objects.filter(pk=device.pk).update(capabilities={**device.capabilities, "vault": vault})
-    html = viewer_client.get("/jobs/queue/").content.decode()
+    html = admin_client.get("/jobs/queue/").content.decode()
     assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html
     Device.objects.filter(pk=device.pk).update(may_evict_summary_model=True)
-    assert "renders may unload it" in viewer_client.get("/jobs/queue/").content.decode()
+    assert "renders may unload it" in admin_client.get("/jobs/queue/").content.decode()
+    for client in (member_client, viewer_client):  # jargon for admins: not even hidden in the page
+        assert "Memory summaries" not in client.get("/jobs/queue/").content.decode()

@@ -1,0 +1,24 @@
+"""``{{ job|plan_label:user }}``: how the queue plan and the running-now card name a job for one person.
+
+The rule is ``jobs.selectors.plan_shows_prompt``; the page passes the person it is rendered for (``user``), a
+push the person it goes to, or None for the version everyone else gets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django import template
+
+register = template.Library()
+
+
+@register.filter
+def plan_label(job: Any, viewer: Any = None) -> str:
+    from jobs.fragments import job_title, public_label
+    from jobs.selectors import plan_shows_prompt
+
+    if job is None or job == "":
+        return ""
+    person = viewer if getattr(viewer, "is_authenticated", False) else None  # missing from the context: None
+    return job_title(job) if plan_shows_prompt(person, job) else public_label(job)
