@@ -3,16 +3,20 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
-from hub.accounts.models import ApiToken, User
+from hub.accounts.invitations import invitation_revoke
+from hub.accounts.models import ApiToken, Invitation, User
 from hub.accounts.services import user_access_changed
 from hub.accounts.tokens import token_revoke
 
 
 @admin.register(User)
 class HubUserAdmin(UserAdmin):
-    list_display = ("username", "role", "is_active", "last_login")
-    list_filter = ("role", "is_active")
-    fieldsets = ((None, {"fields": ("role",)}), *UserAdmin.fieldsets)
+    list_display = ("username", "display_name", "role", "is_active", "last_login")
+    list_filter = ("role", "is_active", "must_change_password")
+    fieldsets = (
+        (None, {"fields": ("role", "display_name", "time_zone", "must_change_password")}),
+        *UserAdmin.fieldsets,
+    )
 
     def save_model(self, request, obj, form, change):
         super().save_model(request, obj, form, change)
@@ -59,3 +63,45 @@ class ApiTokenAdmin(admin.ModelAdmin):
         for token in queryset.filter(revoked_at__isnull=True):
             token_revoke(token=token, by=request.user)
         self.message_user(request, "Revoked; they no longer work.")
+
+
+@admin.register(Invitation)
+class InvitationAdmin(admin.ModelAdmin):
+    """Read-only with a revoke action: invitations are created where the link can be shown once (the People
+    page or ``manage.py invite``), and their hash is nothing to edit."""
+
+    list_display = (
+        "prefix",
+        "role",
+        "note",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "used_by",
+        "revoked_at",
+    )
+    list_filter = ("role", "revoked_at", "used_at")
+    search_fields = ("prefix", "note", "created_by__username", "used_by__username")
+    list_select_related = ("created_by", "used_by")
+    exclude = ("token_hash",)
+    readonly_fields = (
+        "prefix",
+        "role",
+        "note",
+        "created_by",
+        "created_at",
+        "expires_at",
+        "used_at",
+        "used_by",
+        "revoked_at",
+    )
+    actions = ("revoke",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    @admin.action(description="Revoke the selected invitations")
+    def revoke(self, request, queryset):
+        for invitation in queryset.filter(revoked_at__isnull=True, used_at__isnull=True):
+            invitation_revoke(invitation=invitation, by=request.user)
+        self.message_user(request, "Revoked; their links no longer work.")

@@ -98,12 +98,21 @@ def user_update_settings(*, user: User, display_name: str, email: str, time_zone
 
     if time_zone and not is_time_zone(time_zone):
         raise ValidationError(f"{time_zone!r} is not a time zone this hub knows.")
-    user.display_name = (display_name or "").strip()[:150]
+    display_name = (display_name or "").strip()[:150]
+    if display_name and _name_of_someone_else(display_name, user=user):
+        # Names are how people tell whose render is whose: one may not pass for another.
+        raise ValidationError(f"“{display_name}” is already someone else's name here; pick another.")
+    user.display_name = display_name
     user.email = User.objects.normalize_email((email or "").strip())
     user.time_zone = time_zone
     user.full_clean(validate_unique=False, validate_constraints=False)
     user.save(update_fields=["display_name", "email", "time_zone"])
     return user
+
+
+def _name_of_someone_else(name: str, *, user: User) -> bool:
+    others = User.objects.exclude(pk=user.pk)
+    return others.filter(username__iexact=name).exists() or others.filter(display_name__iexact=name).exists()
 
 
 def admin_exists() -> bool:

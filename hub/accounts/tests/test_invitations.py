@@ -202,3 +202,21 @@ def test_two_browsers_racing_on_one_link_make_one_person(admin_user):
     assert sorted(map(str, outcomes.values())) in (["racer1", "used"], ["racer2", "used"]), outcomes
     assert User.objects.filter(username__startswith="racer").count() == 1
     assert Invitation.objects.get().used_by.username.startswith("racer")
+
+
+def test_the_admin_site_lists_invitations_read_only_and_revokes(admin_client, admin_user):
+    invitation, raw = invitation_create(role="member", created_by=admin_user, note="for Oma")
+    listing = admin_client.get("/admin/accounts/invitation/")
+    assert (
+        listing.status_code == 200 and b"for Oma" in listing.content and raw.encode() not in listing.content
+    )
+    assert (
+        invitation.token_hash.encode()
+        not in admin_client.get(f"/admin/accounts/invitation/{invitation.pk}/change/").content
+    )
+    assert admin_client.get("/admin/accounts/invitation/add/").status_code == 403
+    admin_client.post(
+        "/admin/accounts/invitation/", {"action": "revoke", "_selected_action": [invitation.pk]}
+    )
+    invitation.refresh_from_db()
+    assert invitation.status == "revoked"

@@ -123,3 +123,13 @@ def test_the_new_job_form_names_the_zone_its_times_are_read_in(member, member_cl
     user_update_settings(user=member, display_name="", email="", time_zone="Asia/Tokyo")
     html = member_client.get("/jobs/new/").content.decode()
     assert 'id="not-before-help"' in html and "(Asia/Tokyo)" in html and "(UTC)" not in html
+
+
+def test_nobody_may_take_someone_else_s_name(member_client, member, admin_user, other_member):
+    user_update_settings(user=other_member, display_name="Otto O.", email="", time_zone="")
+    for name in ("ada", "ADA", "otto o."):
+        response = _save(member_client, display_name=name)
+        assert response.status_code == 400 and "someone else" in response.content.decode()
+    member.refresh_from_db()
+    assert member.display_name == ""
+    assert _save(member_client, display_name="mia").status_code == 302  # one's own username is fine
