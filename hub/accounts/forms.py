@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django import forms
 from django.contrib.auth import password_validation
-from django.contrib.auth.forms import UserCreationForm
+from django.contrib.auth.forms import PasswordResetForm, UserCreationForm
 
 from hub.accounts.models import ApiToken, User
 from hub.accounts.timezones import time_zone_choices
@@ -155,3 +155,16 @@ class PersonalSettingsForm(forms.Form):
         choices[0] = ("", f"The hub's time zone ({hub_time_zone})")
         self.fields["time_zone"].choices = choices
         self.fields["time_zone"].help_text = "Every time the hub shows you is in this zone."
+
+
+class HubPasswordResetForm(PasswordResetForm):
+    """Django's reset form, but the mail is sent by a worker after commit (``password_reset_mail``): sending
+    it inside the request would make a known address answer measurably slower than an unknown one, and so
+    tell which addresses have an account. The request only enqueues, for each active person with that
+    address; the page says the same in every case."""
+
+    def save(self, *, base_url: str, **kwargs) -> None:
+        from hub.accounts.tasks import password_reset_mail
+
+        for user in self.get_users(self.cleaned_data["email"]):
+            password_reset_mail.delay_on_commit(user.pk, base_url)

@@ -91,6 +91,35 @@ def user_password_changed(*, user: User) -> None:
         user.must_change_password = False
 
 
+def password_reset_mail_send(*, user_id: int, base_url: str) -> bool:
+    """Mail a person a link to choose a new password (the task ``password_reset_mail`` calls this).
+
+    The link's token is made here, in the worker, so no secret travels through the broker; it is Django's
+    ``default_token_generator``, which the reset-confirm page checks (single use: it covers the password
+    hash and the last sign-in). Returns whether a mail went out: nobody for a person who is gone, deactivated,
+    has no address or no usable password.
+    """
+    from django.contrib.auth.tokens import default_token_generator
+    from django.core.mail import send_mail
+    from django.template.loader import render_to_string
+    from django.utils.encoding import force_bytes
+    from django.utils.http import urlsafe_base64_encode
+
+    user = User.objects.filter(pk=user_id, is_active=True).first()
+    if user is None or not user.email or not user.has_usable_password():
+        return False
+    context = {
+        "user": user,
+        "hub_url": base_url,
+        "uid": urlsafe_base64_encode(force_bytes(user.pk)),
+        "token": default_token_generator.make_token(user),
+    }
+    subject = "".join(render_to_string("registration/password_reset_subject.txt", context).splitlines())
+    body = render_to_string("registration/password_reset_email.txt", context)
+    send_mail(subject, body, None, [user.email])
+    return True
+
+
 def user_update_settings(*, user: User, display_name: str, email: str, time_zone: str) -> User:
     """A person's own settings. The form validates the time zone against zoneinfo; this checks it again,
     since every door must agree on what may be stored."""

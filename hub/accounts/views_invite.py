@@ -18,7 +18,7 @@ from django.utils.decorators import method_decorator
 from django.views.decorators.http import require_http_methods
 
 from hub.accounts.backends import signin_address
-from hub.accounts.forms import InvitationAcceptForm, PersonalSettingsForm
+from hub.accounts.forms import HubPasswordResetForm, InvitationAcceptForm, PersonalSettingsForm
 from hub.accounts.invitations import (
     InvitationUnusable,
     hub_base_url,
@@ -138,8 +138,7 @@ class PasswordResetView(InvalidIs400, auth_views.PasswordResetView):
     """Reset by email. Whatever address is typed, the answer is the same page ("if it is known, a link is on
     its way"), so the page never tells whether someone has an account."""
 
-    email_template_name = "registration/password_reset_email.txt"
-    subject_template_name = "registration/password_reset_subject.txt"
+    form_class = HubPasswordResetForm  # the mail goes out from a worker (hub.accounts.tasks)
 
     def dispatch(self, request, *args, **kwargs):
         if not email_configured():
@@ -160,8 +159,8 @@ class PasswordResetView(InvalidIs400, auth_views.PasswordResetView):
             context = self.get_context_data(form=form, throttled_minutes=max(1, wait // 60))
             return self.render_to_response(context, status=429)
         # Links are built on HUB_PUBLIC_URL when set (the address the request came in on may be an inside one).
-        self.extra_email_context = {"hub_url": hub_base_url(self.request)}
-        return super().form_valid(form)
+        form.save(base_url=hub_base_url(self.request))
+        return redirect(self.get_success_url())
 
 
 @method_decorator(login_not_required, name="dispatch")

@@ -8,10 +8,13 @@ import re
 import pytest
 from django.core import mail
 from django.test import Client
+from django.utils.encoding import force_bytes
+from django.utils.http import urlsafe_base64_encode
 
 from hub.accounts import views_invite
 from hub.accounts.models import User
-from hub.accounts.services import user_set_one_time_password
+from hub.accounts.services import password_reset_mail_send, user_set_one_time_password
+from hub.accounts.tasks import password_reset_mail
 
 pytestmark = pytest.mark.django_db
 NEW = "a-fresh-start-2026"
@@ -42,12 +45,27 @@ def test_the_login_page_links_to_the_reset():
     assert 'href="/accounts/password/reset/"' in html and "Forgot your password?" in html
 
 
-def test_a_reset_by_email_end_to_end(mia, admin_user):
+def _ask(browser: Client, address: str, capture) -> tuple:
+    """Ask for a reset; return the answer and the mails the request queued, sent here by running the task the
+    way a worker would (hub.accounts.tasks.password_reset_mail) once the request's transaction commits."""
+    before = len(mail.outbox)
+    with capture(execute=False) as queued:
+        response = browser.post("/accounts/password/reset/", {"email": address})
+    assert (
+        len(mail.outbox) == before
+    )  # nothing is sent inside the request: a known address must not answer slower
+    for callback in queued:
+        password_reset_mail(*callback.args)
+    return response, queued
+
+
+def test_a_reset_by_email_end_to_end(mia, admin_user, django_capture_on_commit_callbacks):
     user_set_one_time_password(user=mia, by=admin_user)  # a reset by email also ends "must change"
     browser = stranger()
     assert browser.get("/accounts/password/reset/").status_code == 200
-    response = browser.post("/accounts/password/reset/", {"email": "MIA@example.com"})
+    response, queued = _ask(browser, "MIA@example.com", django_capture_on_commit_callbacks)
     assert response.status_code == 302 and response["Location"] == "/accounts/password/reset/sent/"
+    assert [c.args for c in queued] == [(mia.pk, "https://hub.example.lan")]  # ids, no secret in the broker
     assert len(mail.outbox) == 1
     message = mail.outbox[0]
     assert message.to == ["mia@example.com"] and message.subject == "Reset your Tiiny Hub password"
@@ -66,13 +84,22 @@ def test_a_reset_by_email_end_to_end(mia, admin_user):
     assert stranger().post("/accounts/login/", {"username": "mia", "password": NEW}).status_code == 302
 
 
-def test_it_never_tells_whether_an_address_is_known(mia):
-    known = stranger().post("/accounts/password/reset/", {"email": "mia@example.com"})
-    unknown = stranger().post("/accounts/password/reset/", {"email": "nobody@example.com"})
+def test_it_never_tells_whether_an_address_is_known(mia, django_capture_on_commit_callbacks):
+    known, queued_known = _ask(stranger(), "mia@example.com", django_capture_on_commit_callbacks)
+    unknown, queued_unknown = _ask(stranger(), "nobody@example.com", django_capture_on_commit_callbacks)
     assert (known.status_code, known["Location"]) == (unknown.status_code, unknown["Location"])
-    assert len(mail.outbox) == 1
+    assert len(queued_known) == 1 and queued_unknown == [] and len(mail.outbox) == 1
     sent = stranger().get(known["Location"]).content
     assert b"If that address belongs to someone" in sent
+
+
+def test_nobody_deactivated_or_without_an_address_gets_mail(mia, admin_user):
+    assert password_reset_mail_send(user_id=mia.pk, base_url="http://hub") is True
+    User.objects.filter(pk=mia.pk).update(is_active=False)
+    assert password_reset_mail_send(user_id=mia.pk, base_url="http://hub") is False
+    assert password_reset_mail_send(user_id=admin_user.pk, base_url="http://hub") is False  # no address
+    assert password_reset_mail_send(user_id=999999, base_url="http://hub") is False  # gone
+    assert len(mail.outbox) == 1
 
 
 def test_a_bad_address_is_a_400_and_a_bad_link_says_so(mia):
@@ -83,20 +110,38 @@ def test_a_bad_address_is_a_400_and_a_bad_link_says_so(mia):
     assert b'name="new_password1"' not in bad.content
 
 
-def test_without_email_the_page_says_to_ask_an_admin(settings, mia):
+def test_without_email_the_page_says_to_ask_an_admin(settings, mia, django_capture_on_commit_callbacks):
     settings.EMAIL_BACKEND = "django.core.mail.backends.console.EmailBackend"
     response = stranger().get("/accounts/password/reset/")
     assert response.status_code == 200 and b"one-time password" in response.content
     assert b'name="email"' not in response.content
-    stranger().post("/accounts/password/reset/", {"email": "mia@example.com"})
-    assert not mail.outbox
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        stranger().post("/accounts/password/reset/", {"email": "mia@example.com"})
+    assert queued == []
 
 
-def test_too_many_requests_from_one_address_send_nothing_more(mia, monkeypatch):
+def test_too_many_requests_from_one_address_send_nothing_more(
+    mia, monkeypatch, django_capture_on_commit_callbacks
+):
     monkeypatch.setattr(views_invite, "RESET_REQUESTS_PER_HOUR", 2)
     browser = stranger()
     for _ in range(2):
         assert browser.post("/accounts/password/reset/", {"email": "mia@example.com"}).status_code == 302
-    refused = browser.post("/accounts/password/reset/", {"email": "mia@example.com"})
+    with django_capture_on_commit_callbacks(execute=False) as queued:
+        refused = browser.post("/accounts/password/reset/", {"email": "mia@example.com"})
     assert refused.status_code == 429 and b'id="reset-throttled"' in refused.content
-    assert len(mail.outbox) == 2
+    assert queued == []
+
+
+@pytest.mark.integration
+def test_a_real_worker_sends_the_mail(transactional_db, live_worker, mia):
+    """The request enqueues after commit, the session's Celery worker sends: its backend is the console
+    (the default), so the mail shows in the worker's own log."""
+    from hub.testing import wait_for
+
+    response = stranger().post("/accounts/password/reset/", {"email": "mia@example.com"})
+    assert response.status_code == 302 and not mail.outbox
+    uid = urlsafe_base64_encode(force_bytes(mia.pk))
+    wanted = f"https://hub.example.lan/accounts/password/reset/{uid}/"
+    wait_for(lambda: wanted in live_worker.log_tail(400), timeout=30, what="the reset mail", proc=live_worker)
+    assert "Reset your Tiiny Hub password" in live_worker.log_tail(400)
