@@ -22,7 +22,7 @@ import socket
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
@@ -104,7 +104,8 @@ def invitation_accept(*, raw: str, username: str, password: str) -> User:
             raise InvitationUnusable("unknown")
         if not invitation.is_pending:
             raise InvitationUnusable(invitation.status)
-        if User.objects.filter(username__iexact=username).exists():
+        if User.objects.filter(Q(username__iexact=username) | Q(display_name__iexact=username)).exists():
+            # Someone's display name counts too: a newcomer may not pass for a person already here.
             raise ValidationError("That username is taken; pick another.", code="username_taken")
         try:
             with transaction.atomic():  # a savepoint: a racing sign-up with the same name lands here

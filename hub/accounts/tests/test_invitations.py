@@ -63,8 +63,9 @@ def test_accepting_makes_the_person_with_the_role_and_spends_the_link(admin_user
 
 
 def test_a_taken_username_keeps_the_link_and_the_other_person_untouched(admin_user, member):
+    User.objects.filter(pk=admin_user.pk).update(display_name="Mum")
     invitation, raw = invitation_create(role="admin", created_by=admin_user)
-    for name in ("mia", "MIA"):
+    for name in ("mia", "MIA", "mum"):  # someone's display name is taken too
         with pytest.raises(ValidationError, match="taken"):
             invitation_accept(raw=raw, username=name, password=GOOD)
     member.refresh_from_db()
