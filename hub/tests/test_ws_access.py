@@ -14,7 +14,7 @@ from django.test import Client
 
 from hub.testing import run_async
 from jobs.tests.ui_fixtures import *  # noqa: F403
-from jobs.tests.ui_fixtures import make_job
+from jobs.tests.ui_fixtures import hold_device, make_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
@@ -66,23 +66,11 @@ class Socket:
         await self.comm.disconnect()  # also after the server closed it: the consumer's disconnect runs
 
 
-def hold_the_poll(device) -> None:
-    """This test is the device's only poller: a session's background beat (started by an earlier test) polls
-    every watched device every 2 s, and its poll and push, racing the test's, would change what the sockets
-    get. The claim is taken far ahead (a normal claim lapses after 6 s, shorter than a slow test)."""
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from devices.services import device_claim_poll
-
-    assert device_claim_poll(device_id=device.pk, now=timezone.now() + dt.timedelta(minutes=10))
-
-
 def test_a_member_stops_receiving_a_job_once_its_owner_makes_it_private(member, other_member, device):
     from jobs.transitions import job_note
 
     job = make_job(member, device, state="running", prompt="a shared fox", shared=True)
+    hold_device(device)  # no background reconcile "recovers" the running row mid-test
     owner, other = signed_in(member), signed_in(other_member)
 
     async def scenario():
@@ -108,6 +96,7 @@ def test_an_admin_demoted_to_member_leaves_the_admins_group_at_once(admin_user, 
     from jobs.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
+    hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
     other_admin = _person("bea", "admin")
     ada, bea = signed_in(admin_user), signed_in(other_admin)
 
@@ -156,6 +145,7 @@ def test_signing_out_closes_that_sessions_sockets_only(member, device):
     from jobs.broadcast import broadcast_job
 
     job = make_job(member, device, state="running", prompt="my own fox")
+    hold_device(device)
     laptop, phone = signed_in(member), signed_in(member)
 
     async def scenario():
@@ -183,7 +173,7 @@ def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(a
 
     address = device.base_url.removeprefix("http://")  # nothing listens there: the poll finds it unreachable
     ada, vic = signed_in(admin_user), signed_in(viewer)
-    hold_the_poll(device)  # this test is the device's poller
+    hold_device(device)  # this test is the device's poller: the background beat must not race its push
 
     def poll() -> None:  # poll_device's body, under the claim held above
         device_refresh(device_id=device.pk)
@@ -216,6 +206,7 @@ def test_a_role_changed_in_the_admin_site_reaches_open_sockets_at_once(admin_use
     from jobs.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
+    hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
     bea = _person("bea", "admin")
     ada, bea_client = signed_in(admin_user), signed_in(bea)
     joined = admin_user.date_joined
@@ -253,6 +244,7 @@ def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member,
     from jobs.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
+    hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
     ada, laptop = signed_in(admin_user), signed_in(member)
 
     async def scenario():
@@ -282,7 +274,7 @@ def test_each_members_plan_names_their_own_jobs_by_prompt_and_no_other_socket_ge
 ):
     from jobs.transitions import job_set, job_ticked, job_transition, plan_changed
 
-    hold_the_poll(device)
+    hold_device(device)
     first = make_job(member, device, prompt="the moonlit fox of mia")
     make_job(other_member, device, prompt="the secret waltz of otto")
     people = {"mia": member, "otto": other_member, "vic": viewer, "ada": admin_user}
@@ -331,7 +323,7 @@ def test_admin_only_words_reach_admins_sockets_only(admin_user, member, viewer, 
     from devices.models import Device
     from jobs.broadcast import broadcast_queue
 
-    hold_the_poll(device)
+    hold_device(device)
     caps = Capabilities.from_dict(device.capabilities)
     caps.vault = VaultCap(
         summary_start_hour=23, summary_end_hour=5, summary_model="Qwen/Qwen3.6-35B-A3B-turbo"

@@ -17,9 +17,17 @@ from django.test import Client
 from hub import live
 from hub.testing import run_async
 from jobs.tests.ui_fixtures import *  # noqa: F403
-from jobs.tests.ui_fixtures import add_artifact, make_job
+from jobs.tests.ui_fixtures import add_artifact, hold_device, make_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
+
+
+@pytest.fixture(autouse=True)
+def _no_background_work(device):
+    """What each test counts is its own: the session's beat (if running) neither polls, dispatches nor
+    recovers on this device, so it pushes nothing of its own into these groups or their Redis memory."""
+    hold_device(device)
+
 
 QUIET_S = 0.4
 

@@ -9,7 +9,7 @@ from hub import live
 from jobs.broadcast import job_groups
 from jobs.live import job_topic, mine_topic, plan_topic, queue_topic
 from jobs.tests.ui_fixtures import *  # noqa: F403
-from jobs.tests.ui_fixtures import make_job
+from jobs.tests.ui_fixtures import hold_device, make_job
 
 pytestmark = pytest.mark.django_db
 
@@ -79,6 +79,7 @@ def test_a_private_jobs_prompt_never_reaches_another_persons_socket(member, othe
     from jobs.broadcast import broadcast_job, broadcast_queue
 
     job = make_job(member, device, state="running", prompt="my secret birthday surprise")
+    hold_device(device)  # the session's beat (if running) neither recovers the row nor polls the device
 
     async def scenario(user, watch: str) -> list[str]:
         from asgiref.sync import sync_to_async

@@ -70,6 +70,25 @@ def device(db):
     return d
 
 
+def hold_device(device, job=None, *, minutes: int = 10) -> None:
+    """Make the test the device's only worker and poller while it runs.
+
+    A session's background beat (started by any earlier test that asked for ``live_beat``) polls every watched
+    or busy device every 2 s and runs ``reconcile`` every 5 s with the session's worker: it would "recover" a
+    ``running`` row that no worker holds (interrupted, then queued again), dispatch a queued job to the fake
+    address, and push what it changed, racing the test's own pushes (and its "skip unchanged" memory in Redis).
+    Holding the device's poll claim and its lease far ahead keeps all of that away (a lease held for no job is
+    nobody's to recover: ``jobs.engine.recover`` leaves the job alone; give ``job`` when the test needs the
+    lease to be that job's).
+    """
+    from devices.services import device_claim_poll
+    from jobs.lease import lease_acquire
+
+    ahead = timezone.now() + dt.timedelta(minutes=minutes)
+    assert device_claim_poll(device_id=device.pk, now=ahead)
+    assert lease_acquire(device.pk, job.pk if job is not None else None, now=ahead)
+
+
 def make_job(
     owner,
     device,
