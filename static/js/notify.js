@@ -43,10 +43,11 @@
       document.body.dataset.notifyBeeped = String(Number(document.body.dataset.notifyBeeped || 0) + 1);
     } catch (e) { /* audio not allowed yet: never mind */ }
   }
+  // hub.js dispatches it on <body> without bubbling: listen in the capture phase, which every event passes.
   document.addEventListener("job-state-changed", function (evt) {
     var state = evt.detail && evt.detail.state;
     if (FINAL[state] && stored(SOUND_KEY) === "on") beep(state === "done");
-  });
+  }, true);
 
   // ---- favicon: a ring showing my running job's progress -----------------------------------------------------
   var iconLinks = null, lastDrawn = null;
@@ -115,21 +116,26 @@
     perm.dataset.permission = state;
     var hint = $("notify-permission-hint");
     if (hint) hint.textContent = state === "denied" ? "Allow notifications for this site in the browser's settings, then reload." : "";
-    $("notify-enable").hidden = !has || state === "granted" || state === "denied";
+    // hub.js shows notifications in a tab when the permission is granted *and* they are on ("Notify me").
+    var on = has && state === "granted" && stored(NOTIFY_KEY) === "on";
+    perm.dataset.on = on ? "1" : "0";
+    $("notify-enable").hidden = !has || on || state === "denied";
+    $("notify-enable").textContent = state === "granted" ? "Notify me in this browser" : "Allow notifications";
+    $("notify-disable").hidden = !on;
     $("notify-try").hidden = state !== "granted";
     var sound = $("notify-sound");
     if (sound) sound.checked = stored(SOUND_KEY) === "on";
-    var on = $("notify-push-on"), off = $("notify-push-off");
+    var pushOnBtn = $("notify-push-on"), off = $("notify-push-off");
     if (!pushSupported()) {
-      on.hidden = off.hidden = true;
+      pushOnBtn.hidden = off.hidden = true;
       if (!window.isSecureContext) say("Web Push needs the hub on HTTPS (or opened as localhost); in-tab notifications still work.");
       return;
     }
     registration().then(function (reg) { return reg.pushManager.getSubscription(); }).then(function (sub) {
-      on.hidden = !!sub || state === "denied";
+      pushOnBtn.hidden = !!sub || state === "denied";
       off.hidden = !sub;
       document.body.dataset.pushSubscribed = sub ? "1" : "0";
-    }).catch(function () { on.hidden = true; });
+    }).catch(function () { pushOnBtn.hidden = true; });
   }
 
   function enable() {
@@ -200,6 +206,7 @@
     showIfNot();
     if (!$("notify-permission")) return;
     $("notify-enable").addEventListener("click", enable);
+    $("notify-disable").addEventListener("click", function () { store(NOTIFY_KEY, "off"); paint(); });
     $("notify-try").addEventListener("click", tryIt);
     $("notify-push-on").addEventListener("click", pushOn);
     $("notify-push-off").addEventListener("click", pushOff);
