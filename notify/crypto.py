@@ -46,3 +46,15 @@ def unseal(token: str) -> dict[str, Any]:
             "The channel's stored settings cannot be decrypted with the configured secret keys: "
             "edit the channel and enter them again."
         ) from None
+
+
+def rotate(token: str) -> str:
+    """Re-encrypt under the current SECRET_KEY (the token must decrypt under it or a fallback)."""
+    if not token:
+        return ""
+    try:
+        return _multi().rotate(token.encode()).decode()
+    except InvalidToken:
+        raise SecretUnreadable(
+            "A channel's stored settings cannot be decrypted with the configured secret keys."
+        ) from None
