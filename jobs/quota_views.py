@@ -115,7 +115,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         ctx.update(
             people=people,
             top_users=top,
-            top_chart=bar_chart([(str(p.user)[:3], str(p.user), p.device_s / 60) for p in top], unit="min"),
+            top_chart=bar_chart([(str(p.user)[:5], str(p.user), p.device_s / 60) for p in top], unit="min"),
             everyone_minutes_chart=_day_charts(everyone_days)[0],
             everyone_days=everyone_days,
             everyone_results=quotas.results_of(user=None, limit=20),
