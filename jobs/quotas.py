@@ -65,7 +65,9 @@ UNITS = {
 }
 MB = 1024 * 1024
 LIFT_ADMINS_ONLY = "Only an admin can lift a limit for one job."
-ADMIN_HINT = " As an admin you may lift it for this job (“Lift my limits for this job”; lift_limits in the API)."
+ADMIN_HINT = (
+    " As an admin you may lift it for this job (“Lift my limits for this job”; lift_limits in the API)."
+)
 #: What a person types for "the household default" and for "no limit" (the People page, ``manage.py quota``).
 DEFAULT_WORDS = ("", "default")
 NONE_WORDS = ("none", "unlimited", "no limit")
