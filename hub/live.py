@@ -9,7 +9,7 @@ shows, so every fragment that reaches it has a target. Each topic kind names a f
 every page that shows one of them shows them all:
 
 - ``job:<id>``      the job page: status, events, result, actions, header badge
-- ``plan:<dev>``    the running-now card and the queue plan (public: private jobs without their prompt)
+- ``plan:<dev>``    the running-now card and the queue plan (per person: others' private jobs without prompt)
 - ``queue:<dev>``   the queue page: the same, and for admins also their queue controls
 - ``device:<dev>``  the device card and its gauges (dashboard, device page)
 - ``card:<dev>``    the device card alone (device list)

@@ -83,3 +83,21 @@ def test_the_plan_shows_admins_the_vaults_summary_window_and_the_devices_decisio
     assert "renders may unload it" in admin_client.get("/jobs/queue/").content.decode()
     for client in (member_client, viewer_client):  # jargon for admins: not even hidden in the page
         assert "Memory summaries" not in client.get("/jobs/queue/").content.decode()
+
+
+def test_a_member_sees_their_own_entries_by_prompt_on_every_page_with_the_plan(
+    member_client, other_client, member, other_member, device
+):
+    import re
+
+    waiting = make_job(member, device, prompt="my quiet heron")
+    make_job(other_member, device, state="running", prompt="otto's loud drums")
+    for path in ("/", "/jobs/queue/", f"/jobs/new/?device={device.pk}"):
+        mine = member_client.get(path).content.decode()
+        entry = re.search(rf'<li class="plan-item" id="plan-{waiting.pk}".*?</li>', mine, re.S).group(0)
+        assert "my quiet heron" in entry and "Video by mia" not in entry, path
+        card = re.search(rf'id="device-{device.pk}-running".*?</section>', mine, re.S).group(0)
+        assert "Video by otto" in card and "drums" not in mine, path
+        theirs = other_client.get(path).content.decode()
+        assert "heron" not in theirs and "Video by mia" in theirs, path
+        assert "otto&#x27;s loud drums" in theirs, path  # their own running job, by its prompt
