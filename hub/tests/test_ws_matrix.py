@@ -106,7 +106,9 @@ def test_the_websocket_matrix(world):
     from devices.live import device_push
     from jobs.broadcast import broadcast_job, broadcast_queue
     from jobs.models import Job
+    from jobs.tests.ui_fixtures import hold_device
 
+    hold_device(world.device)  # the session's beat (if running) neither recovers, dispatches nor polls here
     clients: dict[str, Client | None] = {"anon": None}
     for role in ROLES[1:]:
         clients[role] = Client()
