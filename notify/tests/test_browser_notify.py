@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from conftest import save_screenshot
 from jobs.tests.conftest import make_device
 from jobs.tests.test_browser_jobs import LIVE, _usable_broker_pool, off_loop, submit_video  # noqa: F401
 from notify.models import Delivery
@@ -55,8 +56,13 @@ def test_the_page_shows_the_permission_and_a_test_notification(signed_in_page, m
     page.goto("/notify/")
     page.wait_for_selector("#notify-permission[data-permission=granted]")
     assert page.text_content("#notify-permission") == "allowed"
+    # Web Push needs a push service this machine can't reach: its button shows, the stop button doesn't
+    assert page.is_visible("#notify-enable") and not page.is_visible("#notify-disable")
+    page.wait_for_function("() => document.body.dataset.pushSubscribed === '0'")
+    assert page.is_visible("#notify-push-on") and not page.is_visible("#notify-push-off")
     page.click("#notify-enable")  # granted, but not yet on for this browser
     page.wait_for_selector("#notify-permission[data-on='1']")
+    assert not page.is_visible("#notify-enable") and page.is_visible("#notify-disable")
     assert page.evaluate("() => localStorage.getItem('hub-notify')") == "on"
     page.check("#notify-sound")
     page.click("#notify-try")
@@ -68,6 +74,26 @@ def test_the_page_shows_the_permission_and_a_test_notification(signed_in_page, m
     }
     page.wait_for_function("() => Number(document.body.dataset.notifyBeeped || 0) >= 1")  # the sound played
     assert not errors, errors
+    save_screenshot(page, "notify-page")
+
+
+def test_the_page_fits_a_phone_and_its_add_form_follows_the_kind(signed_in_page, member, live_server_asgi):
+    page = signed_in_page(member, width=390, height=844)
+    page.goto("/notify/")
+    assert page.evaluate("() => document.documentElement.scrollWidth <= window.innerWidth")
+    page.select_option("#id_kind", "email")
+    assert (
+        page.is_visible("#id_address")
+        and not page.is_visible("#id_url")
+        and not page.is_visible("#id_secret")
+    )
+    page.select_option("#id_kind", "webhook")
+    assert page.is_visible("#id_url") and page.is_visible("#id_secret") and not page.is_visible("#id_address")
+    page.fill("#id_url", "ftp://nope")
+    page.click("#channel-add")
+    assert "http:// or https://" in page.text_content(".field-error")  # a 400 with the form, the kind kept
+    assert page.input_value("#id_kind") == "webhook"
+    save_screenshot(page, "notify-page-phone")
 
 
 def test_a_push_reaches_the_service_worker_which_shows_it(signed_in_page, member, live_server_asgi):

@@ -19,6 +19,12 @@
     try { return JSON.parse(document.body.getAttribute("hx-headers") || "{}")["X-CSRFToken"] || ""; }
     catch (e) { return ""; }
   }
+  // Buttons and .field boxes set their own display, which wins over [hidden]: set both.
+  function show(el, visible) {
+    if (!el) return;
+    el.hidden = !visible;
+    el.style.display = visible ? "" : "none";
+  }
   function say(text) { var el = $("notify-push-status"); if (el) el.textContent = text; }
 
   // ---- sound: a short two-note beep made with WebAudio (no file to fetch) -----------------------------------
@@ -119,23 +125,24 @@
     // hub.js shows notifications in a tab when the permission is granted *and* they are on ("Notify me").
     var on = has && state === "granted" && stored(NOTIFY_KEY) === "on";
     perm.dataset.on = on ? "1" : "0";
-    $("notify-enable").hidden = !has || on || state === "denied";
+    show($("notify-enable"), has && !on && state !== "denied");
     $("notify-enable").textContent = state === "granted" ? "Notify me in this browser" : "Allow notifications";
-    $("notify-disable").hidden = !on;
-    $("notify-try").hidden = state !== "granted";
+    show($("notify-disable"), on);
+    show($("notify-try"), state === "granted");
     var sound = $("notify-sound");
     if (sound) sound.checked = stored(SOUND_KEY) === "on";
     var pushOnBtn = $("notify-push-on"), off = $("notify-push-off");
     if (!pushSupported()) {
-      pushOnBtn.hidden = off.hidden = true;
+      show(pushOnBtn, false);
+      show(off, false);
       if (!window.isSecureContext) say("Web Push needs the hub on HTTPS (or opened as localhost); in-tab notifications still work.");
       return;
     }
     registration().then(function (reg) { return reg.pushManager.getSubscription(); }).then(function (sub) {
-      pushOnBtn.hidden = !!sub || state === "denied";
-      off.hidden = !sub;
+      show(pushOnBtn, !sub && state !== "denied");
+      show(off, !!sub);
       document.body.dataset.pushSubscribed = sub ? "1" : "0";
-    }).catch(function () { pushOnBtn.hidden = true; });
+    }).catch(function () { show(pushOnBtn, false); });
   }
 
   function enable() {
@@ -197,7 +204,7 @@
       var parts = el.getAttribute("data-show-if-not").split("=");
       var form = el.closest("form");
       var field = form && form.querySelector("select[name='" + parts[0] + "'], [name='" + parts[0] + "']:checked");
-      el.hidden = !!(field && field.value === parts[1]);
+      show(el, !(field && field.value === parts[1]));
     });
   }
   document.addEventListener("change", showIfNot);
