@@ -38,6 +38,8 @@ app.conf.beat_schedule = {
     "devices-prune-metrics": {"task": "devices.tasks.prune_metrics", "schedule": 3600.0},
     # Jobs: the safety net after any crash (dead poll chains, lapsed leases, idle queues). Countdown polls live in
     # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
+    # Notifications: deliveries whose task was lost (Redis away when it was enqueued, a worker killed mid-send).
+    "notify-sweep": {"task": "notify.tasks.sweep", "schedule": 60.0, "options": {"expires": 60.0}},
     "jobs-reconcile": {
         "task": "jobs.tasks.reconcile",
         "schedule": RECONCILE_S,

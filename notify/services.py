@@ -33,6 +33,9 @@ logger = logging.getLogger("notify")
 
 #: a row left "sending" this long (its worker died mid-send) may be claimed again
 CLAIM_STALE = dt.timedelta(minutes=5)
+#: a pending row this much past its due time (its countdown included) has lost its task: the sweep enqueues it
+SWEEP_AFTER = dt.timedelta(minutes=2)
+SWEEP_BATCH = 200
 #: job state -> event (job.started: the hub began working on it — the model load counts)
 STATE_EVENTS = {"done": Event.JOB_DONE, "failed": Event.JOB_FAILED, "preparing": Event.JOB_STARTED}
 FINAL = ("done", "failed", "cancelled")
@@ -314,6 +317,22 @@ def delivery_attempt(*, delivery_id: int) -> str:
         logger.warning("delivery %s: unexpected %s", delivery_id, exc.__class__.__name__)
         return _failed(delivery, f"unexpected error ({exc.__class__.__name__})", permanent=False)
     return _finish(delivery, Delivery.Status.SENT, "")
+
+
+def delivery_sweep(*, now: dt.datetime | None = None) -> int:
+    """Beat's safety net: enqueue again what no task holds any more. A delivery stays pending when its enqueue
+    failed (Redis away at that moment: the after-commit hook logs and goes on), and "sending" when its worker
+    died mid-send. Each is given a new task once it is clearly overdue; running one twice is harmless (claim)."""
+    now = now or timezone.now()
+    longest = max(settings.NOTIFY_RETRY_DELAYS_S or [0.0])
+    overdue = Delivery.objects.filter(
+        Q(status=Delivery.Status.PENDING, created__lt=now - SWEEP_AFTER - dt.timedelta(seconds=longest))
+        | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - CLAIM_STALE)
+    )
+    ids = list(overdue.order_by("id").values_list("pk", flat=True)[:SWEEP_BATCH])
+    for delivery_id in ids:
+        _enqueue(delivery_id)
+    return len(ids)
 
 
 def _secret_values(stored: dict[str, Any]) -> list[str]:

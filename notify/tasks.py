@@ -11,3 +11,11 @@ def deliver(delivery_id: int) -> str:
     from notify.services import delivery_attempt
 
     return delivery_attempt(delivery_id=delivery_id)
+
+
+@shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
+def sweep() -> int:
+    """Beat, every minute: deliveries whose task was lost (see ``notify.services.delivery_sweep``)."""
+    from notify.services import delivery_sweep
+
+    return delivery_sweep()

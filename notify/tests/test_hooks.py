@@ -163,3 +163,36 @@ def test_a_device_that_becomes_locked_tells_the_household_once(device, django_ca
 def test_personal_channels_cannot_take_household_events(member):
     channel = _hook(member, on_queue_empty=True, on_device_locked=True)
     assert not channel.on_queue_empty and not channel.on_device_locked
+
+
+def test_the_sweep_revives_deliveries_whose_task_was_lost(
+    member, settings, receiver, django_capture_on_commit_callbacks
+):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from notify.services import delivery_sweep
+
+    settings.NOTIFY_RETRY_DELAYS_S = [10.0]
+    r = receiver([200])
+    channel = _hook(member, url=r.url)
+    now = timezone.now()
+    fresh = Delivery.objects.create(channel=channel, event="test", key="fresh")
+    lost = Delivery.objects.create(channel=channel, event="test", key="lost")
+    died = Delivery.objects.create(channel=channel, event="test", key="died", status="sending")
+    sent = Delivery.objects.create(channel=channel, event="test", key="sent", status="sent")
+    Delivery.objects.filter(pk__in=[lost.pk, sent.pk]).update(created=now - dt.timedelta(minutes=3))
+    Delivery.objects.filter(pk=died.pk).update(claimed_at=now - dt.timedelta(minutes=6))
+
+    with django_capture_on_commit_callbacks() as callbacks:
+        assert delivery_sweep(now=now) == 2
+    assert (
+        len(callbacks) == 2
+    )  # a new task each for the lost and the dead one; none for the fresh or the sent
+    # what those tasks do: the dead worker's row is claimed again and sent; a fresh "sending" one is left alone
+    assert delivery_attempt(delivery_id=died.pk) == "sent"
+    assert delivery_attempt(delivery_id=lost.pk) == "sent"
+    Delivery.objects.filter(pk=fresh.pk).update(status="sending", claimed_at=timezone.now())
+    assert delivery_attempt(delivery_id=fresh.pk) == ""
+    assert len(r.requests) == 2
