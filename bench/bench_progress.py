@@ -104,7 +104,11 @@ def run() -> tuple[list, list, dict]:
                 context.add_cookies([{"name": "sessionid", "value": session, "url": web_url}])
                 page = context.new_page()
                 job, _admission = submit_request(owner=member, device=device, kind="video", data=dict(VIDEO))
-                page.goto(f"{web_url}/jobs/{job.pk}/")
+                answer = page.goto(f"{web_url}/jobs/{job.pk}/")
+                if answer is None or answer.status != 200:
+                    raise SystemExit(
+                        f"the job page answered {answer and answer.status}:\n{procs[2].log_tail(30)}"
+                    )
                 page.evaluate(OBSERVER, job.pk)
                 deadline = time.monotonic() + 600
                 while not job.remote_id and time.monotonic() < deadline:
@@ -176,6 +180,8 @@ def report(device_seen: list, dom_seen: list, info: dict) -> None:
         raise SystemExit(f"the render ended {info['state']}")
     at = reached(device_seen)
     dom = [(t / 1000, int(v)) for t, v, state in dom_seen if state == "running" and 0 < v < 100]
+    if not dom:
+        raise SystemExit(f"the page showed no progress while the render ran: {dom_seen}")
     shown = [t - at[v] for t, v in dom if v in at]
     waited = []
     for p, t_dev in at.items():
