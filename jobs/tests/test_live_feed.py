@@ -119,6 +119,29 @@ def test_the_planner_and_the_engine_send_nothing_themselves(member, device, monk
     assert tap.ids() == []  # the same plan again: nothing
 
 
+def test_when_the_people_with_private_entries_change_the_everyone_version_goes_out_again(
+    member, device, monkeypatch
+):
+    """The plan went to everyone ("empty"), then to Mia in her own version (her job, excluded from everyone's),
+    then her job left: the everyone version is "empty" again, the same HTML everyone else got first, and it
+    must still go out, or Mia's page keeps showing her cancelled job."""
+    from jobs.broadcast import broadcast_queue
+    from jobs.transitions import job_transition
+
+    live.mark_watched(f"plan:{device.pk}")
+    tap = Tap(monkeypatch, live.queue_group(device.pk))
+    broadcast_queue(device.pk)
+    queue = f"device-{device.pk}-queue"
+    assert [v for v in tap.versions() if v[0] == queue] == [(queue, ())]
+    job = make_job(member, device, prompt="mia's fleeting idea")
+    broadcast_queue(device.pk)
+    assert [v for v in tap.versions() if v[0] == queue] == plan_versions(queue, member)
+    job_transition(job.pk, from_states=["queued"], to="cancelled", message="Cancelled.")
+    sent = [m for m in tap.messages() if live.element_id(m["html"]) == queue]
+    assert len(sent) == 1 and "audience" not in sent[0] and "exclude" not in sent[0], sent
+    assert "The queue is empty" in sent[0]["html"]  # to everyone, Mia included
+
+
 def test_a_progress_tick_moves_status_row_and_bar_at_most_once_a_second(member, device, monkeypatch):
     from jobs.transitions import job_set, job_ticked
 
