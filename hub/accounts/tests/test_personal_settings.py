@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 import pytest
 from django.core.exceptions import ValidationError
@@ -17,6 +18,11 @@ from jobs.tests.ui_fixtures import *  # noqa: F403 - the device fixture (a row w
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
+
+
+def _text(response) -> str:
+    """The page as read: times are <time> elements (hub.templatetags.hub_time), their text is what shows."""
+    return re.sub(r"<[^>]+>", "", response.content.decode())
 
 
 def _save(client, **data):
@@ -77,11 +83,16 @@ def test_a_job_page_shows_the_time_in_each_person_s_own_zone(member, member_clie
     settings.TIME_ZONE = "UTC"
     job = make_job(member, device, state="done")
     Job.objects.filter(pk=job.pk).update(created=dt.datetime(2026, 11, 29, 22, 30, tzinfo=dt.UTC))
-    assert "queued Sun 29 Nov, 22:30" in member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "queued Sun 29 Nov, 22:30" in _text(member_client.get(f"/jobs/{job.pk}/"))
     _save(member_client, time_zone="Asia/Tokyo")  # UTC+9: already the next morning
-    assert "queued Mon 30 Nov, 07:30" in member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "queued Mon 30 Nov, 07:30" in _text(member_client.get(f"/jobs/{job.pk}/"))
     _save(member_client, time_zone="America/Los_Angeles")  # UTC-8
-    assert "queued Sun 29 Nov, 14:30" in member_client.get(f"/jobs/{job.pk}/").content.decode()
+    page = member_client.get(f"/jobs/{job.pk}/")
+    assert "queued Sun 29 Nov, 14:30" in _text(page)
+    # the element names the instant in UTC and the zone its text is in (localtime.js reads both)
+    html = page.content.decode()
+    assert '<time datetime="2026-11-29T22:30Z" data-fmt="D j M, H:i" data-tz="America/Los_Angeles">' in html
+    assert 'data-tz="America/Los_Angeles"' in html.split("<body", 1)[1].split(">", 1)[0]
 
 
 def test_the_zone_is_theirs_alone(member, admin_user, admin_client, member_client, device, settings):
@@ -89,8 +100,8 @@ def test_the_zone_is_theirs_alone(member, admin_user, admin_client, member_clien
     user_update_settings(user=member, display_name="", email="", time_zone="Asia/Tokyo")
     job = make_job(member, device, state="done", shared=True)
     Job.objects.filter(pk=job.pk).update(created=dt.datetime(2026, 11, 29, 22, 30, tzinfo=dt.UTC))
-    assert "queued Mon 30 Nov, 07:30" in member_client.get(f"/jobs/{job.pk}/").content.decode()
-    assert "queued Sun 29 Nov, 23:30" in admin_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert "queued Mon 30 Nov, 07:30" in _text(member_client.get(f"/jobs/{job.pk}/"))
+    assert "queued Sun 29 Nov, 23:30" in _text(admin_client.get(f"/jobs/{job.pk}/"))
 
 
 class _Person:
@@ -122,7 +133,8 @@ def test_the_new_job_form_names_the_zone_its_times_are_read_in(member, member_cl
     settings.TIME_ZONE = "UTC"
     user_update_settings(user=member, display_name="", email="", time_zone="Asia/Tokyo")
     html = member_client.get("/jobs/new/").content.decode()
-    assert 'id="not-before-help"' in html and "(Asia/Tokyo)" in html and "(UTC)" not in html
+    assert 'id="not-before-help"' in html and "(UTC)" not in html
+    assert "In your time zone (Asia/Tokyo;" in html and "hub's time zone" not in html
 
 
 def test_nobody_may_take_someone_else_s_name(member_client, member, admin_user, other_member):
