@@ -61,8 +61,10 @@ class Access:
 class HubConsumer(AsyncWebsocketConsumer):
     async def connect(self):
         user = self.scope.get("user")
-        if user is None or not user.is_authenticated:
-            await self.close()  # before accept(): the handshake is refused with 403
+        if user is None or not user.is_authenticated or _must_change_password(user):
+            # Before accept(): the handshake is refused with 403. Someone signed in with a one-time password
+            # sees no page but the password page (MustChangePasswordMiddleware), so no live parts either.
+            await self.close()
             return
         self.user_id = user.pk
         # Tests may drive the bare consumer with only a user in the scope; browsers always bring a session.
@@ -138,12 +140,15 @@ class HubConsumer(AsyncWebsocketConsumer):
             log.info("socket of user %s re-authorized: topics %s", self.user_id, self.allowed_topics)
 
     def _current_user(self) -> Any | None:
-        """The person this socket serves, still active and still signed in to the same session, or None."""
+        """The person this socket serves, still active and still signed in to the same session, or None (also
+        while they must replace a one-time password: the pages show them nothing else)."""
         from django.contrib.auth import get_user_model
 
         if not self.session_key:
-            return get_user_model().objects.filter(pk=self.user_id, is_active=True).first()
-        return _session_user(self.session_key, self.user_id)
+            user = get_user_model().objects.filter(pk=self.user_id, is_active=True).first()
+        else:
+            user = _session_user(self.session_key, self.user_id)
+        return None if user is None or _must_change_password(user) else user
 
     def _access(self, user: Any) -> Access:
         access = Access(identity=_identity(user, self.session_key))
@@ -216,6 +221,10 @@ def _session_user(session_key: str, user_id: int) -> Any | None:
         return None
     hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
     return user if any(constant_time_compare(session_hash, h) for h in hashes) else None
+
+
+def _must_change_password(user: Any) -> bool:
+    return bool(getattr(user, "must_change_password", False))
 
 
 def _identity(user: Any, session_key: str) -> frozenset[str]:

@@ -5,6 +5,7 @@ from django.contrib.auth import password_validation
 from django.contrib.auth.forms import PasswordResetForm, UserCreationForm
 
 from hub.accounts.models import ApiToken, User
+from hub.accounts.services import name_taken
 from hub.accounts.timezones import time_zone_choices
 
 
@@ -29,6 +30,10 @@ class PersonAddForm(forms.Form):
         name = self.cleaned_data["username"].strip()
         if User.objects.filter(username__iexact=name).exists():
             raise forms.ValidationError(f"“{name}” is already here; change their role in the list below.")
+        if name_taken(name):  # someone's display name: the newcomer would pass for them
+            raise forms.ValidationError(
+                f"“{name}” is already someone else's name here; pick another username."
+            )
         return name
 
     def clean(self) -> dict:

@@ -22,12 +22,12 @@ import socket
 from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
-from django.db.models import Q, QuerySet
+from django.db.models import QuerySet
 from django.urls import reverse
 from django.utils import timezone
 
 from hub.accounts.models import Invitation, User
-from hub.accounts.services import user_create
+from hub.accounts.services import name_taken, user_create
 
 SECRET_BYTES = 32  # token_urlsafe(32) -> 43 characters
 PREFIX_LEN = 8
@@ -104,7 +104,7 @@ def invitation_accept(*, raw: str, username: str, password: str) -> User:
             raise InvitationUnusable("unknown")
         if not invitation.is_pending:
             raise InvitationUnusable(invitation.status)
-        if User.objects.filter(Q(username__iexact=username) | Q(display_name__iexact=username)).exists():
+        if name_taken(username):
             # Someone's display name counts too: a newcomer may not pass for a person already here.
             raise ValidationError("That username is taken; pick another.", code="username_taken")
         try:

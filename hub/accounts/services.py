@@ -5,6 +5,7 @@ from dataclasses import dataclass
 
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import transaction
+from django.db.models import Q
 
 from hub import live
 from hub.accounts.models import User
@@ -128,7 +129,7 @@ def user_update_settings(*, user: User, display_name: str, email: str, time_zone
     if time_zone and not is_time_zone(time_zone):
         raise ValidationError(f"{time_zone!r} is not a time zone this hub knows.")
     display_name = (display_name or "").strip()[:150]
-    if display_name and _name_of_someone_else(display_name, user=user):
+    if display_name and name_taken(display_name, besides=user):
         # Names are how people tell whose render is whose: one may not pass for another.
         raise ValidationError(f"“{display_name}” is already someone else's name here; pick another.")
     user.display_name = display_name
@@ -139,9 +140,15 @@ def user_update_settings(*, user: User, display_name: str, email: str, time_zone
     return user
 
 
-def _name_of_someone_else(name: str, *, user: User) -> bool:
-    others = User.objects.exclude(pk=user.pk)
-    return others.filter(username__iexact=name).exists() or others.filter(display_name__iexact=name).exists()
+def name_taken(name: str, *, besides: User | None = None) -> bool:
+    """The one rule for names: ``name`` is taken when it is someone's username or display name, in any case
+    ("Otto O." and "otto o." are one name). ``besides`` is the person choosing it, whose own names don't count.
+
+    Names are how people tell whose render is whose, so a new username (the People page's "Add someone", an
+    invitation) and a display name (Settings) are all checked against both, and nobody passes for another.
+    """
+    others = User.objects.all() if besides is None else User.objects.exclude(pk=besides.pk)
+    return others.filter(Q(username__iexact=name) | Q(display_name__iexact=name)).exists()
 
 
 def admin_exists() -> bool:

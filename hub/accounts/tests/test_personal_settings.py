@@ -145,3 +145,31 @@ def test_nobody_may_take_someone_else_s_name(member_client, member, admin_user, 
     member.refresh_from_db()
     assert member.display_name == ""
     assert _save(member_client, display_name="mia").status_code == 302  # one's own username is fine
+
+
+def test_one_name_rule_for_adding_someone_inviting_and_settings(
+    admin_client, member_client, admin_user, other_member
+):
+    """A display name is taken for usernames too, through every door (hub.accounts.services.name_taken)."""
+    from django.test import Client
+
+    from hub.accounts.invitations import invitation_create
+    from hub.accounts.models import User
+
+    user_update_settings(user=other_member, display_name="Nia", email="", time_zone="")
+    added = admin_client.post("/accounts/people/add/", {"username": "NIA", "role": "member"})
+    assert added.status_code == 400 and "already someone else" in added.content.decode()
+    _, raw = invitation_create(role="member", created_by=admin_user)
+    good = "plum-kettle-harbour-42"
+    joined = Client(REMOTE_ADDR="10.13.0.1").post(
+        f"/accounts/invite/{raw}/", {"username": "nia", "password1": good, "password2": good}
+    )
+    assert joined.status_code == 400 and "taken" in joined.content.decode()
+    assert _save(member_client, display_name="nIA").status_code == 400
+    assert not User.objects.filter(username__iexact="nia").exists()
+    # Once the name is free again, the same request adds her.
+    user_update_settings(user=other_member, display_name="", email="", time_zone="")
+    assert (
+        admin_client.post("/accounts/people/add/", {"username": "nia", "role": "member"}).status_code == 200
+    )
+    assert User.objects.filter(username="nia").exists()
