@@ -46,9 +46,10 @@ def health_page(request):
     return render(request, "health.html", status_report())
 
 
+@admin_required
 @require_POST
 def live_wire(request):
-    """Ask a worker to answer over the websocket. 202 when queued; a clear message when it can't be."""
+    """An admin's check of the live wire: ask a worker to answer over the websocket. 202 when queued; a clear message when it can't be."""
     try:
         live_wire_ping.delay(request.user.pk, timezone.now().isoformat())
     except OperationalError:

@@ -71,10 +71,15 @@ class _Collect(logging.Handler):
             self.lines.append(str(record.msg))
 
 
-def apprise_url_valid(url: str) -> bool:
+def apprise_service(url: str) -> str | None:
+    """The service an Apprise URL names ("Telegram", "ntfy", …), or None when Apprise does not know it."""
     import apprise
 
-    return apprise.Apprise().add(url)
+    try:
+        plugin = apprise.Apprise.instantiate(url)
+    except Exception:  # noqa: BLE001 - a URL Apprise can't parse is simply not one
+        return None
+    return str(plugin.service_name) if plugin else None
 
 
 def send_apprise(url: str, message: Message) -> None:

@@ -43,11 +43,9 @@ FINAL = ("done", "failed", "cancelled")
 
 # -- channels ----------------------------------------------------------------------------------------------------
 def _mask_url(url: str) -> str:
-    """``scheme://host/…`` plus the last 4 characters: enough to tell channels apart, never the token."""
+    """A webhook's ``scheme://host/…``: enough to tell channels apart (with their names), never a path token."""
     parts = urlsplit(url)
-    host = parts.hostname or ""
-    tail = url[-4:] if len(url) > 16 else ""
-    return f"{parts.scheme}://{host}/…{tail}" if host else f"{parts.scheme}://…{tail}"
+    return f"{parts.scheme}://{parts.hostname or ''}/…"
 
 
 def _validate_webhook_url(url: str) -> None:
@@ -63,14 +61,17 @@ def _settings_for(
     if kind == Channel.Kind.WEBHOOK:
         _validate_webhook_url(url)
         secret = secret or _secrets.token_urlsafe(32)
-        return {"url": url, "secret": secret}, f"{_mask_url(url)} · secret …{secret[-4:]}"
+        return {"url": url, "secret": secret}, f"{_mask_url(url)} · signed"
     if kind == Channel.Kind.APPRISE:
-        if not url or not senders.apprise_url_valid(url):
+        service = senders.apprise_service(url) if url else None
+        if not service:
             raise ValidationError(
                 {"url": "Apprise does not know this URL. It starts with the service, e.g. ntfy://topic, "
                  "tgram://bottoken/chatid or discord://webhook_id/webhook_token."}
             )  # fmt: skip
-        return {"url": url}, _mask_url(url)
+        # Only the service and the scheme: in Apprise URLs the "host" is often the token itself (tgram://bot
+        # token/…, pover://user@token) and an ntfy topic is its own password.
+        return {"url": url}, f"{service} ({urlsplit(url).scheme}://…)"
     if kind == Channel.Kind.BROWSER:
         endpoint = (subscription or {}).get("endpoint", "")
         keys = (subscription or {}).get("keys") or {}

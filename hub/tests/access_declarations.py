@@ -44,7 +44,7 @@ API_SUBMIT_EMPTY = "401 403 400 400 400"  # {} is refused with a message; a view
 DECLARATIONS: dict[str, dict] = {
     # -- hub ----------------------------------------------------------------------------------------------
     "dashboard": {"GET": EVERYONE, "POST": NO},
-    "hub-live-wire": {"GET": NO, "POST": EVERYONE},
+    "hub-live-wire": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # the live-wire card is admins' only
     # 503 while no worker has checked in (the test run has none); details only for admins (test_healthz)
     "healthz": {"GET": "ok|503 ok|503 ok|503 ok|503 ok|503", "POST": PUBLIC_NO},
     "hub-health": {"GET": ADMINS, "POST": ADMINS_NOT_THIS_METHOD},  # the readable status page (footer link)

@@ -18,7 +18,7 @@ def test_apprise_json_reaches_the_receiver(member, receiver):
     r = receiver([200])
     host_port = r.url.removeprefix("http://")
     channel = channel_create(owner=member, kind="apprise", name="Phone", url=f"json://{host_port}/apprise-in")
-    assert channel.display.startswith("json://127.0.0.1/…")
+    assert channel.display == "JSON (json://…)"
 
     delivery = channel_test(channel=channel)
     assert delivery_attempt(delivery_id=delivery.pk) == "sent"
@@ -42,6 +42,15 @@ def test_apprise_failure_is_recorded_without_the_token(member, receiver, fast_re
     assert delivery.reason.startswith("the service refused it")
     assert token not in delivery.reason
     assert Delivery.objects.filter(key=delivery.key, attempt=2, status="pending").exists()
+
+
+def test_the_masked_form_never_holds_a_token(member):
+    for url, shown in [
+        ("tgram://123456789:AAbbCCddEEff/987654", "Telegram (tgram://…)"),
+        ("ntfy://my-private-topic-77", "ntfy (ntfy://…)"),
+        ("pover://userkey123@apptoken456", "Pushover (pover://…)"),
+    ]:
+        assert channel_create(owner=member, kind="apprise", name="x", url=url).display == shown
 
 
 def test_an_unknown_apprise_url_is_refused_with_a_hint(member):
