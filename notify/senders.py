@@ -148,11 +148,14 @@ def send_webhook(url: str, secret: str, message: Message) -> None:
         raise SendError("no answer in time") from None
     except httpx.HTTPError as exc:
         raise SendError(f"could not reach it ({exc.__class__.__name__})") from None
-    if response.status_code >= 300:
+    status = response.status_code
+    if 300 <= status < 400:  # redirects are not followed (the body is signed for this URL): fix the URL
+        raise SendError(f"it answered HTTP {status}, a redirect (not followed)", permanent=True)
+    if status >= 400:
         # 4xx means "this request is wrong" (a moved URL, a refused signature): trying again won't help, except
         # for the two that say "later" (408, 429).
-        permanent = 400 <= response.status_code < 500 and response.status_code not in (408, 429)
-        raise SendError(f"it answered HTTP {response.status_code}", permanent=permanent)
+        permanent = status < 500 and status not in (408, 429)
+        raise SendError(f"it answered HTTP {status}", permanent=permanent)
 
 
 # -- Web Push ------------------------------------------------------------------------------------------------------

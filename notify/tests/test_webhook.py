@@ -100,11 +100,20 @@ def test_it_gives_up_after_the_last_retry(member, receiver, fast_retries):
     assert last.reason == "it answered HTTP 500"
 
 
-def test_a_refusal_is_not_retried(member, receiver, fast_retries):
-    r = receiver([410])
+@pytest.mark.parametrize("status", [410, 401, 301])
+def test_a_refusal_or_a_redirect_is_not_retried(member, receiver, fast_retries, status):
+    r = receiver([status])
     delivery = channel_test(channel=webhook(member, r.url))
     assert delivery_attempt(delivery_id=delivery.pk) == "failed"
     assert Delivery.objects.filter(key=delivery.key).count() == 1
+    assert len(r.requests) == 1  # a redirect is not followed
+
+
+@pytest.mark.parametrize("status", [429, 408, 502])
+def test_later_is_retried(member, receiver, fast_retries, status):
+    r = receiver([status])
+    delivery = channel_test(channel=webhook(member, r.url))
+    assert delivery_attempt(delivery_id=delivery.pk) == "retrying"
 
 
 def test_an_unreachable_receiver_is_a_reason_without_the_url(member, fast_retries):
