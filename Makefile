@@ -31,7 +31,7 @@ fuzz: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check hub devices jobs
+	$(VENV)/bin/ruff format --check hub devices jobs notify
 
 bench: $(STAMP)
 	@$(PY) scripts/bench.py

@@ -368,7 +368,9 @@ if HUB_PUBLIC_URL and not _urlsplit(HUB_PUBLIC_URL).netloc:
 EMAIL_HOST = env_str("EMAIL_HOST", "")
 EMAIL_BACKEND = env_str(
     "EMAIL_BACKEND",
-    "django.core.mail.backends.smtp.EmailBackend" if EMAIL_HOST else "django.core.mail.backends.console.EmailBackend",
+    "django.core.mail.backends.smtp.EmailBackend"
+    if EMAIL_HOST
+    else "django.core.mail.backends.console.EmailBackend",
 )
 EMAIL_PORT = env_int("EMAIL_PORT", 587 if env_bool("EMAIL_USE_TLS", False) else 25, minimum=1, maximum=65535)
 EMAIL_HOST_USER = env_str("EMAIL_HOST_USER", "")
@@ -376,7 +378,9 @@ EMAIL_HOST_PASSWORD = env_str("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 EMAIL_USE_SSL = env_bool("EMAIL_USE_SSL", False)
 if EMAIL_USE_TLS and EMAIL_USE_SSL:
-    raise SettingError("EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive: STARTTLS (usually port 587) or SSL (465)")
+    raise SettingError(
+        "EMAIL_USE_TLS and EMAIL_USE_SSL are exclusive: STARTTLS (usually port 587) or SSL (465)"
+    )
 EMAIL_TIMEOUT = env_int("EMAIL_TIMEOUT", 10, minimum=1, maximum=300)
 DEFAULT_FROM_EMAIL = env_str("DEFAULT_FROM_EMAIL", "Tiiny Hub <hub@localhost>")
 SERVER_EMAIL = DEFAULT_FROM_EMAIL
