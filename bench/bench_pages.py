@@ -253,16 +253,27 @@ def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--backend":
         print(json.dumps(run_backend(sys.argv[2])))
         return
-    results = []
+    results, skipped = [], []
     backends = os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(",")
     for backend in backends:
+        if backend == "postgresql" and (why := _pg_unreachable()):
+            skipped.append(f"PostgreSQL not measured: {PG_URL.rsplit('/', 1)[0]} does not answer ({why}).")
+            continue
         child = subprocess.run(
             [sys.executable, __file__, "--backend", backend], capture_output=True, text=True, cwd=BASE
         )
         if child.returncode != 0:
             raise SystemExit(f"{backend}: exit {child.returncode}\n{child.stderr[-3000:]}")
         results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-    print(report(results))
+    print(report(results) + "".join(f"\n\n**{line}**" for line in skipped))
+
+
+def _pg_unreachable() -> str:
+    try:
+        _pg_admin(PG_URL, "SELECT 1")
+    except Exception as exc:  # noqa: BLE001 - any failure to connect: say it, measure SQLite alone
+        return str(exc).splitlines()[0][:120]
+    return ""
 
 
 if __name__ == "__main__":
