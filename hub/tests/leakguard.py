@@ -6,7 +6,8 @@ live server, ``httpx`` responses — and every log record (a handler on the root
 server, worker and beat wrote to their log files during the run.
 
 The secrets are registered where they are born: every API key set through ``Device.api_key``'s setter and
-every raw token made by ``hub.accounts.tokens.generate_token`` (which ``token_create`` calls). Secrets
+every raw token made by ``hub.accounts.tokens.generate_token`` (which ``token_create`` calls), and every
+notification channel's URL, signing secret and push auth secret sealed by ``notify.crypto.seal``. Secrets
 shorter than ``MIN_LEN`` are skipped: tests use keys like ``"k"``, which would match everywhere.
 
 The single intended display is exempt: the page that creates a token shows it once (``accounts-tokens-add``).
@@ -158,6 +159,21 @@ def _install() -> None:
         prop.fset(self, value)
 
     Device.api_key = property(prop.fget, set_key, prop.fdel, prop.__doc__)
+
+    # A notification channel's secrets: sealed by notify.crypto.seal, shown only masked afterwards.
+    from notify import crypto as notify_crypto
+
+    original_seal = notify_crypto.seal
+
+    @functools.wraps(original_seal)
+    def seal(data):
+        register_key(str(data.get("url") or ""), "a notification channel's URL")
+        register_key(str(data.get("secret") or ""), "a webhook's signing secret")
+        keys = (data.get("subscription") or {}).get("keys") or {}
+        register_key(str(keys.get("auth") or ""), "a push subscription's auth secret")
+        return original_seal(data)
+
+    notify_crypto.seal = seal
 
     # Answers of Django's test clients.
     original_request = test_client.Client.request
