@@ -58,12 +58,26 @@ def test_it_polls_fast_while_a_job_runs(device, enqueued):
 
 def test_it_pushes_the_card_and_gauges_after_a_poll(pocket, monkeypatch):
     pushed: list[tuple[str, str]] = []
-    monkeypatch.setattr(live, "push", lambda group, html, **kw: pushed.append((group, html)))
+    audiences: list[tuple[str, tuple, tuple]] = []
+
+    def push(group, html, **kw):
+        pushed.append((group, html))
+        audiences.append((group, tuple(kw.get("audience") or ()), tuple(kw.get("exclude") or ())))
+
+    monkeypatch.setattr(live, "push", push)
     live.mark_watched(f"device:{pocket.pk}")  # a dashboard or the device page (card and gauges)
     live.mark_watched(f"card:{pocket.pk}")  # the device list (the card alone)
     tasks.poll_device(pocket.pk)
     groups = [g for g, _ in pushed]
-    assert groups.count(f"card.{pocket.pk}") == 1 and groups.count(f"device.{pocket.pk}") == 2
+    assert groups.count(f"card.{pocket.pk}") == 1  # the card alone
+    # The device page: the card, and the gauges in two versions (admins' carry the NPU budget units).
+    assert groups.count(f"device.{pocket.pk}") == 3
+    gauges = [
+        (a, e)
+        for (g, a, e), (_, h) in zip(audiences, pushed, strict=True)
+        if g == f"device.{pocket.pk}" and f'id="device-{pocket.pk}-card"' not in h
+    ]
+    assert sorted(gauges) == sorted([((), (live.ADMINS,)), ((live.ADMINS,), ())])
     card = next(h for g, h in pushed if g == f"card.{pocket.pk}")
     assert f'id="device-{pocket.pk}-card"' in card and 'hx-swap-oob="true"' in card and "Online" in card
     assert pocket.base_url not in "".join(h for _, h in pushed)
