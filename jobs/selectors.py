@@ -82,7 +82,7 @@ def queue_plan(device: Any) -> list[Job]:
         .order_by("started_at")
     )
     # No ORDER BY (the scheduler orders them below): the model's default "-created" made SQLite walk the
-    # device's whole history by date instead of looking up its few waiting rows (31 -> 1 ms at 100k jobs).
+    # device's whole history by date instead of looking up its few waiting rows (25 -> 5 ms at 100k jobs).
     waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
     if not waiting:
         return active
