@@ -7,6 +7,7 @@ PostgreSQL) and the run's private Redis, exactly as in production. Tests that us
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -188,3 +189,26 @@ def run_async(coroutine_function, *args):
 
     with ThreadPoolExecutor(max_workers=1) as pool:
         return pool.submit(asyncio.run, coroutine_function(*args)).result()
+
+
+@contextlib.contextmanager
+def broker_unreachable():
+    """Inside: every Celery publish of this process goes to a port nobody listens on (Redis down, as a user's
+    broker can be). Cached connections and producers are dropped on the way in and out, so the pools stay
+    usable afterwards (``force_close_all`` alone leaves a closed pool behind for later tests)."""
+    import kombu.pools
+
+    from hub.celery import app
+
+    def use(url: str) -> None:
+        kombu.pools.reset()
+        app._pool = None
+        app.amqp._producer_pool = None
+        app.conf.broker_url = url
+
+    original = app.conf.broker_url
+    use(f"redis://127.0.0.1:{free_port()}/0")
+    try:
+        yield
+    finally:
+        use(original)

@@ -1,12 +1,18 @@
 from __future__ import annotations
 
+import functools
+import logging
+
 from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import PasswordResetForm, UserCreationForm
+from django.db import transaction
 
 from hub.accounts.models import ApiToken, User
 from hub.accounts.services import name_taken
 from hub.accounts.timezones import time_zone_choices
+
+log = logging.getLogger(__name__)
 
 
 class PersonAddForm(forms.Form):
@@ -169,7 +175,18 @@ class HubPasswordResetForm(PasswordResetForm):
     address; the page says the same in every case."""
 
     def save(self, *, base_url: str, **kwargs) -> None:
-        from hub.accounts.tasks import password_reset_mail
-
         for user in self.get_users(self.cleaned_data["email"]):
-            password_reset_mail.delay_on_commit(user.pk, base_url)
+            transaction.on_commit(functools.partial(_queue_reset_mail, user.pk, base_url))
+
+
+def _queue_reset_mail(user_id: int, base_url: str) -> None:
+    """Queue one reset mail; with the broker down the page must still say what it says for an unknown address
+    (a 500 for known addresses only would tell which have an account), so the failure is logged, not raised."""
+    from kombu.exceptions import OperationalError
+
+    from hub.accounts.tasks import password_reset_mail
+
+    try:
+        password_reset_mail.delay(user_id, base_url)
+    except OperationalError:
+        log.warning("broker unreachable: a password reset mail was not queued (asking again will retry)")

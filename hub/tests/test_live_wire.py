@@ -93,27 +93,10 @@ def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_as
 
 
 def test_the_live_wire_says_so_when_the_broker_is_down(admin_client, settings):
-    from hub.celery import app
-    from hub.redis_server import free_port
+    from hub.testing import broker_unreachable
 
-    dead = f"redis://127.0.0.1:{free_port()}/0"
-    original = app.conf.broker_url
-
-    def use(url: str) -> None:
-        # Drop every cached connection and producer so the next publish connects to ``url``, and leave the
-        # pools usable afterwards (force_close_all alone leaves a closed pool behind for later tests).
-        import kombu.pools
-
-        kombu.pools.reset()
-        app._pool = None
-        app.amqp._producer_pool = None
-        app.conf.broker_url = url
-
-    use(dead)
-    try:
+    with broker_unreachable():
         response = admin_client.post("/live-wire/", HTTP_HX_REQUEST="true")
-    finally:
-        use(original)
     assert response.status_code == 503
     assert b"reach the background worker's queue (Redis)" in response.content
 

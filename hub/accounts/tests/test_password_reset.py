@@ -93,6 +93,26 @@ def test_it_never_tells_whether_an_address_is_known(mia, django_capture_on_commi
     assert b"If that address belongs to someone" in sent
 
 
+def test_with_the_broker_down_a_known_address_still_gets_the_same_page(
+    mia, django_capture_on_commit_callbacks
+):
+    from hub.testing import broker_unreachable
+
+    with broker_unreachable():
+        with django_capture_on_commit_callbacks(execute=True):
+            known = stranger().post("/accounts/password/reset/", {"email": "mia@example.com"})
+    unknown = stranger().post("/accounts/password/reset/", {"email": "nobody@example.com"})
+    assert (
+        (known.status_code, known["Location"])
+        == (unknown.status_code, unknown["Location"])
+        == (
+            302,
+            "/accounts/password/reset/sent/",
+        )
+    )  # not a 500 that only known addresses get
+    assert mail.outbox == []
+
+
 def test_nobody_deactivated_or_without_an_address_gets_mail(mia, admin_user):
     assert password_reset_mail_send(user_id=mia.pk, base_url="http://hub") is True
     User.objects.filter(pk=mia.pk).update(is_active=False)
