@@ -18,12 +18,9 @@ key again. The plaintext key is never logged and never rendered (see ``Device.__
 
 from __future__ import annotations
 
-import base64
+from cryptography.fernet import InvalidToken, MultiFernet
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
+from hub.crypto import multi_fernet
 
 _SALT = b"tiiny-hub/devices/api-key/v1"
 
@@ -32,14 +29,8 @@ class KeyUnreadable(Exception):
     """The stored key was encrypted under a secret that is no longer configured."""
 
 
-def _fernet_for(secret: str) -> Fernet:
-    raw = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=b"fernet").derive(secret.encode())
-    return Fernet(base64.urlsafe_b64encode(raw))
-
-
 def _multi() -> MultiFernet:
-    secrets = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet([_fernet_for(s) for s in secrets if s])
+    return multi_fernet(_SALT)
 
 
 def encrypt(plaintext: str) -> str:

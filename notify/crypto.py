@@ -6,14 +6,12 @@ fallbacks) with HKDF-SHA256, with a salt of our own, so a database dump alone re
 
 from __future__ import annotations
 
-import base64
 import json
 from typing import Any
 
-from cryptography.fernet import Fernet, InvalidToken, MultiFernet
-from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.kdf.hkdf import HKDF
-from django.conf import settings
+from cryptography.fernet import InvalidToken, MultiFernet
+
+from hub.crypto import multi_fernet
 
 _SALT = b"tiiny-hub/notify/channel-secret/v1"
 
@@ -22,14 +20,8 @@ class SecretUnreadable(Exception):
     """The stored secret was encrypted under a secret key that is no longer configured."""
 
 
-def _fernet_for(secret: str) -> Fernet:
-    raw = HKDF(algorithm=hashes.SHA256(), length=32, salt=_SALT, info=b"fernet").derive(secret.encode())
-    return Fernet(base64.urlsafe_b64encode(raw))
-
-
 def _multi() -> MultiFernet:
-    keys = [settings.SECRET_KEY, *getattr(settings, "SECRET_KEY_FALLBACKS", [])]
-    return MultiFernet([_fernet_for(k) for k in keys if k])
+    return multi_fernet(_SALT)
 
 
 def seal(data: dict[str, Any]) -> str:
