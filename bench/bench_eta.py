@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -24,28 +23,10 @@ SPEED = float(os.environ.get("BENCH_ETA_SPEED", "60"))
 
 
 def main() -> None:
-    from hub.redis_server import start_private_redis
+    from bench._hub import private_hub
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-eta-"))
-    redis = start_private_redis(run_dir=tmp / "run")
-    os.environ.update(
-        REDIS_URL=redis.url,
-        HUB_DATA_DIR=str(tmp),
-        DATABASE_URL=f"sqlite:///{tmp / 'hub.sqlite3'}",
-        HUB_SECRET_KEY="bench",
-        HUB_INSECURE_FAST_HASHER="1",
-        DJANGO_SETTINGS_MODULE="hub.settings",
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    try:
+    with private_hub("eta"):
         rows = run()
-    finally:
-        redis.stop()
     report(rows)
 
 

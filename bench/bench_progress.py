@@ -19,7 +19,6 @@ from __future__ import annotations
 import os
 import statistics
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -50,30 +49,11 @@ OBSERVER = """
 
 
 def main() -> None:
-    from hub.redis_server import start_private_redis
+    from bench._hub import private_hub
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-progress-"))
-    redis = start_private_redis(run_dir=tmp / "run")
-    os.environ.update(
-        REDIS_URL=redis.url,
-        HUB_DATA_DIR=str(tmp),
-        DATABASE_URL=f"sqlite:///{tmp / 'hub.sqlite3'}",
-        HUB_SECRET_KEY="bench",
-        HUB_INSECURE_FAST_HASHER="1",
-        DJANGO_SETTINGS_MODULE="hub.settings",
-        # Playwright's sync API keeps an event loop in this thread; the servers don't inherit this (child_env).
-        DJANGO_ALLOW_ASYNC_UNSAFE="1",
-    )
-    import django
-
-    django.setup()
-    from django.core.management import call_command
-
-    call_command("migrate", verbosity=0)
-    try:
+    # Playwright's sync API keeps an event loop in this thread; the servers don't inherit this (child_env).
+    with private_hub("progress", DJANGO_ALLOW_ASYNC_UNSAFE="1"):
         report(*run())
-    finally:
-        redis.stop()
 
 
 def run() -> tuple[list, list, dict]:
