@@ -303,7 +303,9 @@ def dispatch_device(device_id: int) -> int | None:
         if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
             return None
         snap = snapshot_for(device_id)
-        waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES))
+        # No ORDER BY (next_job orders by a full key ending in the id): the model's default "-created" made
+        # SQLite walk the device's whole history by date instead of its few waiting rows (jobs.selectors).
+        waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
         job, jumped = next_job(snap, waiting)
         if job is None:
             return None

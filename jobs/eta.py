@@ -230,7 +230,9 @@ def plan(
         out.append((job, start, done))
         cursor = max(cursor, done)
         loaded = {job.model_id}
-    waiting = list(Job.objects.filter(device_id=device_id, state__in=("queued", "scheduled")))
+    # No ORDER BY (order_jobs orders by a full key ending in the id): the model's default "-created" made
+    # SQLite walk the device's whole history by date instead of its few waiting rows (jobs.selectors).
+    waiting = list(Job.objects.filter(device_id=device_id, state__in=("queued", "scheduled")).order_by())
     if extra is not None:
         waiting.append(extra)
     for job in order_jobs(snap, waiting):
