@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from devices.models import Device
 from devices.selectors import device_get_for
 from hub.accounts.decorators import admin_required, member_required
+from hub.parsing import parse_id, parse_int
 from jobs import services
 from jobs.admission import Admission, RequestInvalid, check_form, submit_checked
 from jobs.bookmarks import bookmark_toggle, is_bookmarked
@@ -299,17 +300,35 @@ def gallery(request: HttpRequest) -> HttpResponse:
 # -- queue control ----------------------------------------------------------------------------------------------
 @require_GET
 def queue(request: HttpRequest) -> HttpResponse:
-    """Everyone sees every device's queue; admins also get the controls."""
+    """Everyone sees every device's queue, ``QUEUE_PAGE_SIZE`` entries a page; admins also get the controls.
+
+    ``?device=<id>&page=<n>`` pages that device's plan (``?page=`` alone: every device's); a page out of range
+    shows the nearest one. An htmx GET naming a device is the queue page asking for that device's list again
+    after a push of the plan (``jobs/queue.html``): that list alone.
+    """
     admin = request.user.is_admin
-    devices = [queue_context(d, admin=admin) for d in Device.objects.order_by("name")]
-    return render(request, "jobs/queue.html", {"devices": devices})
+    paged = parse_id(request.GET.get("device"))
+    page = parse_int(request.GET.get("page"), 1, minimum=1)
+    if request.htmx and paged is not None:
+        device = get_object_or_404(Device, pk=paged)
+        ctx = queue_context(device, admin=admin, page=page)
+        return render(request, f"{PARTS}#device-queue", {**ctx, "more": 0})
+    devices = [
+        queue_context(d, admin=admin, page=page if paged in (None, d.pk) else 1, summary=admin)
+        for d in Device.objects.order_by("name")
+    ]
+    watch = ",".join(f"queue:{q['device'].pk}" for q in devices if q["pager"]["page"] == 1)
+    return render(request, "jobs/queue.html", {"devices": devices, "watch": watch})
 
 
 def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:
-    """The admins' control box as it is now (htmx), or back to the queue page."""
+    """The admins' control box as it is now (htmx), or back to the queue page; on the page it was sent from."""
+    page = parse_int(request.POST.get("page"), 1, minimum=1)
     if request.htmx:
         device.refresh_from_db()  # the service changed the row (paused flag, order) behind this instance
-        return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True))
+        return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True, page=page))
+    if page > 1:
+        return redirect(f"{reverse('jobs-queue')}?device={device.pk}&page={page}#q-{device.pk}")
     return redirect("jobs-queue")
 
 

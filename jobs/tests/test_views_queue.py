@@ -94,7 +94,9 @@ def test_a_member_sees_their_own_entries_by_prompt_on_every_page_with_the_plan(
     make_job(other_member, device, state="running", prompt="otto's loud drums")
     for path in ("/", "/jobs/queue/", f"/jobs/new/?device={device.pk}"):
         mine = member_client.get(path).content.decode()
-        entry = re.search(rf'<li class="plan-item" id="plan-{waiting.pk}".*?</li>', mine, re.S).group(0)
+        entry = re.search(
+            rf'<li class="plan-item" id="(?:page-)?plan-{waiting.pk}".*?</li>', mine, re.S
+        ).group(0)
         assert "my quiet heron" in entry and "Video by mia" not in entry, path
         card = re.search(rf'id="device-{device.pk}-running".*?</section>', mine, re.S).group(0)
         assert "Video by otto" in card and "drums" not in mine, path
