@@ -84,3 +84,27 @@ def test_it_shows_the_vaults_summary_window_in_the_plan_to_admins_only(admin_cli
     html = admin_client.get("/").content.decode()
     assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html
     assert "Memory summaries" not in member_client.get("/").content.decode()
+
+
+def test_the_plan_shows_the_next_entries_then_how_many_more_wait(member_client, member, device):
+    import re
+
+    from jobs.fragments import PLAN_SHOWN
+
+    jobs = [make_job(member, device, prompt=f"fox {i}") for i in range(PLAN_SHOWN + 3)]
+    html = member_client.get("/").content.decode()
+    plan = re.search(rf'id="device-{device.pk}-queue".*?</section>', html, re.S).group(0)
+    shown = [int(pk) for pk in re.findall(r'class="plan-item" id="plan-(\d+)"', plan)]
+    assert shown == [j.pk for j in jobs[:PLAN_SHOWN]]  # the next ones, in the order they will run
+    more = re.search(r'<p class="plan-more">(.*?)</p>', plan, re.S).group(1)
+    assert more.startswith("and 3 more waiting — ") and f'href="/jobs/queue/#q-{device.pk}"' in more
+    assert "queue clear ≈" in plan  # the plan's end is the whole queue's
+
+
+def test_a_short_plan_shows_every_entry_and_no_more_line(member_client, member, device):
+    from jobs.fragments import PLAN_SHOWN
+
+    for i in range(PLAN_SHOWN):
+        make_job(member, device, prompt=f"fox {i}")
+    html = member_client.get("/").content.decode()
+    assert html.count('class="plan-item"') == PLAN_SHOWN and "more waiting" not in html

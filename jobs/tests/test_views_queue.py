@@ -103,3 +103,88 @@ def test_a_member_sees_their_own_entries_by_prompt_on_every_page_with_the_plan(
         theirs = other_client.get(path).content.decode()
         assert "heron" not in theirs and "Video by mia" in theirs, path
         assert "otto&#x27;s loud drums" in theirs, path  # their own running job, by its prompt
+
+
+# -- pages of the plan ----------------------------------------------------------------------------------------
+def _plan_ids(html: str, box: str) -> list[int]:
+    import re
+
+    section = re.search(rf'id="{box}".*?</section>', html, re.S).group(0)
+    return [int(pk) for pk in re.findall(r'id="(?:page-plan|qa-job)-(\d+)"', section)]
+
+
+@pytest.fixture
+def seven(member, device, monkeypatch):
+    """Seven waiting jobs, three to a page of the queue page."""
+    from jobs import fragments
+
+    monkeypatch.setattr(fragments, "QUEUE_PAGE_SIZE", 3)
+    return [make_job(member, device, prompt=f"kite {i}") for i in range(7)]
+
+
+def test_the_queue_page_pages_the_plan(viewer_client, device, seven):
+    box = f"device-{device.pk}-queue-page"
+    first = viewer_client.get("/jobs/queue/").content.decode()
+    assert _plan_ids(first, box) == [j.pk for j in seven[:3]]
+    assert f'href="/jobs/queue/?device={device.pk}&amp;page=2#q-{device.pk}">Later →' in first
+    assert 'rel="prev"' not in first and "1–3 of 7 waiting · page 1 of 3" in first
+    assert f"watch=queue:{device.pk}" in first  # the first page follows the queue live
+    second = viewer_client.get(f"/jobs/queue/?device={device.pk}&page=2").content.decode()
+    assert _plan_ids(second, box) == [j.pk for j in seven[3:6]]
+    assert '<ol class="plan-list" start="4">' in second and 'rel="prev"' in second and 'rel="next"' in second
+    assert "ws-connect" not in second and "doesn't follow the queue live" in second  # pushes carry page 1
+    for far in ("99", "0", "-1", "two", "1e3"):  # out of range or not a number: the nearest page
+        html = viewer_client.get(f"/jobs/queue/?device={device.pk}&page={far}").content.decode()
+        assert _plan_ids(html, box) == ([seven[6].pk] if far == "99" else [j.pk for j in seven[:3]]), far
+
+
+def test_the_queue_page_asks_for_its_list_again_when_the_plan_is_pushed(viewer_client, device, seven):
+    """The pushed plan (the dashboard's glance) lands in a hidden element whose arrival re-fetches the list."""
+    html = viewer_client.get("/jobs/queue/").content.decode()
+    assert f'<section class="plan" id="device-{device.pk}-queue" aria-hidden="true"></section>' in html
+    assert f'hx-get="/jobs/queue/?device={device.pk}" hx-trigger="htmx:oobAfterSwap' in html
+    answer = viewer_client.get(f"/jobs/queue/?device={device.pk}", HTTP_HX_REQUEST="true").content.decode()
+    assert answer.lstrip().startswith(f'<section class="plan" id="device-{device.pk}-queue-page"')
+    assert "<html" not in answer and "hx-swap-oob" not in answer
+    assert _plan_ids(answer, f"device-{device.pk}-queue-page") == [j.pk for j in seven[:3]]
+    assert viewer_client.get("/jobs/queue/?device=999999", HTTP_HX_REQUEST="true").status_code == 404
+
+
+def test_admins_controls_work_on_the_page_shown(admin_client, device, seven):
+    import re
+
+    box = f"device-{device.pk}-queue-admin"
+    html = admin_client.get(f"/jobs/queue/?device={device.pk}&page=2").content.decode()
+    controls = re.search(rf'id="{box}".*?</section>', html, re.S).group(0)
+    assert _plan_ids(html, box) == [j.pk for j in seven[3:6]]
+    assert controls.count('name="page" value="2"') == 1 + 3 * 3  # pause, and up/down/run next per entry
+    assert "disabled" not in controls  # the top of page 2 may move up (onto page 1), its bottom down
+    assert f'name="next" value="/jobs/queue/?device={device.pk}&amp;page=2"' in controls
+    up = admin_client.post(
+        f"/jobs/{seven[3].pk}/move/", {"direction": "up", "page": "2"}, HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert _plan_ids(up, box) == [seven[2].pk, seven[4].pk, seven[5].pk]  # the same page, the new order
+    plain = admin_client.post(f"/jobs/{seven[4].pk}/run-next/", {"page": "2"})
+    assert plain["Location"] == f"/jobs/queue/?device={device.pk}&page=2#q-{device.pk}"
+    last = admin_client.get(f"/jobs/queue/?device={device.pk}&page=3").content.decode()
+    buttons = re.findall(
+        r"<button[^>]*icon-button[^>]*>", re.search(rf'id="{box}".*?</section>', last, re.S).group(0)
+    )
+    assert (
+        len(buttons) == 2 and "disabled" not in buttons[0] and "disabled" in buttons[1]
+    )  # last of all: no down
+    first = admin_client.get("/jobs/queue/").content.decode()
+    buttons = re.findall(
+        r"<button[^>]*icon-button[^>]*>", re.search(rf'id="{box}".*?</section>', first, re.S).group(0)
+    )
+    assert "disabled" in buttons[0] and "disabled" not in "".join(buttons[1:])  # first of all: no up
+
+
+def test_the_admins_folded_plan_is_the_dashboards_glance(admin_client, member, device):
+    from jobs.fragments import PLAN_SHOWN
+
+    for i in range(PLAN_SHOWN + 2):
+        make_job(member, device, prompt=f"owl {i}")
+    html = admin_client.get("/jobs/queue/").content.decode()
+    folded = html[html.index(f'id="q-{device.pk}-public"') :]
+    assert folded.count('class="plan-item" id="plan-') == PLAN_SHOWN and "and 2 more waiting" in folded
