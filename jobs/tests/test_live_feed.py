@@ -349,3 +349,57 @@ def test_every_fragment_a_page_receives_has_a_target_on_that_page(admin_user, me
         pushed += len(received)
     assert not missing, missing
     assert pushed >= 20  # the changes really reached the pages
+
+
+# -- the plan goes out capped, as the pages draw it --------------------------------------------------------------
+def _plan_items(html: str) -> list[str]:
+    return re.findall(r'class="(?:plan|qa)-item" id="(?:plan|qa-job)-(\d+)"', html)
+
+
+def test_the_pushed_plan_is_the_dashboards_glance_and_the_controls_the_queue_pages_first_page(
+    member, device, monkeypatch
+):
+    from jobs import fragments
+    from jobs.broadcast import broadcast_queue
+
+    monkeypatch.setattr(fragments, "QUEUE_PAGE_SIZE", 3)
+    jobs = [make_job(member, device, prompt=f"heron {i}") for i in range(fragments.PLAN_SHOWN + 4)]
+    live.mark_watched(f"queue:{device.pk}")
+    tap = Tap(monkeypatch, live.queue_group(device.pk), live.control_group(device.pk))
+    broadcast_queue(device.pk)
+    sent = [m["html"] for m in tap.messages() if m["type"] == "hub.fragment"]
+    plans = [h for h in sent if live.element_id(h) == f"device-{device.pk}-queue"]
+    controls = [h for h in sent if live.element_id(h) == f"device-{device.pk}-queue-admin"]
+    assert len(plans) == 3 and len(controls) == 1  # everyone's, the admins', Mia's; the controls once
+    for html in plans:
+        assert _plan_items(html) == [str(j.pk) for j in jobs[: fragments.PLAN_SHOWN]]
+        assert "and 4 more waiting — " in html and "plan-pager" not in html
+    assert _plan_items(controls[0]) == [str(j.pk) for j in jobs[:3]]
+    assert f"1–3 of {len(jobs)} waiting · page 1 of 4" in controls[0]
+
+
+def test_a_plan_socket_gets_what_the_dashboard_shows_at_load_and_by_push(member, device):
+    from jobs import fragments
+    from jobs.services import job_cancel
+
+    jobs = [make_job(member, device, prompt=f"kite {i}") for i in range(fragments.PLAN_SHOWN + 2)]
+    client = Client()
+    client.force_login(member)
+    page = client.get("/").content.decode()
+    on_page = re.search(rf'id="device-{device.pk}-queue".*?</section>', page, re.S).group(0)
+
+    async def scenario():
+        comm, snapshot = await _socket(member, f"plan:{device.pk}")
+        await sync_to_async(job_cancel)(job=jobs[0], by=member, reason="not this one")
+        after = await _drain(comm)
+        await comm.disconnect()
+        return snapshot, after
+
+    snapshot, after = run_async(scenario)
+    queue = f'id="device-{device.pk}-queue"'
+    at_load = [t for t in snapshot if queue in t[:200]]
+    assert len(at_load) == 1 and _plan_items(at_load[0]) == _plan_items(on_page)
+    assert "and 2 more waiting" in at_load[0] and "and 2 more waiting" in on_page
+    pushed = [t for t in after if queue in t[:200]]
+    assert pushed and _plan_items(pushed[-1]) == [str(j.pk) for j in jobs[1 : fragments.PLAN_SHOWN + 1]]
+    assert "and 1 more waiting" in pushed[-1]  # the next one moved up into the glance

@@ -188,3 +188,12 @@ def test_the_admins_folded_plan_is_the_dashboards_glance(admin_client, member, d
     html = admin_client.get("/jobs/queue/").content.decode()
     folded = html[html.index(f'id="q-{device.pk}-public"') :]
     assert folded.count('class="plan-item" id="plan-') == PLAN_SHOWN and "and 2 more waiting" in folded
+
+
+def test_the_lists_answer_follows_the_same_rules_as_the_page(viewer_client, admin_client, member, device):
+    make_job(member, device, prompt="private fox")
+    path, htmx = f"/jobs/queue/?device={device.pk}", {"HTTP_HX_REQUEST": "true"}
+    theirs = viewer_client.get(path, **htmx).content.decode()
+    assert "Video by mia" in theirs and "private fox" not in theirs
+    assert "private fox" in admin_client.get(path, **htmx).content.decode()
+    assert Client().get(path, **htmx).status_code == 302  # signed out: the sign-in page, nothing else
