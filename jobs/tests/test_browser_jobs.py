@@ -179,6 +179,42 @@ def test_the_owner_cancels_from_the_job_page(signed_in_page, member, pocket, liv
     assert "changed my mind" in page.inner_text(f"#job-{job.pk}-events")
 
 
+def test_a_push_keeps_what_the_owner_opened_and_typed_in_the_actions_box(signed_in_page, member, pocket):
+    from jobs.services import job_set_shared
+
+    job = job_submit(
+        owner=member,
+        device=pocket,
+        kind="video",
+        model_id=VIDEO,
+        when="not_before",
+        not_before=timezone.now() + dt.timedelta(hours=3),
+        params={"prompt": "half typed", "size": "832x480", "seconds": 2, "steps": 4},
+    )
+    page = signed_in_page(member)
+    page.goto(f"/jobs/{job.pk}/")
+    page.wait_for_function(LIVE, timeout=15000)
+    page.click(f"#job-{job.pk}-actions summary")
+    page.fill(f"#reason-{job.pk}", "changed my")
+    page.focus(f"#reason-{job.pk}")
+    page.evaluate(f"() => {{ document.getElementById('job-{job.pk}-buttons').dataset.old = '1'; }}")
+    # Shared from another tab: the buttons box changes ("Make private") and arrives by push.
+    off_loop(job_set_shared, job=job, by=member, shared=True)
+    page.wait_for_selector("#job-share:has-text('Make private')", timeout=15000)
+    assert (
+        page.evaluate(f"() => document.getElementById('job-{job.pk}-buttons').dataset.old") is None
+    )  # replaced
+    assert page.is_visible(f"#cancel-{job.pk}")  # the box it opened is still open
+    assert page.input_value(f"#reason-{job.pk}") == "changed my"
+    assert page.evaluate("() => document.activeElement.id") == f"reason-{job.pk}"
+    page.keyboard.type(" mind")
+    page.on("dialog", lambda dialog: dialog.accept())
+    page.click(f"#cancel-{job.pk}")
+    page.wait_for_selector(f"#job-{job.pk}-status[data-state=cancelled]", timeout=15000)
+    job.refresh_from_db()
+    assert job.cancel_reason == "changed my mind"
+
+
 @pytest.mark.parametrize(
     "path,name",
     [

@@ -76,6 +76,40 @@
     }
   });
 
+  // A push may replace a box someone is using (the actions box, open, with a reason half typed): what they
+  // opened, typed and focused survives the swap. Kept by position (details) and by id (fields), per target.
+  var using = {};
+  document.addEventListener("htmx:oobBeforeSwap", function (evt) {
+    var target = evt.detail && evt.detail.target;
+    if (!target || !target.id || !target.querySelectorAll || evt.defaultPrevented) return;
+    var active = document.activeElement;
+    var state = { open: [], values: {}, focus: target.contains(active) && active.id ? active.id : "" };
+    target.querySelectorAll("details").forEach(function (d, i) { if (d.open) state.open.push(i); });
+    target.querySelectorAll("input[id], textarea[id], select[id]").forEach(function (f) {
+      if (f.type === "hidden" || f.type === "file") return;
+      var changed = f.type === "checkbox" || f.type === "radio" ? f.checked !== f.defaultChecked
+        : f.tagName === "SELECT" ? Array.prototype.some.call(f.options, function (o) { return o.selected !== o.defaultSelected; })
+        : f.value !== f.defaultValue;
+      if (changed) state.values[f.id] = f.type === "checkbox" || f.type === "radio" ? f.checked : f.value;
+    });
+    if (state.open.length || state.focus || Object.keys(state.values).length) using[target.id] = state;
+  });
+  document.addEventListener("htmx:oobAfterSwap", function (evt) {
+    var el = evt.target && evt.target.id ? document.getElementById(evt.target.id) : null;
+    var state = el && using[el.id];
+    if (!state) return;
+    delete using[el.id];
+    var details = el.querySelectorAll("details");
+    state.open.forEach(function (i) { if (details[i]) details[i].open = true; });
+    Object.keys(state.values).forEach(function (id) {
+      var f = document.getElementById(id);
+      if (!f || !el.contains(f)) return;
+      if (f.type === "checkbox" || f.type === "radio") f.checked = state.values[id]; else f.value = state.values[id];
+    });
+    var focus = state.focus && document.getElementById(state.focus);
+    if (focus && el.contains(focus)) focus.focus();
+  });
+
   // The result section of a job that finished while this page's socket was down: its snapshot leaves the
   // player out (a page that has one keeps it), so ask the page for it once.
   var resultAsked = {};
