@@ -363,3 +363,44 @@ def test_admin_only_words_reach_admins_sockets_only(admin_user, member, viewer, 
     from hub.live import wire_topic
 
     assert wire_topic(admin_user, str(admin_user.pk))[0]  # and the wire: ada's only (test_live_wire has more)
+
+
+# -- the plan goes out capped: a private prompt beyond the glance stays where it was ---------------------------
+def test_a_queue_socket_gets_the_glance_and_admins_the_first_page_of_controls(
+    admin_user, member, other_member, device, monkeypatch
+):
+    """Over the whole stack: everyone's queue socket gets the dashboard's glance (the next ``PLAN_SHOWN`` and the
+    "more" line) and no private prompt, admins the controls for the queue page's first page; a prompt on a later
+    page of the controls goes to nobody."""
+    from jobs import fragments
+    from jobs.broadcast import broadcast_queue
+
+    monkeypatch.setattr(fragments, "QUEUE_PAGE_SIZE", fragments.PLAN_SHOWN + 1)
+    hold_device(device)
+    for i in range(fragments.PLAN_SHOWN + 1):
+        make_job(other_member, device, prompt=f"otto's shared kite {i}", shared=True)
+    make_job(member, device, prompt="mia's birthday surprise")  # the last: past the glance and page 1
+    ada, otto = signed_in(admin_user), signed_in(other_member)
+
+    async def scenario():
+        sockets = {"ada": await Socket(ada, f"queue:{device.pk}").open()}
+        sockets["otto"] = await Socket(otto, f"queue:{device.pk}").open()
+        at_load = {name: list(s.texts) for name, s in sockets.items()}
+        await sync_to_async(broadcast_queue)(device.pk)
+        pushed = {name: await s.drain() for name, s in sockets.items()}
+        for s in sockets.values():
+            await s.close()
+        return at_load, pushed
+
+    at_load, pushed = run_async(scenario)
+    queue, controls = f'id="device-{device.pk}-queue"', f'id="device-{device.pk}-queue-admin"'
+    for name in ("ada", "otto"):
+        glance = [t for t in at_load[name] if queue in t[:200]]
+        assert len(glance) == 1 and glance[0].count('class="plan-item"') == fragments.PLAN_SHOWN, name
+        assert "and 2 more waiting" in glance[0], name
+    admin_box = [t for t in at_load["ada"] if controls in t[:200]]
+    assert len(admin_box) == 1 and admin_box[0].count('class="qa-item"') == fragments.PLAN_SHOWN + 1
+    assert "Later →" in admin_box[0]  # mia's job is on page 2 of the controls
+    assert not any(controls in t for t in at_load["otto"] + pushed["otto"])
+    every = [t for texts in (*at_load.values(), *pushed.values()) for t in texts]
+    assert not any("birthday surprise" in t for t in every)
