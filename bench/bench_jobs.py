@@ -63,7 +63,7 @@ def timed(fn, repeat: int = 20) -> tuple[float, float, int]:
 
 def main() -> None:
     from jobs.eta import plan
-    from jobs.models import WAITING_STATES
+    from jobs.models import waiting_on
     from jobs.scheduler import next_job, snapshot_for
 
     started = time.perf_counter()
@@ -75,7 +75,7 @@ def main() -> None:
 
     def dispatch_reads():
         snap = snapshot_for(device.pk)
-        next_job(snap, list(Job.objects.filter(device_id=device.pk, state__in=WAITING_STATES)))
+        next_job(snap, waiting_on(device.pk))  # the engine's own read
 
     rows = [
         ("dispatch: snapshot + fair share (7 days) + pick", *timed(dispatch_reads)),

@@ -26,7 +26,7 @@ from django.utils import timezone
 from devices import errors
 from devices.models import Device
 from jobs import lease
-from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState
+from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, waiting_on
 from jobs.runners import PollResult, Stopped, runner_for, style_of
 from jobs.transitions import job_note, job_set, job_ticked, job_transition
 
@@ -303,9 +303,7 @@ def dispatch_device(device_id: int) -> int | None:
         if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
             return None
         snap = snapshot_for(device_id)
-        # No ORDER BY (next_job orders by a full key ending in the id): the model's default "-created" made
-        # SQLite walk the device's whole history by date instead of its few waiting rows (jobs.selectors).
-        waiting = list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
+        waiting = waiting_on(device_id)
         job, jumped = next_job(snap, waiting)
         if job is None:
             return None

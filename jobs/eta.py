@@ -214,7 +214,7 @@ def plan(
     in the order like any waiting job, so the submit form's times are the plan's times.
     """
     from devices.models import Device
-    from jobs.models import ACTIVE_STATES, Job
+    from jobs.models import ACTIVE_STATES, Job, waiting_on
     from jobs.scheduler import earliest_start, order_jobs, snapshot_for
 
     now = now or timezone.now()
@@ -230,9 +230,7 @@ def plan(
         out.append((job, start, done))
         cursor = max(cursor, done)
         loaded = {job.model_id}
-    # No ORDER BY (order_jobs orders by a full key ending in the id): the model's default "-created" made
-    # SQLite walk the device's whole history by date instead of its few waiting rows (jobs.selectors).
-    waiting = list(Job.objects.filter(device_id=device_id, state__in=("queued", "scheduled")).order_by())
+    waiting = waiting_on(device_id)
     if extra is not None:
         waiting.append(extra)
     for job in order_jobs(snap, waiting):

@@ -346,3 +346,10 @@ class DeviceUse(models.Model):
 
     def __str__(self) -> str:
         return f"job {self.job_id}: {self.seconds:.0f} s"
+
+
+def waiting_on(device_id: int) -> list[Job]:
+    """The device's waiting jobs, in no order: every reader (dispatch's pick, the plan, the queue page) orders
+    them by the scheduler's full key ending in the id. No ORDER BY on purpose: the model's default "-created"
+    made SQLite walk the device's whole history by date instead of its few waiting rows (25 -> 5 ms at 100k)."""
+    return list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
