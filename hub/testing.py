@@ -191,24 +191,30 @@ def run_async(coroutine_function, *args):
         return pool.submit(asyncio.run, coroutine_function(*args)).result()
 
 
-@contextlib.contextmanager
-def broker_unreachable():
-    """Inside: every Celery publish of this process goes to a port nobody listens on (Redis down, as a user's
-    broker can be). Cached connections and producers are dropped on the way in and out, so the pools stay
-    usable afterwards (``force_close_all`` alone leaves a closed pool behind for later tests)."""
+def fresh_broker_pools(url: str | None = None) -> None:
+    """Drop this process's cached broker connections and producers (optionally pointing Celery at ``url``), so
+    the next publish connects afresh: ``force_close_all`` alone leaves a closed pool behind, and Celery keeps
+    its producer pool bound to it ("Acquire on closed pool" in later tests)."""
     import kombu.pools
 
     from hub.celery import app
 
-    def use(url: str) -> None:
-        kombu.pools.reset()
-        app._pool = None
-        app.amqp._producer_pool = None
+    kombu.pools.reset()
+    app._pool = None
+    app.amqp._producer_pool = None
+    if url is not None:
         app.conf.broker_url = url
 
+
+@contextlib.contextmanager
+def broker_unreachable():
+    """Inside: every Celery publish of this process goes to a port nobody listens on (Redis down, as a user's
+    broker can be); the pools are fresh on the way in and out."""
+    from hub.celery import app
+
     original = app.conf.broker_url
-    use(f"redis://127.0.0.1:{free_port()}/0")
+    fresh_broker_pools(f"redis://127.0.0.1:{free_port()}/0")
     try:
         yield
     finally:
-        use(original)
+        fresh_broker_pools(original)

@@ -220,12 +220,14 @@ def job_entered(*, job_id: int, state: str, seq: int) -> None:
 
 
 def _queue_empty_after(job_id: int) -> None:
-    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
 
     device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
     if device_id is None:
         return
-    busy = Job.objects.filter(device_id=device_id, state__in=[*WAITING_STATES, *ACTIVE_STATES, "interrupted"])
+    busy = Job.objects.filter(
+        device_id=device_id, state__in=[*WAITING_STATES, *ACTIVE_STATES, JobState.INTERRUPTED]
+    )
     if not busy.exists():
         notify_event(Event.QUEUE_EMPTY, device_id=device_id, key=f"{Event.QUEUE_EMPTY}:{device_id}:{job_id}")
 

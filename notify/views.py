@@ -35,8 +35,11 @@ def _page(request: HttpRequest, *, household: bool, form: ChannelForm | None = N
     return render(request, "notify/channels.html", context, status=status)
 
 
-def _errors_of(exc: ValidationError) -> dict[str, list[str]]:
-    return exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+def _errors_onto(form: ChannelForm, exc: ValidationError) -> None:
+    """A service's refusal shown on the form: on its field where the form has one, else above the form."""
+    errors = exc.message_dict if hasattr(exc, "error_dict") else {"__all__": exc.messages}
+    for field, texts in errors.items():
+        form.add_error(field if field in form.fields else None, texts)
 
 
 @require_GET
@@ -69,8 +72,7 @@ def channel_add(request: HttpRequest) -> HttpResponse:
                 **form.event_values(),
             )
         except ValidationError as exc:
-            for field, errors in _errors_of(exc).items():
-                form.add_error(field if field in form.fields else None, errors)
+            _errors_onto(form, exc)
         else:
             messages.success(request, f"Added “{channel.name}”. Send it a test to check that it arrives.")
             return redirect("notify-household" if household else "notify-home")
@@ -109,8 +111,7 @@ def channel_edit(request: HttpRequest, channel_id: int) -> HttpResponse:
                 **form.event_values(),
             )
         except ValidationError as exc:
-            for field, errors in _errors_of(exc).items():
-                form.add_error(field if field in form.fields else None, errors)
+            _errors_onto(form, exc)
         else:
             messages.success(request, f"Saved “{channel.name}”.")
             return _back(channel)

@@ -31,13 +31,9 @@ def _usable_broker_pool():
     """Fresh broker pools in this (test) process. hub/tests/test_live_wire.py's broker-down test closes the
     connection pool, but celery keeps its producer pool bound to it: later ``.delay()`` calls here would fail
     with "Acquire on closed pool" when both modules run in one session."""
-    from kombu import pools
+    from hub.testing import fresh_broker_pools
 
-    from hub.celery import app
-
-    pools.reset()
-    app.amqp._producer_pool = None
-    app._pool = None
+    fresh_broker_pools()
     yield
 
 
