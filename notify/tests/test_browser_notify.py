@@ -123,14 +123,18 @@ def test_a_push_reaches_the_service_worker_which_shows_it(signed_in_page, member
         "ServiceWorker.deliverPushMessage",
         {"origin": live_server_asgi.extra["url"], "registrationId": registration["registrationId"], "data": json.dumps(payload)},
     )  # fmt: skip
-    page.wait_for_function(
-        "async () => (await (await navigator.serviceWorker.ready).getNotifications()).length > 0",
-        timeout=15000,
-    )
-    shown = page.evaluate(
+    # Polled here on the very read that is asserted: with an async wait_for_function before it, two full runs
+    # passed the wait and then read no notification (the push not shown yet, or the wait not awaiting it).
+    read = (
         "async () => (await (await navigator.serviceWorker.ready).getNotifications())"
         ".map(n => ({title: n.title, body: n.body, tag: n.tag, url: n.data && n.data.url}))"
     )
+    shown = page.evaluate(read)
+    for _ in range(150):
+        if shown:
+            break
+        page.wait_for_timeout(100)
+        shown = page.evaluate(read)
     assert shown == [
         {
             "title": "Finished: a kite",
