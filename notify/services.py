@@ -37,6 +37,10 @@ CLAIM_STALE = dt.timedelta(minutes=5)
 SWEEP_AFTER = dt.timedelta(minutes=2)
 SWEEP_BATCH = 200
 #: job state -> event (job.started: the hub began working on it — the model load counts)
+#: "Send a test" checks that a channel arrives; it is not a way to make the hub hammer a URL or an inbox: one test
+#: per channel per TEST_COOLDOWN, and at most TEST_PER_HOUR a person over all their channels.
+TEST_COOLDOWN = dt.timedelta(seconds=30)
+TEST_PER_HOUR = 20
 STATE_EVENTS = {"done": Event.JOB_DONE, "failed": Event.JOB_FAILED, "preparing": Event.JOB_STARTED}
 FINAL = ("done", "failed", "cancelled")
 
@@ -186,8 +190,37 @@ def browser_unsubscribe(*, owner: Any, endpoint: str) -> int:
     return gone
 
 
+class TestTooSoon(Exception):
+    """A test refused by the limits above; ``str()`` says why and when the next one may go."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def _test_allowed(channel: Channel, now: dt.datetime) -> None:
+    tests = Delivery.objects.filter(event=Event.TEST, attempt=1)
+    last = tests.filter(channel=channel).order_by("-created").values_list("created", flat=True).first()
+    if last is not None and now - last < TEST_COOLDOWN:
+        wait = max(1, int((last + TEST_COOLDOWN - now).total_seconds() + 0.999))
+        raise TestTooSoon(f"A test went to “{channel.name}” moments ago: send another in {wait} s.", wait)
+    hour = list(
+        tests.filter(channel__owner_id=channel.owner_id, created__gt=now - dt.timedelta(hours=1))
+        .order_by("created")
+        .values_list("created", flat=True)[:TEST_PER_HOUR]
+    )
+    if len(hour) >= TEST_PER_HOUR:
+        wait = max(1, int((hour[0] + dt.timedelta(hours=1) - now).total_seconds() + 0.999))
+        minutes = max(1, (wait + 59) // 60)
+        raise TestTooSoon(
+            f"That is {TEST_PER_HOUR} tests within an hour: send another in {minutes} min.", wait
+        )
+
+
 def channel_test(*, channel: Channel) -> Delivery:
-    """ "Send a test": one delivery of the test event, through the same task and retries as the real ones."""
+    """ "Send a test": one delivery of the test event, through the same task and retries as the real ones.
+    Raises TestTooSoon past the limits (``TEST_COOLDOWN`` per channel, ``TEST_PER_HOUR`` per person)."""
+    _test_allowed(channel, timezone.now())
     delivery = Delivery.objects.create(channel=channel, event=Event.TEST, key=f"test:{uuid.uuid4().hex}")
     _enqueue(delivery.pk)
     return delivery

@@ -130,7 +130,11 @@ def channel_delete(request: HttpRequest, channel_id: int) -> HttpResponse:
 @require_POST
 def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
     channel = _channel_or_404(request, channel_id)
-    services.channel_test(channel=channel)
+    try:
+        services.channel_test(channel=channel)
+    except services.TestTooSoon as exc:
+        messages.error(request, str(exc))
+        return _back(channel)
     messages.success(request, f"A test is on its way to “{channel.name}”: its delivery shows below.")
     return _back(channel)
 

@@ -190,3 +190,33 @@ def test_the_service_worker_is_served_at_the_root(client):
     assert answer["Content-Type"].startswith("text/javascript")
     assert answer["Service-Worker-Allowed"] == "/"
     assert b"showNotification" in answer.content and b"notificationclick" in answer.content
+
+
+def test_send_a_test_is_limited_per_channel_and_per_person(member, member_client, monkeypatch):
+    """The test button can't be turned into a way to hammer a URL: a second test within the cooldown is
+    refused with when to try again and sends nothing; past it one goes; a person's hour has a cap."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from notify import services
+
+    channel = channel_create(owner=member, kind="email", name="Mail", address="mia@example.org")
+    url = f"/notify/channels/{channel.pk}/test/"
+    assert member_client.post(url).status_code == 302
+    page = member_client.post(url, follow=True).content.decode()
+    assert "moments ago: send another in" in page
+    assert Delivery.objects.filter(channel=channel).count() == 1
+
+    Delivery.objects.update(created=timezone.now() - services.TEST_COOLDOWN - dt.timedelta(seconds=1))
+    member_client.post(url)
+    assert Delivery.objects.filter(channel=channel).count() == 2
+
+    monkeypatch.setattr(services, "TEST_PER_HOUR", 3)
+    other = channel_create(owner=member, kind="email", name="Other", address="mia2@example.org")
+    Delivery.objects.update(created=timezone.now() - dt.timedelta(minutes=10))
+    member_client.post(f"/notify/channels/{other.pk}/test/")
+    assert Delivery.objects.filter(event="test").count() == 3
+    page = member_client.post(url, follow=True).content.decode()
+    assert "3 tests within an hour: send another in 50 min." in page
+    assert Delivery.objects.filter(event="test").count() == 3
