@@ -811,8 +811,10 @@ def cancel_on_device(job_id: int) -> None:
     job = Job.objects.select_related("device").filter(pk=job_id).first()
     if job is None or job.state != S.CANCELLED:
         return
-    if not lease.lease_renew(job.device_id, job.pk, retake=False):
-        return  # stopped already (its end freed the lease): twice is harmless, never a stop of the next job's model
+    if not lease.lease_claim_stop(job.device_id, job.pk):
+        # Stopped already (its end freed the lease), or another worker is stopping it right now: twice is
+        # harmless, never two stops at once, never a stop of the next job's model.
+        return
     runner = runner_for(job)
     try:
         with lease.keep_alive(job.device_id, job.pk):
@@ -842,6 +844,17 @@ def stops_pending(device_ids: list[int]) -> dict[int, int]:
     }
 
 
+def stop_pickup() -> dt.timedelta:
+    """How long a queued stop may wait for a worker before reconcile sends it again (a few reconcile rounds)."""
+    return dt.timedelta(seconds=max(15.0, 3 * settings.JOBS_RECONCILE_S))
+
+
+def stop_sent(job_id: int, device_id: int) -> None:
+    """The stop of a cancelled render is queued: if its message is lost, reconcile re-sends it after
+    ``stop_pickup()``, not after the job's whole lease TTL (the device would render a cancelled job meanwhile)."""
+    lease.lease_stop_sent(device_id, job_id, pickup=stop_pickup())
+
+
 def stop_unsent(job_id: int, device_id: int) -> None:
     """The stop of a cancelled render could not be queued (the broker is down): its lease is marked expired
     (nobody is stopping it), so reconcile sends the stop at its first run once the broker is back."""
@@ -850,8 +863,9 @@ def stop_unsent(job_id: int, device_id: int) -> None:
 
 def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
     """Reconcile's part for cancels: a cancelled render whose stop was never sent (the broker was down), or was
-    lost (Redis restarted, the worker died mid-stop: its lease lapsed), is stopped now. Its device counts as busy
-    meanwhile. Sending renews the lease, so the next runs don't send it again while the stop is on its way."""
+    lost (Redis restarted, the worker died before or during the stop: its lease lapsed), is stopped now. Its
+    device counts as busy meanwhile. Sending gives the stop ``stop_pickup()`` to be claimed, so the next runs
+    don't send it again while it is on its way, and do soon if it never arrives."""
     from jobs.tasks import cancel_on_device
 
     held = [device_id for device_id, row in leases.items() if row.job_id and device_id not in busy]
@@ -866,7 +880,7 @@ def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
         except Exception:
             logger.warning("job %s: the stop could not be queued; next round", job_id, exc_info=True)
             continue
-        lease.lease_renew(device_id, job_id, retake=False)
+        stop_sent(job_id, device_id)
         sent += 1
     return sent
 

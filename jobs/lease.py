@@ -86,6 +86,36 @@ def lease_release(device_id: int, *, job_id: int | None = None, token: str | Non
     return bool(qs.update(job=None, token="", expires_at=None))
 
 
+#: The token of a lease whose cancelled render a worker is stopping right now (``lease_claim_stop``).
+STOPPING = "stopping:"
+
+
+def lease_claim_stop(device_id: int, job_id: int) -> bool:
+    """Become the one worker that stops ``job_id``'s cancelled render: the lease must still be the job's, and no
+    other live stopper may hold it. A stop message delivered twice (reconcile re-sent it while the first was
+    only late) then makes one stop on the device, never two at once; a stopper that died leaves an expired
+    claim, which the next one takes."""
+    now = timezone.now()
+    return bool(
+        DeviceLease.objects.filter(pk=device_id, job_id=job_id)
+        .filter(~Q(token__startswith=STOPPING) | Q(expires_at__lt=now))
+        .update(token=f"{STOPPING}{secrets.token_hex(8)}", expires_at=now + ttl())
+    )
+
+
+def lease_stop_sent(device_id: int, job_id: int, *, pickup: dt.timedelta) -> bool:
+    """A stop for ``job_id`` was queued: unless a worker claims it within ``pickup`` (its message was lost with
+    Redis, or its worker died before the claim), the lease lapses and reconcile sends the stop again, instead of
+    the device rendering a cancelled job for a whole TTL. The device stays shut meanwhile
+    (``jobs.engine.stops_pending``). A live stopper's claim is left alone."""
+    now = timezone.now()
+    return bool(
+        DeviceLease.objects.filter(pk=device_id, job_id=job_id)
+        .filter(~Q(token__startswith=STOPPING) | Q(expires_at__lt=now))
+        .update(token="", expires_at=now + pickup)
+    )
+
+
 def lease_holder(device_id: int, *, now: dt.datetime | None = None) -> int | None:
     """The job holding a live lease on the device, or None."""
     now = now or timezone.now()

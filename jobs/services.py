@@ -57,7 +57,7 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
     """
 
     def send() -> None:
-        from jobs.engine import stop_unsent
+        from jobs.engine import stop_sent, stop_unsent
         from jobs.tasks import cancel_on_device
 
         try:
@@ -70,6 +70,8 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
             job_note(
                 job_id, "The device will be told shortly (the hub's task queue is unreachable right now)."
             )
+        else:
+            stop_sent(job_id, device_id)
 
     transaction.on_commit(send)
 

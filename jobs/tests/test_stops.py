@@ -1,0 +1,78 @@
+"""The stop of a cancelled render: a lost stop message is sent again within a few reconcile rounds (not after
+the job's whole lease TTL, with the device rendering a cancelled job meanwhile), and a stop delivered twice
+makes one stop on the device, never two at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.utils import timezone
+
+from jobs import engine, lease
+from jobs.models import DeviceLease
+from jobs.services import job_cancel
+from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.ui_fixtures import make_job
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    """cancel_on_device.delay that queues nothing: the message is lost, as when Redis restarts empty."""
+    from jobs import tasks
+
+    calls: list[int] = []
+    monkeypatch.setattr(tasks.cancel_on_device, "delay", lambda job_id: calls.append(job_id))
+    return calls
+
+
+def _cancelled_render(member, device, django_capture_on_commit_callbacks):
+    job = make_job(member, device, state="running", remote_id="video_lost_stop_1")
+    assert lease.lease_acquire(device.pk, job.pk)  # the poll chain's lease: a whole TTL ahead
+    with django_capture_on_commit_callbacks(execute=True):
+        job_cancel(job=job, by=member)
+    return job
+
+
+def test_a_lost_stop_is_sent_again_after_the_pickup_window_not_the_lease_ttl(
+    member, device, sent, django_capture_on_commit_callbacks
+):
+    job = _cancelled_render(member, device, django_capture_on_commit_callbacks)
+    assert sent == [job.pk]
+    now = timezone.now()
+    pickup = engine.stop_pickup()
+    assert pickup < lease.ttl()
+    assert engine.dispatch_device(device.pk) is None  # the device stays shut while the stop is on its way
+
+    expires = DeviceLease.objects.get(pk=device.pk).expires_at
+    assert now < expires <= now + pickup + dt.timedelta(seconds=1)  # not the poll chain's TTL
+    engine.reconcile()
+    assert sent == [job.pk]  # still within its window: not sent twice
+
+    DeviceLease.objects.filter(pk=device.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    engine.reconcile()  # the window passed and nobody claimed it
+    assert sent == [job.pk, job.pk]  # sent again, long before the TTL
+    engine.reconcile()
+    assert sent == [job.pk, job.pk]  # and given a new window
+    assert engine.dispatch_device(device.pk) is None
+
+
+def test_a_stop_delivered_twice_stops_the_device_once(
+    member, device, sent, django_capture_on_commit_callbacks, monkeypatch
+):
+    job = _cancelled_render(member, device, django_capture_on_commit_callbacks)
+    assert lease.lease_claim_stop(device.pk, job.pk)  # the first delivery is stopping it right now
+    stops: list[int] = []
+    monkeypatch.setattr(engine, "runner_for", lambda j: stops.append(j.pk))
+    engine.cancel_on_device(job.pk)  # the second delivery
+    assert stops == []
+    row = DeviceLease.objects.get(pk=device.pk)
+    assert row.job_id == job.pk and row.token.startswith(lease.STOPPING)
+
+    # The first stopper died mid-stop: its claim lapses, and the next delivery takes it over.
+    DeviceLease.objects.filter(pk=device.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
+    engine.reconcile()
+    assert sent == [job.pk, job.pk]
+    assert lease.lease_claim_stop(device.pk, job.pk)
