@@ -40,6 +40,12 @@ app.conf.beat_schedule = {
     # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
     # Notifications: deliveries whose task was lost (Redis away when it was enqueued, a worker killed mid-send).
     "notify-sweep": {"task": "notify.tasks.sweep", "schedule": 60.0, "options": {"expires": 60.0}},
+    # Thumbnails whose task was lost with the broker at a job's end (made off the lease, so nothing else notices).
+    "jobs-thumbnails-sweep": {
+        "task": "jobs.tasks.sweep_thumbnails",
+        "schedule": 600.0,
+        "options": {"expires": 600.0},
+    },
     "jobs-reconcile": {
         "task": "jobs.tasks.reconcile",
         "schedule": RECONCILE_S,

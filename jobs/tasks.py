@@ -66,6 +66,19 @@ def plan(device_id: int) -> None:
     plan_device(device_id)
 
 
+@shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
+def sweep_thumbnails() -> int:
+    """Beat: queue the thumbnails whose task was lost (``jobs.thumbnails.missing_recent``). Returns how many."""
+    from django.utils import timezone
+
+    from jobs.thumbnails import missing_recent
+
+    ids = missing_recent(now=timezone.now())
+    for job_id in ids:
+        make_thumbnail.delay(job_id)
+    return len(ids)
+
+
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def make_thumbnail(job_id: int) -> None:
     """The gallery thumbnail of a done job, made after the device is free for the next one."""

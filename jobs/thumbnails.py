@@ -19,6 +19,7 @@ logged and skipped: the card then shows its placeholder, and the job is done all
 
 from __future__ import annotations
 
+import datetime as dt
 import io
 import logging
 import subprocess
@@ -28,9 +29,10 @@ import wave
 from array import array
 from pathlib import Path
 
+from django.db.models import Exists, OuterRef
 from PIL import Image, ImageDraw, ImageOps
 
-from jobs.models import Artifact, Job
+from jobs.models import Artifact, Job, JobState
 
 logger = logging.getLogger("jobs.thumbnails")
 
@@ -249,6 +251,29 @@ def waveform(peaks: list[float]) -> Image.Image:
 
 
 # -- backfill --------------------------------------------------------------------------------------------------
+#: The sweep's window: a job this long done without a thumbnail lost its task (the broker dropped it at the job's
+#: end, or the worker died); past a day, ``manage.py make_thumbnails`` is the way.
+SWEEP_AFTER = dt.timedelta(minutes=2)
+SWEEP_WITHIN = dt.timedelta(days=1)
+SWEEP_BATCH = 50
+
+
+def missing_recent(*, now: dt.datetime) -> list[int]:
+    """Ids of jobs done between a day and ``SWEEP_AFTER`` ago that have a result to show and no thumbnail:
+    those whose ``make_thumbnail`` task was lost. Oldest first, at most ``SWEEP_BATCH`` a run."""
+    with_source = Artifact.objects.filter(job=OuterRef("pk"), kind__in=SOURCE_KINDS)
+    with_thumb = Artifact.objects.filter(job=OuterRef("pk"), kind=Artifact.Kind.THUMB)
+    return list(
+        Job.objects.filter(
+            state=JobState.DONE, finished_at__gte=now - SWEEP_WITHIN, finished_at__lt=now - SWEEP_AFTER
+        )
+        .filter(Exists(with_source))
+        .exclude(Exists(with_thumb))
+        .order_by("finished_at")
+        .values_list("pk", flat=True)[:SWEEP_BATCH]
+    )
+
+
 def backfill(*, jobs, redo: bool = False) -> dict[str, int]:
     """Thumbnails for finished jobs that have none (``manage.py make_thumbnails``); ``redo`` remakes all."""
     counts = {"made": 0, "had": 0, "none": 0, "failed": 0}

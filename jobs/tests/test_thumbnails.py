@@ -410,3 +410,39 @@ def test_the_tensorsharp_runner_keeps_the_latest_preview_and_makes_the_thumbnail
     thumbnail_for_job(job)  # what the done job's task does
     assert sorted(a.name for a in job.artifacts.all()) == ["image.png", THUMB_NAME]
     assert _thumb(job).size == THUMB_SIZE
+
+
+def test_the_sweep_queues_the_thumbnails_whose_task_was_lost(member, device, media, monkeypatch):
+    """The thumbnail task is queued at a job's end; when the broker drops it, beat's sweep queues it again for
+    the jobs done a while ago (not those whose task may still be coming), and never for one that has it."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from jobs import tasks
+    from jobs.models import Job
+    from jobs.tests.ui_fixtures import add_artifact
+
+    queued: list[int] = []
+    monkeypatch.setattr(tasks.make_thumbnail, "delay", lambda job_id: queued.append(job_id))
+    now = timezone.now()
+
+    def done_image(ago: dt.timedelta, **kw):
+        job = make_job(member, device, kind="image", state="done", **kw)
+        Job.objects.filter(pk=job.pk).update(finished_at=now - ago)
+        add_artifact(job, media, kind="image", name="image-1.png", mime="image/png", data=_png())
+        return job
+
+    lost = done_image(dt.timedelta(minutes=10))
+    just_done = done_image(dt.timedelta(seconds=20))
+    done_image(dt.timedelta(days=2))  # long ago: manage.py make_thumbnails is the way
+    had = done_image(dt.timedelta(minutes=10))
+    thumbnail_for_job(had)
+    make_job(member, device, kind="image", state="failed")
+
+    assert tasks.sweep_thumbnails() == 1
+    assert queued == [lost.pk]
+    tasks.make_thumbnail.run(lost.pk)  # the task itself, as the worker runs it
+    assert lost.artifacts.filter(kind="thumb").count() == 1
+    assert not just_done.artifacts.filter(kind="thumb").exists()
+    assert tasks.sweep_thumbnails() == 0
