@@ -228,10 +228,13 @@ def people_quota_context(viewer: Any) -> dict[str, Any]:
     defaults = quotas.household_limits()
     now = timezone.now()
     rows = []
-    for person in get_user_model().objects.order_by("-is_active", "username"):
-        own = quotas.overrides_of(person)
-        limits = quotas.limits_for(person)
-        use = quotas.usage_for(person, now=now)
+    people = list(get_user_model().objects.order_by("-is_active", "username"))
+    ids = [person.pk for person in people]
+    limits_of = quotas.limits_of_many(ids)
+    usage_of = quotas.usage_of_many(ids, now=now)
+    for person in people:
+        limits, own = limits_of[person.pk]
+        use = usage_of[person.pk]
         rows.append(
             {
                 "person": person,

@@ -319,3 +319,34 @@ def test_only_admins_set_limits(member_client, member):
     assert member_client.post("/usage/limits/", {"max_queued": "0"}).status_code == 403
     assert member_client.post(f"/usage/limits/{member.pk}/", {"max_queued": "99"}).status_code == 403
     assert quotas.household_limits() == quotas.Limits()
+
+
+def test_the_people_page_reads_everyones_quota_at_once_and_each_gets_their_own(
+    admin_client, admin_user, member, other_member, device, media
+):
+    """The quota section costs the same queries for 3 people as for 8, and the batched reads give each person
+    their own limits, queue and storage (not a neighbour's)."""
+    from django.contrib.auth import get_user_model
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    set_limits(admin_user, max_queued=5)
+    set_limits(admin_user, other_member, max_queued=9)
+    make_job(member, device, state="queued")
+    make_job(member, device, state="queued")
+    add_artifact(make_job(other_member, device, state="done"), media, name="a.mp4", data=b"x" * 2048)
+
+    def people_page() -> tuple[int, str]:
+        with CaptureQueriesContext(connection) as ctx:
+            text = admin_client.get("/accounts/people/").content.decode()
+        return len(ctx.captured_queries), text
+
+    few, text = people_page()
+    assert "2 of 5 jobs in the queue" in text and "0 of 9 jobs in the queue" in text
+    for i in range(5):
+        get_user_model().objects.create_user(username=f"extra{i}", password="pw-extra-12345")
+    many, _ = people_page()
+    assert many == few
+    usage = quotas.usage_of_many([member.pk, other_member.pk])
+    assert (usage[member.pk].queued, usage[member.pk].storage_bytes) == (2, 0)
+    assert (usage[other_member.pk].queued, usage[other_member.pk].storage_bytes) == (0, 2048)
