@@ -253,9 +253,12 @@ class PlanEntry:
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
 
 
-def _plan_jobs(device: Device) -> list[Job]:
-    """The waiting jobs in the order the scheduler will run them, with their stored predictions."""
-    return [job for job in queue_plan(device) if job.state in WAITING_STATES]
+def _plan_jobs(device: Device) -> tuple[Job | None, list[Job]]:
+    """The running job (``running_job``'s, from the same read) and the waiting jobs in the order the scheduler
+    will run them, with their stored predictions."""
+    plan = queue_plan(device)
+    running = next((job for job in plan if job.state in ACTIVE_STATES), None)  # the first by started_at
+    return running, [job for job in plan if job.state in WAITING_STATES]
 
 
 def summary_window(device: Device) -> dict[str, Any] | None:
@@ -302,8 +305,7 @@ def queue_context(
     push sends; with ``page`` that page of the queue page (``pager``), and with ``summary`` also the first
     ``PLAN_SHOWN`` as ``summary`` (the admins' folded copy of the dashboard's plan)."""
     now = now or timezone.now()
-    running = running_job(device)
-    jobs = _plan_jobs(device)
+    running, jobs = _plan_jobs(device)
     ends = [j.predicted_finish for j in jobs if j.predicted_finish] + (
         [running.predicted_finish] if running and running.predicted_finish else []
     )

@@ -89,7 +89,7 @@ def queue_plan(device: Any) -> list[Job]:
     for job in waiting:
         if job.owner_id in owners:  # (one deleted meanwhile takes its jobs with it: left to load lazily)
             job.owner = owners[job.owner_id]
-    snap = snapshot_for(device_id)
+    snap = snapshot_for(device_id, device=device if hasattr(device, "loaded_models") else None)
     order = []
     for job, why in order_with_reasons(snap, waiting):
         job.plan_reason = why  # shown in the plan: why it waits where it does
