@@ -225,3 +225,22 @@ def test_the_pages_plan_reads_the_same_order_and_reasons_as_the_full_plan(member
     ]
     assert ctx["entries"][0].job.pk == jobs[7].pk and ctx["waiting"] == len(full) == 10
     assert any(j.plan_reason.startswith("fair share") for j in full)
+
+
+def test_the_queue_pages_queries_do_not_grow_with_the_queue(viewer_client, member, other_member, device):
+    """The plan is read once per device (the order from a few columns, the entries drawn in one more query):
+    twelve waiting jobs cost the queries three do."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer_client.get("/jobs/queue/").status_code == 200
+        return len(ctx.captured_queries)
+
+    for owner in (member, other_member, member):
+        make_job(owner, device)
+    few = count()
+    for i in range(9):
+        make_job(other_member if i % 2 else member, device, prompt=f"fox {i}")
+    assert count() == few
