@@ -31,8 +31,8 @@ from django.utils import timezone
 
 from devices.capabilities import Capabilities
 from devices.models import Device
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobEvent, JobState
-from jobs.selectors import queue_plan, running_job
+from jobs.models import ACTIVE_STATES, Artifact, Job, JobEvent, JobState
+from jobs.selectors import PlanRow, plan_jobs, queue_plan_rows, running_job
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -253,9 +253,11 @@ class PlanEntry:
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
 
 
-def _plan_jobs(device: Device) -> list[Job]:
-    """The waiting jobs in the order the scheduler will run them, with their stored predictions."""
-    return [job for job in queue_plan(device) if job.state in WAITING_STATES]
+def _plan_jobs(device: Device) -> tuple[Job | None, list[PlanRow]]:
+    """The running job (``running_job``'s, from the same read) and the waiting jobs in the order the scheduler
+    will run them, with their stored predictions (``PlanRow``: the entries drawn are read in full)."""
+    active, rows = queue_plan_rows(device)
+    return (active[0] if active else None), rows  # the first by started_at
 
 
 def summary_window(device: Device) -> dict[str, Any] | None:
@@ -302,8 +304,7 @@ def queue_context(
     push sends; with ``page`` that page of the queue page (``pager``), and with ``summary`` also the first
     ``PLAN_SHOWN`` as ``summary`` (the admins' folded copy of the dashboard's plan)."""
     now = now or timezone.now()
-    running = running_job(device)
-    jobs = _plan_jobs(device)
+    running, jobs = _plan_jobs(device)
     ends = [j.predicted_finish for j in jobs if j.predicted_finish] + (
         [running.predicted_finish] if running and running.predicted_finish else []
     )
@@ -312,7 +313,9 @@ def queue_context(
 
     def entries(start: int, count: int) -> list[PlanEntry]:
         out = []
-        for i, job in enumerate(jobs[start : start + count], start=start + 1):
+        for i, job in enumerate(plan_jobs(jobs[start : start + count]), start=start + 1):
+            if job is None:  # deleted since the plan was read
+                continue
             label = job_title(job) if (job.shared or admin) else public_label(job)
             e = PlanEntry(job, label, job.predicted_start, job.predicted_finish, position=i)
             if total and e.start and e.finish:

@@ -480,7 +480,7 @@ RECENT_SHOWN = 8
 def dashboard_context(user: Any) -> dict[str, Any]:
     """Per device: card, gauges, sparkline, running job and plan; then the person's recent jobs.
 
-    About 7 queries per device plus 3; ``test_views_dashboard`` holds the budget.
+    About 6 queries per device plus 4; ``test_views_dashboard`` holds the budget.
     """
     from devices.live import fragment_context
     from devices.selectors import device_list_for

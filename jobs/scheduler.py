@@ -219,7 +219,11 @@ def order_with_reasons(
         loaded = {job.model_id}
     out += [(job, _later_reason(job, snap)) for job in later]
     paused = "paused by an admin" if snap.paused else ""
-    return [(job, paused or why or _ready_reason(job, i, out, snap)) for i, (job, why) in enumerate(out)]
+    most_after = _most_used_after(out, snap)
+    return [
+        (job, paused or why or _ready_reason(job, i, out, snap, most_after))
+        for i, (job, why) in enumerate(out)
+    ]
 
 
 def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
@@ -232,18 +236,37 @@ def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
     return "waits for the night window: by day it would unload a model someone else is using"
 
 
-def _ready_reason(job: Any, index: int, order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> str:
+def _ready_reason(
+    job: Any,
+    index: int,
+    order: Sequence[tuple[Any, str]],
+    snap: DeviceSnapshot,
+    most_after: Sequence[float] | None = None,
+) -> str:
     """Why a ready job is where the base order put it: an admin's move, or fair share against an older job."""
     if summary_blocked(job, snap):
         return "waits for the device's nightly upkeep to end: renders may not interrupt it"
     if job.priority > 0:
         return "moved up by an admin"
+    mine = snap.usage.get(job.owner_id, 0.0)
+    # Nobody after it has used more: no fair-share reason, without the scan (quadratic in the queue's length).
+    if mine >= (most_after[index] if most_after is not None else float("inf")):
+        return ""
     for other, _why in order[index + 1 :]:
         if other.priority == job.priority and other.created < job.created and other.owner_id != job.owner_id:
-            mine, theirs = snap.usage.get(job.owner_id, 0.0), snap.usage.get(other.owner_id, 0.0)
+            theirs = snap.usage.get(other.owner_id, 0.0)
             if mine < theirs:
                 return f"fair share: {_owner_name(other)} has used more this week"
     return ""
+
+
+def _most_used_after(order: Sequence[tuple[Any, str]], snap: DeviceSnapshot) -> list[float]:
+    """For each place in ``order``, the most device time any owner of a later job has used (-inf: none later)."""
+    out, most = [0.0] * len(order), float("-inf")
+    for i in range(len(order) - 1, -1, -1):
+        out[i] = most
+        most = max(most, snap.usage.get(order[i][0].owner_id, 0.0))
+    return out
 
 
 def _owner_name(job: Any) -> str:
@@ -264,15 +287,18 @@ class _Bypass:
 # -- snapshot from the database --------------------------------------------------------------------------------
 
 
-def snapshot_for(device_id: int, *, now: dt.datetime | None = None) -> DeviceSnapshot:
+def snapshot_for(
+    device_id: int, *, now: dt.datetime | None = None, device: Device | None = None
+) -> DeviceSnapshot:
+    """The device's scheduling facts now; ``device``: its row as the caller just read it (saves reading it again)."""
     from django.db.models import Sum
     from django.utils import timezone
 
-    from devices.models import Device
     from jobs.models import Job
 
     now = now or timezone.now()
-    device = Device.objects.get(pk=device_id)
+    if device is None or device.pk != device_id:
+        device = Device.objects.get(pk=device_id)
     loaded = {str(m.get("model_id")) for m in device.loaded_models or [] if m.get("model_id")}
     hub = set(device.hub_loaded_models or [])
     costs = {}

@@ -17,10 +17,11 @@ would, without the element: there is no instant to move to another zone.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 
 from django import template
 from django.template.defaultfilters import date as date_filter
-from django.utils import timezone
+from django.utils import timezone, translation
 from django.utils.html import format_html
 
 register = template.Library()
@@ -31,18 +32,25 @@ def iso_utc(value: dt.datetime, *, seconds: bool) -> str:
     return at.strftime("%Y-%m-%dT%H:%M:%SZ" if seconds else "%Y-%m-%dT%H:%MZ")
 
 
-@register.filter(is_safe=True, expects_localtime=True)
+@register.filter(is_safe=True)  # (no expects_localtime: an aware value is moved to the zone in _when, once)
 def when(value, fmt: str = "H:i"):
     """``value`` in ``fmt`` (Django's date format letters; localtime.js knows D j d M Y H i s)."""
     if value in (None, ""):
         return ""
     if not isinstance(value, dt.datetime) or timezone.is_naive(value):
         return date_filter(value, fmt)
-    local = timezone.localtime(value)
+    return _when(value, str(fmt), timezone.get_current_timezone(), translation.get_language())
+
+
+@functools.lru_cache(maxsize=4096)
+def _when(value: dt.datetime, fmt: str, zone: dt.tzinfo, language: str | None) -> str:
+    """The element for one instant, format, zone and language: a pure function of them, so it is kept (a plan's
+    times are the same on every load until it is replanned; drawing each was a quarter of the queue page)."""
+    local = timezone.localtime(value, zone)
     return format_html(
         '<time datetime="{}" data-fmt="{}" data-tz="{}">{}</time>',
         iso_utc(local, seconds="s" in fmt),
         fmt,
-        timezone.get_current_timezone_name(),
+        timezone.get_current_timezone_name(),  # ``zone``'s: it is the active one
         date_filter(local, fmt),
     )

@@ -140,3 +140,21 @@ def test_the_plan_says_why_each_job_waits_or_jumps():
     assert fair[0][0].pk == 2 and fair[0][1].startswith("fair share:")
     assert order_with_reasons(snap(paused=True), [J(1)])[0][1] == "paused by an admin"
     assert order_with_reasons(snap(), [J(1, priority=2)])[0][1] == "moved up by an admin"
+
+
+def test_the_fair_share_reasons_are_those_of_the_full_scan_on_a_long_mixed_queue():
+    """The reasons skip the scan for a job nobody later in the queue out-uses (it was quadratic in the queue):
+    every reason is still the one comparing each job with every later one gives."""
+    import random
+
+    from jobs import scheduler
+
+    rng = random.Random(5)
+    usage = {owner: float(rng.choice([0, 60, 600, 3600])) for owner in range(1, 7)}
+    jobs = [J(i, owner_id=rng.randint(1, 6), priority=rng.choice([0, 0, 0, 1])) for i in range(1, 160)]
+    s = snap(usage=usage)
+    rows = scheduler.order_with_reasons(s, jobs)
+    plain = [(job, "") for job, _why in rows]
+    full = [scheduler._ready_reason(job, i, plain, s) for i, (job, _why) in enumerate(plain)]  # no shortcut
+    assert [why for _job, why in rows] == full
+    assert sum(why.startswith("fair share:") for why in full) > 10  # the case is exercised

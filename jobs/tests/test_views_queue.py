@@ -197,3 +197,50 @@ def test_the_lists_answer_follows_the_same_rules_as_the_page(viewer_client, admi
     assert "Video by mia" in theirs and "private fox" not in theirs
     assert "private fox" in admin_client.get(path, **htmx).content.decode()
     assert Client().get(path, **htmx).status_code == 302  # signed out: the sign-in page, nothing else
+
+
+def test_the_pages_plan_reads_the_same_order_and_reasons_as_the_full_plan(member, other_member, device):
+    """The pages order the waiting jobs from a few columns each (``queue_plan_rows``) and read in full only the
+    entries they draw: the same order, reasons and predictions as ``queue_plan``."""
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from jobs.fragments import queue_context
+    from jobs.models import Job
+    from jobs.selectors import queue_plan
+
+    jobs = [make_job(owner, device, prompt=f"job {i}") for i, owner in enumerate([member, other_member] * 5)]
+    # The member has used the device this week: fair share moves their jobs back.
+    done = make_job(member, device, prompt="done")
+    Job.objects.filter(pk=done.pk).update(state="done", device_seconds=600, finished_at=timezone.now())
+    Job.objects.filter(pk=jobs[3].pk).update(
+        when="not_before", not_before=timezone.now() + dt.timedelta(hours=2)
+    )
+    Job.objects.filter(pk=jobs[7].pk).update(priority=3)
+    full = queue_plan(device)
+    ctx = queue_context(device, page=1)
+    assert [(e.job.pk, e.job.plan_reason, e.finish) for e in ctx["entries"]] == [
+        (j.pk, j.plan_reason, j.predicted_finish) for j in full
+    ]
+    assert ctx["entries"][0].job.pk == jobs[7].pk and ctx["waiting"] == len(full) == 10
+    assert any(j.plan_reason.startswith("fair share") for j in full)
+
+
+def test_the_queue_pages_queries_do_not_grow_with_the_queue(viewer_client, member, other_member, device):
+    """The plan is read once per device (the order from a few columns, the entries drawn in one more query):
+    twelve waiting jobs cost the queries three do."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def count() -> int:
+        with CaptureQueriesContext(connection) as ctx:
+            assert viewer_client.get("/jobs/queue/").status_code == 200
+        return len(ctx.captured_queries)
+
+    for owner in (member, other_member, member):
+        make_job(owner, device)
+    few = count()
+    for i in range(9):
+        make_job(other_member if i % 2 else member, device, prompt=f"fox {i}")
+    assert count() == few
