@@ -528,6 +528,7 @@ NEAR_SHARE = 0.4
 SURE_NEAR_SHARE = 0.6
 SURE_FAR_SHARE = 1.0
 OWN_RATE_SURE_AT = 0.25
+SURE_UNTIL_LEFT = 0.05
 #: The job's own progress rate is trusted once this share of the render (or stage) is done: the first percent
 #: comes after the device's own start-up and says little.
 OWN_RATE_FROM = 0.05
@@ -599,7 +600,9 @@ def _interval_for(job: Job, runner, *, stalls: int) -> float:
     own, history, elapsed, (done, trusted) = _progress_and_history(job, runner, _now())
     start = min(base, 2 * floor * 1.5**stalls)
     sure = own is not None and done >= OWN_RATE_SURE_AT
-    share = SURE_NEAR_SHARE if sure else NEAR_SHARE
+    # Its own rate knows the end to about a percent of the render (whole-percent progress): in the last few
+    # percent the time left is mostly that uncertainty, and the closer rule sees the end sooner.
+    share = SURE_NEAR_SHARE if sure and own > SURE_UNTIL_LEFT * elapsed / done else NEAR_SHARE
     near = [max(floor, share * left) for left in (own, history) if left is not None]
     # Never wait longer than half the time the render has run so far: an end far earlier than expected is seen
     # within 1.5 times its time (twice, once its own progress is sure; with a trusted history and no progress

@@ -133,7 +133,7 @@ class TiinyClient(HttpDevice):
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         poll_interval: float = 3.0,
         load_grace_s: float = 10.0,
-        load_poll_max_s: float = 2.0,
+        load_poll_max_s: float = 20.0,
     ) -> None:
         super().__init__(
             base_url,
@@ -160,7 +160,7 @@ class TiinyClient(HttpDevice):
         # How often to look at `running` while a model loads, and the wait after it (xh2a / 502 window).
         kw.setdefault("poll_interval", settings.JOBS_DEVICE_POLL_S)
         kw.setdefault("load_grace_s", settings.JOBS_LOAD_GRACE_S)
-        kw.setdefault("load_poll_max_s", settings.JOBS_POLL_INTERVAL_S)
+        kw.setdefault("load_poll_max_s", settings.JOBS_POLL_MAX_S)
         return cls(device.base_url, device.api_key or "", **kw)
 
     # -- error mapping -----------------------------------------------------------------------------------
