@@ -331,7 +331,8 @@ def _note_full(device_id: int) -> None:
 
 
 def _reading_for(client: TiinyClient | TensorSharpClient, device: Device | None = None) -> Reading:
-    """One request per tick (``sys/status``), a second only when the loaded models may have changed."""
+    """One request per tick (Tiiny: ``sys/status``, a second only when the loaded models may have changed;
+    TensorSharp: ``/api/models``)."""
     if isinstance(client, TiinyClient):
         if device is None:
             return client.reading()
@@ -340,8 +341,7 @@ def _reading_for(client: TiinyClient | TensorSharpClient, device: Device | None 
             reading = client.with_units(reading)
             _note_full(device.pk)
         return reading
-    client.health()
-    models = client.models()
+    models = client.models()  # answering at all is the liveness /health would prove: one request per tick
     loaded = models.get("loaded")
     return Reading(models=[{"model_id": loaded, "npu_usage": None, "status": "running"}] if loaded else [])
 

@@ -237,3 +237,27 @@ def test_the_expected_load_time_is_the_learned_one_else_the_devices_own(device):
     device_note_load_seconds(device.pk, MODEL, 1.5)
     assert device_load_seconds(device)[MODEL] == pytest.approx(0.3 * 1.5 + 0.7 * 0.5)
     assert client_for(device).load_seconds[MODEL] == pytest.approx(0.8)
+
+
+def test_a_tensorsharp_tick_is_one_request():
+    from devices.clients import TensorSharpClient
+    from devices.services import device_refresh
+
+    d = Device.objects.create(
+        name="ts",
+        kind="tensorsharp",
+        base_url="http://ts.local",
+        state=Device.State.ONLINE,
+        capabilities={"kind": "tensorsharp"},
+        capabilities_at=timezone.now(),
+        loaded_models=[{"model_id": "m.gguf", "npu_usage": None, "status": "running"}],
+    )
+    sent: list[str] = []
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        return httpx.Response(200, json={"models": ["m.gguf"], "loaded": "m.gguf"})
+
+    client = TensorSharpClient("http://ts.local", transport=httpx.MockTransport(handler))
+    assert device_refresh(device_id=d.pk, client=client) == Device.State.ONLINE
+    assert sent == ["/api/models"]  # was /health and /api/models
