@@ -69,13 +69,20 @@ def test_it_notices_the_end_of_a_render_within_a_fraction_of_a_second(rhythm_eng
 def test_a_watched_render_costs_the_device_at_most_one_request_a_second(rhythm_engine, tiiny, pocket, member):
     """Issue 13: from submit to done, its model load included, with someone watching the device (the status
     tick every 2 s). Requests are counted against the render's own length (device time / speed), not timed."""
+    import time
+
     from devices.emulator.catalog import video_render_seconds
+    from devices.models import Device
     from hub import live
+    from hub.testing import wait_for
 
     tiiny.set_quirks("none")
     speed = 10.0
     tiiny.set_speed(speed)  # 420 device-seconds: 42 s here
     live.mark_watched(f"device:{pocket.pk}")
+    # Someone has been watching: the poller has read the device (a first contact also refreshes what it can do).
+    wait_for(lambda: Device.objects.get(pk=pocket.pk).reading_at is not None, timeout=20, what="a first reading")
+    time.sleep(2.5)
     before = dict(tiiny.counters()["requests"])
     job = video(member, pocket)
     wait_job(job, timeout=120, engine=rhythm_engine)
