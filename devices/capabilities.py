@@ -53,6 +53,8 @@ class ModelCap:
     npu_usage: int | None = None
     loaded: bool = False
     status: str = ""
+    #: seconds from launch to running, as the device's model list says (``load_time``); None when it doesn't
+    load_s: float | None = None
 
 
 @dataclass

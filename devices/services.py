@@ -234,8 +234,14 @@ def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
 
 
 def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
-    """A job runs on the device until ``until``: poll it at the fast rate (renew while working)."""
-    Device.objects.filter(pk=device_id).update(active_until=until, next_poll_at=None)
+    """A job runs on the device until ``until`` (renewed while it works). The poller's next look moves to the next
+    beat only when the device was not active yet: a renewal at every render poll must not turn the busy rhythm
+    into a read per beat."""
+    now = timezone.now()
+    Device.objects.filter(pk=device_id).filter(Q(active_until__isnull=True) | Q(active_until__lte=now)).update(
+        active_until=until, next_poll_at=None
+    )
+    Device.objects.filter(pk=device_id, active_until__gt=now).update(active_until=until)
 
 
 def device_set_queue_paused(*, device_id: int, paused: bool) -> None:
@@ -325,7 +331,8 @@ def _note_full(device_id: int) -> None:
 
 
 def _reading_for(client: TiinyClient | TensorSharpClient, device: Device | None = None) -> Reading:
-    """One request per tick (``sys/status``), a second only when the loaded models may have changed."""
+    """One request per tick (Tiiny: ``sys/status``, a second only when the loaded models may have changed;
+    TensorSharp: ``/api/models``)."""
     if isinstance(client, TiinyClient):
         if device is None:
             return client.reading()
@@ -334,8 +341,7 @@ def _reading_for(client: TiinyClient | TensorSharpClient, device: Device | None 
             reading = client.with_units(reading)
             _note_full(device.pk)
         return reading
-    client.health()
-    models = client.models()
+    models = client.models()  # answering at all is the liveness /health would prove: one request per tick
     loaded = models.get("loaded")
     return Reading(models=[{"model_id": loaded, "npu_usage": None, "status": "running"}] if loaded else [])
 
@@ -359,7 +365,7 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
     """
     device = Device.objects.get(pk=device_id)
     try:
-        client = client or client_for(device)
+        client = client or client_for(device, note_asked=False)
     except KeyUnreadable as exc:  # the secret was rotated without keeping the old one as a fallback
         device_set_state(device_id=device_id, state=Device.State.AUTH_FAILED, message=str(exc), fix=FIX_AUTH)
         return Device.State.AUTH_FAILED
@@ -451,6 +457,99 @@ def device_poll_interval(*, device: Device, watched: bool, now: dt.datetime) -> 
     if watched or (busy and device.state != Device.State.ONLINE):
         return POLL_FAST
     return POLL_BUSY if busy else POLL_SLOW
+
+
+#: The watched tick (``POLL_FAST``) is optional; the job's own requests are not. The tick gives way when the job
+#: asked the device within ``YIELD_WINDOW`` or will within it (its next poll is due), so the two never add up:
+#: a render polled densely near its end costs its polls and no ticks. The gauges are still read at least every
+#: ``POLL_BUSY`` (they may then lag by up to that while a render is polled densely; the card says when they
+#: were read).
+YIELD_WINDOW = POLL_FAST
+
+
+def _asked_key(device_id: int) -> str:
+    return f"devices:asked:{device_id}"
+
+
+def device_note_asked(device_id: int) -> None:
+    """The job path just sent a request to the device (``devices.clients``' hook; never raises)."""
+    from django.core.cache import cache
+
+    try:
+        cache.set(_asked_key(device_id), timezone.now().timestamp(), timeout=600)
+    except Exception:  # noqa: BLE001 - no cache: the tick just does not give way
+        pass
+
+
+def device_asked_at(device_id: int) -> dt.datetime | None:
+    from django.core.cache import cache
+
+    try:
+        at = cache.get(_asked_key(device_id))
+    except Exception:  # noqa: BLE001
+        return None
+    return dt.datetime.fromtimestamp(float(at), tz=dt.timezone.utc) if at is not None else None
+
+
+def device_tick_yields(*, device: Device, now: dt.datetime) -> bool:
+    """Should this status tick give way to the job's own requests (see ``YIELD_WINDOW``)?
+
+    Never while the device is not known to be online (the tick is what notices it back), nor when the last
+    reading is ``POLL_BUSY`` old.
+    """
+    from jobs.models import JobState
+
+    if device.state != Device.State.ONLINE or device.reading_at is None:
+        return False
+    if now - device.reading_at >= POLL_BUSY:
+        return False
+    asked = device_asked_at(device.pk)
+    if asked is not None and now - asked < YIELD_WINDOW:
+        return True
+    return device.jobs.filter(
+        state__in=(JobState.SUBMITTED, JobState.RUNNING),
+        next_poll_at__lte=now + YIELD_WINDOW,
+        next_poll_at__gte=now - YIELD_WINDOW,
+    ).exists()
+
+
+#: Weight of the newest load in a model's learned load time (an EWMA, like the render history's)
+LOAD_EWMA_ALPHA = 0.3
+
+
+def _load_key(device_id: int, model_id: str) -> str:
+    return f"devices:load-s:{device_id}:{model_id}"
+
+
+def device_note_load_seconds(device_id: int, model_id: str, seconds: float) -> None:
+    """A load the hub launched took ``seconds`` (launch to running): fold it into the model's learned time."""
+    from django.core.cache import cache
+
+    key = _load_key(device_id, model_id)
+    try:
+        old = cache.get(key)
+        new = seconds if old is None else LOAD_EWMA_ALPHA * seconds + (1 - LOAD_EWMA_ALPHA) * float(old)
+        cache.set(key, new, timeout=30 * 24 * 3600)
+    except Exception:  # noqa: BLE001 - a hint only: the next load then goes by the device's load_time
+        pass
+
+
+def device_load_seconds(device: Device) -> dict[str, float]:
+    """Model id -> expected load seconds: what the hub learned, else the ``load_time`` the device lists."""
+    from django.core.cache import cache
+
+    expected = {
+        m["id"]: float(m["load_s"])
+        for m in (device.capabilities or {}).get("models", [])
+        if isinstance(m, dict) and m.get("id") and m.get("load_s")
+    }
+    try:
+        learned = cache.get_many([_load_key(device.pk, m) for m in expected]) if expected else {}
+    except Exception:  # noqa: BLE001
+        learned = {}
+    prefix = _load_key(device.pk, "")
+    expected.update({k[len(prefix) :]: float(v) for k, v in learned.items()})
+    return expected
 
 
 def device_claim_enqueue(*, device: Device, interval: dt.timedelta, now: dt.datetime) -> bool:

@@ -14,12 +14,12 @@ logger = logging.getLogger("devices")
 def poll_all() -> int:
     """Every 2 s (beat): enqueue ``poll_device`` for each device that is due. Returns how many."""
     from devices.models import Device
-    from devices.services import device_claim_enqueue, device_poll_interval
+    from devices.services import device_claim_enqueue, device_poll_interval, device_tick_yields
     from hub.live import is_watched
 
     now = timezone.now()
     enqueued = 0
-    for device in Device.objects.only("pk", "next_poll_at", "active_until", "state"):
+    for device in Device.objects.only("pk", "next_poll_at", "active_until", "state", "reading_at"):
         watched = is_watched(f"device:{device.pk}")
         interval = device_poll_interval(device=device, watched=watched, now=now)
         # Due when its time has come, or when it sits on the slow schedule but someone started watching.
@@ -28,6 +28,8 @@ def poll_all() -> int:
             or device.next_poll_at <= now
             or (device.next_poll_at - now > interval)
         )
+        if due and watched and device_tick_yields(device=device, now=now):
+            continue  # the job's own requests come now: look again at the next beat (still due then)
         if due and device_claim_enqueue(device=device, interval=interval, now=now):
             # Expires: a poll that waited longer than a slow interval in a backed-up queue is worthless.
             poll_device.apply_async((device.pk,), expires=30)

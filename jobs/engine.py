@@ -522,9 +522,21 @@ def _claim_poll(job_id: int, ticket: int) -> bool:
 #: polls are rare, near it they come every ``JOBS_POLL_MIN_S``; an estimate up to 1/share too long still sees
 #: the end within one fast poll.
 NEAR_SHARE = 0.4
+#: ... and this share once the job's own progress has covered ``OWN_RATE_SURE_AT`` of the render (or stage): its
+#: own rate then says when it ends to within a few percent, and the last stretch takes fewer polls. From then on
+#: the far rule allows waiting as long as the render has run (``SURE_FAR_SHARE``), not half of it.
+SURE_NEAR_SHARE = 0.6
+SURE_FAR_SHARE = 1.0
+OWN_RATE_SURE_AT = 0.25
+SURE_UNTIL_LEFT = 0.05
 #: The job's own progress rate is trusted once this share of the render (or stage) is done: the first percent
 #: comes after the device's own start-up and says little.
 OWN_RATE_FROM = 0.05
+#: A shape's history is trusted to say how long a render (or stage) at least lasts once it has this many samples:
+#: until the job's own progress shows, it is then polled every ``START_SHARE`` of that time at the most often
+#: (not from the first fraction of a second: a render its history says lasts minutes is not over after 0.3 s).
+TRUSTED_SAMPLES = 2
+START_SHARE = 0.05
 
 
 def _stored_remote_data(job: Job) -> dict[str, Any]:
@@ -536,6 +548,15 @@ def _time_left(job: Job, runner, now: dt.datetime) -> tuple[float | None, float 
     """Seconds until the render (or, for a multi-stage job, the current stage) should end: (from the job's own
     progress since it was sent, from its shape's history through ``jobs.eta``; None where nothing says), and
     the seconds since it was sent."""
+    own, history, elapsed, _ = _progress_and_history(job, runner, now)
+    return own, history, elapsed
+
+
+def _progress_and_history(
+    job: Job, runner, now: dt.datetime
+) -> tuple[float | None, float | None, float, tuple[float, float | None]]:
+    """``_time_left`` plus (the share of the render or stage done, how long its trusted history says the whole
+    render or stage takes: None below ``TRUSTED_SAMPLES``)."""
     from jobs.eta import remaining_seconds, shape_of
     from jobs.models import RenderStat
 
@@ -546,13 +567,13 @@ def _time_left(job: Job, runner, now: dt.datetime) -> tuple[float | None, float 
     own = elapsed * (1.0 - done) / done if done >= OWN_RATE_FROM and elapsed > 0 else None
     history = None
     shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
-    learned = (
+    learned, samples = (
         RenderStat.objects.filter(
             device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape, samples__gt=0
         )
-        .values_list("mean_s", flat=True)
+        .values_list("mean_s", "samples")
         .first()
-    )
+    ) or (None, 0)
     if learned:
         # The shape's history as it is now (the job's own estimate was fixed when it was queued).
         if share >= 1.0:
@@ -560,7 +581,8 @@ def _time_left(job: Job, runner, now: dt.datetime) -> tuple[float | None, float 
             history = remaining_seconds(seen, now=now)
         else:
             history = learned * share * (1.0 - done)
-    return own, history, elapsed
+    trusted = learned * min(share, 1.0) if learned and samples >= TRUSTED_SAMPLES else None
+    return own, history, elapsed, (done, trusted)
 
 
 def _first_interval(job: Job, runner) -> float:
@@ -575,13 +597,22 @@ def _interval_for(job: Job, runner, *, stalls: int) -> float:
     to push the first polls out."""
     floor = min(settings.JOBS_POLL_MIN_S, settings.JOBS_POLL_INTERVAL_S)
     base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
-    own, history, elapsed = _time_left(job, runner, _now())
+    own, history, elapsed, (done, trusted) = _progress_and_history(job, runner, _now())
     start = min(base, 2 * floor * 1.5**stalls)
-    near = [max(floor, NEAR_SHARE * left) for left in (own, history) if left is not None]
+    sure = own is not None and done >= OWN_RATE_SURE_AT
+    # Its own rate knows the end to about a percent of the render (whole-percent progress): in the last few
+    # percent the time left is mostly that uncertainty, and the closer rule sees the end sooner.
+    share = SURE_NEAR_SHARE if sure and own > SURE_UNTIL_LEFT * elapsed / done else NEAR_SHARE
+    near = [max(floor, share * left) for left in (own, history) if left is not None]
     # Never wait longer than half the time the render has run so far: an end far earlier than expected is seen
-    # within 1.5 times its time, whatever the estimates say.
-    far = min(cap, max(floor, 0.5 * elapsed))
-    if own is None:
+    # within 1.5 times its time (twice, once its own progress is sure; with a trusted history and no progress
+    # yet, within START_SHARE of what that says), whatever the estimates say.
+    far = min(cap, max(floor, (SURE_FAR_SHARE if sure else 0.5) * elapsed))
+    if own is None and trusted:
+        return min([min(cap, max(far, START_SHARE * trusted - elapsed)), *near])
+    if own is None and done <= 0:
+        # Nothing is known yet: start fast (a short stage may be over already). Once its progress moves, the
+        # render is under way and the far rule alone paces the polls until its own rate can be trusted.
         return min([start, far, *near])
     return min([far, *near])
 

@@ -152,8 +152,14 @@ class HttpDevice:
         # Relative to base_url (which may carry a path prefix behind a reverse proxy).
         return path.lstrip("/")
 
+    #: Called before every request sent (``devices.clients.client_for`` sets it for the job path: the metric
+    #: poller's optional tick gives way to the job's own requests). Must not raise.
+    on_request: Callable[[], None] | None = None
+
     def request(self, method: str, path: str, *, read: float, **kw: Any) -> httpx.Response:
         """One request with redirects handled by hand; raises typed errors for transport failures only."""
+        if self.on_request is not None:
+            self.on_request()
         timeout = self.timeouts.of(read)
         url: str = self._url(path)
         for _ in range(MAX_REDIRECTS + 1):
@@ -186,6 +192,8 @@ class HttpDevice:
     @contextmanager
     def stream(self, method: str, path: str, *, read: float, **kw: Any) -> Iterator[httpx.Response]:
         """Streaming request (downloads, SSE). No redirects are followed on streams."""
+        if self.on_request is not None:
+            self.on_request()
         try:
             with self._http.stream(method, self._url(path), timeout=self.timeouts.of(read), **kw) as resp:
                 if resp.status_code in (301, 302, 303, 307, 308):

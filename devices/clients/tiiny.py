@@ -47,6 +47,10 @@ logger = logging.getLogger("devices.clients.tiiny")
 T = TypeVar("T")
 
 BUSY_CODE = 150004
+#: While a model loads, read ``running`` when this share of the time left to its expected end has passed
+LOAD_NEAR_SHARE = 0.4
+#: ... and, past that end or with no expectation, this often (the end of a load is noticed within it)
+LOAD_LATE_S = 0.5
 
 
 def mid(model_id: str) -> str:
@@ -129,6 +133,7 @@ class TiinyClient(HttpDevice):
         timeouts: Timeouts = DEFAULT_TIMEOUTS,
         poll_interval: float = 3.0,
         load_grace_s: float = 10.0,
+        load_poll_max_s: float = 20.0,
     ) -> None:
         super().__init__(
             base_url,
@@ -139,8 +144,14 @@ class TiinyClient(HttpDevice):
         )
         self.clock = clock
         self.sleep = sleep or clock.sleep
-        #: real seconds between two polls of ``running`` while a model loads
+        #: real seconds between two polls of ``running`` near the expected end of a load (the shortest wait)
         self.poll_interval = poll_interval
+        #: ... and at most this far from it (``_load_wait``)
+        self.load_poll_max_s = max(poll_interval, load_poll_max_s)
+        #: model id -> seconds a load is expected to take (the hub's learned times, else the device's load_time)
+        self.load_seconds: dict[str, float] = {}
+        #: called with (model id, seconds from launch to running) after a load this client launched
+        self.on_loaded: Callable[[str, float], None] | None = None
         #: real seconds to wait after a load before the first use, and between first-use retries
         self.load_grace_s = load_grace_s
 
@@ -149,6 +160,7 @@ class TiinyClient(HttpDevice):
         # How often to look at `running` while a model loads, and the wait after it (xh2a / 502 window).
         kw.setdefault("poll_interval", settings.JOBS_DEVICE_POLL_S)
         kw.setdefault("load_grace_s", settings.JOBS_LOAD_GRACE_S)
+        kw.setdefault("load_poll_max_s", settings.JOBS_POLL_MAX_S)
         return cls(device.base_url, device.api_key or "", **kw)
 
     # -- error mapping -----------------------------------------------------------------------------------
@@ -430,10 +442,11 @@ class TiinyClient(HttpDevice):
         4. ``polite=True``: if a model to evict is not in ``hub_models`` (someone else loaded it), raise
            ``PoliteRefusal`` before touching anything.
         5. Launch; a 409 ``cleanup_failed`` is retried (the device says so).
-        6. Read ``running`` every ``poll_interval`` (short: the end of a load is noticed within it; the
-           reference's launch stream is only seen in the vendor app, frame shape unknown, so it is not used)
-           until the model is there or ``deadline_s`` passes. If the model drops out of ``pending`` without
-           becoming running (a silently rolled-back load), unload everything and launch once more.
+        6. Read ``running`` until the model is there or ``deadline_s`` passes: sparse far from the load's
+           expected end, every ``poll_interval`` near it (``_load_wait``; the reference's launch stream is only
+           seen in the vendor app, frame shape unknown, so it is not used). If the model drops out of
+           ``pending`` without becoming running (a silently rolled-back load), unload everything and launch once
+           more.
         7. ``settle``: wait out the documented readiness window (``load_grace_s``, "xh2a … wait ~10 s") counted
            from the moment the model became ready, not from when it was noticed. Without ``settle`` the caller
            sends at once and retries within the window (``LoadResult.ready_at`` says when it started).
@@ -452,12 +465,18 @@ class TiinyClient(HttpDevice):
             result.launch_attempts = self._launch_with_retry(model_id, launch_attempts, sleep)
         relaunched = False
         slept = 0.0
-        last_pending = self.clock.monotonic()
+        launched = last_pending = self.clock.monotonic()
+        if result.launch_attempts:
+            # A load is never over the moment it was launched: the first read waits a poll (one request less).
+            sleep(self.poll_interval)
+            slept += self.poll_interval
         while True:
             state = self.running()
             seen = self.clock.monotonic()
             if model_id in state.running:
                 result.ready_at = (last_pending + seen) / 2
+                if result.launch_attempts and self.on_loaded is not None:
+                    self.on_loaded(model_id, max(0.0, result.ready_at - launched))
                 break
             last_pending = seen
             if model_id not in state.pending and result.launch_attempts and slept > 0:
@@ -472,11 +491,13 @@ class TiinyClient(HttpDevice):
                 self.unload_all()
                 result.evicted += [m for m in others if m not in result.evicted]
                 result.launch_attempts += self._launch_with_retry(model_id, launch_attempts, sleep)
+                launched = self.clock.monotonic()
             waited = max(slept, self.clock.monotonic() - started)
             if waited >= deadline_s:
                 raise errors.LoadTimeout(detail=f"{model_id} not running after {waited:.0f}s")
-            sleep(self.poll_interval)
-            slept += self.poll_interval
+            wait = self._load_wait(model_id, max(0.0, self.clock.monotonic() - launched))
+            sleep(wait)
+            slept += wait
         result.waited_s = max(slept, self.clock.monotonic() - started)
         result.state = state
         if settle and self.load_grace_s:
@@ -484,6 +505,20 @@ class TiinyClient(HttpDevice):
             if left > 0:
                 sleep(left)
         return result
+
+    def _load_wait(self, model_id: str, elapsed: float) -> float:
+        """The wait before the next read of ``running``, ``elapsed`` seconds after the launch: the render rule
+        (``jobs.engine``) for a load. Never longer than half the time the load has taken so far (an end far
+        earlier than expected is seen within 1.5 times its time), ``LOAD_NEAR_SHARE`` of the time left to the
+        expected end (every ``poll_interval`` near it), at most ``load_poll_max_s``. Past the expected end, or
+        with no expectation, every ``LOAD_LATE_S``: the end is then still noticed within it."""
+        expected = self.load_seconds.get(model_id)
+        wait = 0.5 * elapsed
+        if expected and expected > elapsed:
+            wait = min(wait, LOAD_NEAR_SHARE * (expected - elapsed))
+        else:
+            wait = min(wait, LOAD_LATE_S)
+        return max(self.poll_interval, min(wait, self.load_poll_max_s))
 
     def _make_room(
         self, model_id: str, state: RunningModels, *, polite: bool, hub: set[str], foreign_models_ok: bool
@@ -568,6 +603,7 @@ class TiinyClient(HttpDevice):
                     npu_usage=int(usage) if usage is not None else costs.get(r["id"]),
                     loaded=loaded,
                     status="running" if loaded else str(r.get("status") or ""),
+                    load_s=_num(r.get("load_time")),
                 )
             )
         for m in caps.models_of_kind("video"):

@@ -66,6 +66,32 @@ def test_it_notices_the_end_of_a_render_within_a_fraction_of_a_second(rhythm_eng
     assert -0.1 < noticed - ended < 0.75, f"noticed {noticed - ended:.2f} s after the render ended"
 
 
+def test_a_watched_render_costs_the_device_at_most_one_request_a_second(rhythm_engine, tiiny, pocket, member):
+    """Issue 13: from submit to done, its model load included, with someone watching the device (the status
+    tick every 2 s). Requests are counted against the render's own length (device time / speed), not timed."""
+    import time
+
+    from devices.emulator.catalog import video_render_seconds
+    from devices.models import Device
+    from hub import live
+    from hub.testing import wait_for
+
+    tiiny.set_quirks("none")
+    speed = 10.0
+    tiiny.set_speed(speed)  # 420 device-seconds: 42 s here
+    live.mark_watched(f"device:{pocket.pk}")
+    # Someone has been watching: the poller has read the device (a first contact also refreshes what it can do).
+    wait_for(lambda: Device.objects.get(pk=pocket.pk).reading_at is not None, timeout=20, what="a first reading")
+    time.sleep(2.5)
+    before = dict(tiiny.counters()["requests"])
+    job = video(member, pocket)
+    wait_job(job, timeout=120, engine=rhythm_engine)
+    sent = {k: v - before.get(k, 0) for k, v in tiiny.counters()["requests"].items() if v > before.get(k, 0)}
+    render_s = video_render_seconds(832, 480, 2, 4) / speed
+    assert sum(sent.values()) <= render_s, sent
+    assert sent["POST /api/v1/models/{id}/launch"] == 1  # the load was part of it
+
+
 def test_a_short_3d_stage_is_not_left_waiting_for_a_full_poll(rhythm_engine, tiiny, pocket, member):
     from django.core.files.uploadedfile import SimpleUploadedFile
 

@@ -1,0 +1,113 @@
+"""How often a render is polled (``jobs.engine._interval_for``), on a fake clock: sparse far from its end, fast
+near it, so its end is seen within a fraction of a second for a handful of requests (issue 13)."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import pytest
+from django.utils import timezone
+
+from jobs import engine
+from jobs.models import Job, RenderStat
+
+pytestmark = pytest.mark.django_db
+VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"
+PARAMS = {"prompt": "fox", "size": "832x480", "seconds": 2, "steps": 4}
+NO_STAGES = SimpleNamespace()
+
+
+@pytest.fixture(autouse=True)
+def production_rhythm(settings):
+    settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S, settings.JOBS_POLL_MIN_S = 2.0, 20.0, 0.15
+
+
+@pytest.fixture
+def job(pocket, member):
+    return Job.objects.select_related("device").get(
+        pk=Job.objects.create(
+            owner=member,
+            device=pocket,
+            kind="video",
+            model_id=VIDEO,
+            params=PARAMS,
+            state="running",
+            submit_started_at=timezone.now(),
+        ).pk
+    )
+
+
+@pytest.fixture
+def clock(monkeypatch, job):
+    t0 = job.submit_started_at
+    now = {"t": 0.0}
+    monkeypatch.setattr(engine, "_now", lambda: t0 + dt.timedelta(seconds=now["t"]))
+    return now
+
+
+def history(job, mean_s: float, samples: int) -> None:
+    from jobs.eta import shape_of
+
+    RenderStat.objects.create(
+        device=job.device,
+        kind="video",
+        model_id=VIDEO,
+        shape=shape_of("video", VIDEO, PARAMS, "tiiny"),
+        samples=samples,
+        mean_s=mean_s,
+    )
+
+
+def render(job, clock, length: float, *, startup: float = 0.5, tail: float = 0.0) -> tuple[int, float]:
+    """Poll a render of ``length`` s (whole-percent progress after ``startup`` s, then ``tail`` s at 99 %) by the
+    engine's rule until it is seen done: (polls, seconds between its end and the poll that saw it)."""
+    end = startup + length + tail
+    polls, progress, stalls = 0, 0.0, 0
+    while True:
+        clock["t"] += engine._interval_for(job, NO_STAGES, stalls=stalls)
+        polls += 1
+        t = clock["t"]
+        if t >= end:
+            return polls, t - end
+        now = 0.0 if t < startup else min(99.0, float(int((t - startup) / length * 100)))
+        stalls = 0 if now > progress else stalls + 1
+        progress = job.progress = now
+
+
+@pytest.mark.parametrize("length", [28.0, 84.0, 420.0])
+def test_a_render_costs_a_handful_of_polls_and_its_end_is_seen_within_a_fraction_of_a_second(job, clock, length):
+    polls, late = render(job, clock, length)
+    # Before: 22, 29 and 55 polls (a ramp-up while progress was under 5 %, the far rule at half the time run).
+    assert polls <= {28.0: 17, 84.0: 22, 420.0: 38}[length]
+    # Whole-percent progress: the end is known to about 1 % of the render (4 s of a 7-minute one).
+    assert late <= 0.3 + length / 100 * 0.5
+
+
+def test_a_render_under_way_is_not_polled_at_the_ramp_up_rate(job, clock):
+    clock["t"], job.progress = 1.0, 2.0  # moving, but too little done to trust its own rate
+    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.5)  # half the time run; was 0.3
+
+
+def test_nothing_known_yet_starts_fast(job, clock):
+    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
+    history(job, 420.0, samples=1)  # one sample is not trusted to push the first polls out
+    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
+
+
+def test_a_trusted_history_spaces_the_first_polls(job, clock):
+    history(job, 100.0, samples=2)
+    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(engine.START_SHARE * 100.0)
+    polls, late = render(job, clock, 95.0)
+    assert late <= 0.3 + 0.5
+    assert polls <= 16
+
+
+def test_a_render_that_sits_at_99_percent_is_still_seen_within_the_fast_poll(job, clock):
+    polls, late = render(job, clock, 28.0, tail=1.0)
+    assert late <= 0.15 + 1e-6
+
+
+def test_once_a_quarter_is_done_it_may_wait_as_long_as_it_has_run(job, clock):
+    clock["t"], job.progress = 10.0, 30.0  # ends in ~23 s by its own rate
+    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(10.0)  # was 5 (half the time run)
