@@ -68,7 +68,39 @@ def test_the_default_is_one_per_cpu_between_2_and_4(monkeypatch):
 
 def test_the_client_address_is_the_peer_never_a_forwarded_header():
     # Sign-in throttling and /metrics read REMOTE_ADDR: uvicorn trusts X-Forwarded-For from 127.0.0.1 unless told.
-    assert "--no-proxy-headers" in webserver.command("127.0.0.1", 8000)
+    assert webserver.config("127.0.0.1", 8000, 2).proxy_headers is False
+
+
+def test_connections_to_the_shared_socket_get_nagle_turned_off():
+    """asyncio sets TCP_NODELAY only on connections whose listening socket says IPPROTO_TCP; uvicorn's own
+    --workers socket does not, and every two-piece response then waited ~40 ms for the client's delayed ACK."""
+    import socket
+
+    from hub.redis_server import free_port
+
+    async def nodelay_of_an_accepted_connection(sock: socket.socket) -> int:
+        loop = asyncio.get_running_loop()
+        accepted: asyncio.Future = loop.create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport):
+                raw = transport.get_extra_info("socket")
+                accepted.set_result(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        server = await loop.create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(accepted, 5)
+        finally:
+            writer.close()
+            server.close()
+
+    ours = webserver.listening_socket("127.0.0.1", free_port())
+    assert asyncio.run(nodelay_of_an_accepted_connection(ours)) != 0
+    plain = socket.socket(socket.AF_INET)  # what uvicorn --workers binds
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    plain.bind(("127.0.0.1", free_port()))
+    assert asyncio.run(nodelay_of_an_accepted_connection(plain)) == 0
 
 
 @pytest.mark.integration
