@@ -185,6 +185,10 @@ def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tm
         HUB_EMULATOR_API_KEY="make-up-test",
         HUB_VAPID_PRIVATE_KEY="make-up-test",
     )
+    # make up collects the static files into the checkout's STATIC_ROOT; a manifest left there would switch the
+    # servers later tests start to hashed names (hub.settings), so it goes again unless it was there before.
+    manifest = BASE / "staticfiles" / "staticfiles.json"
+    had_manifest = manifest.exists()
     up = subprocess.Popen(
         [sys.executable, str(BASE / "scripts" / "up.py")],
         env=env,
@@ -214,6 +218,8 @@ def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tm
         if up.poll() is None:
             os.killpg(up.pid, signal.SIGKILL)
             up.wait()
+        if not had_manifest:
+            manifest.unlink(missing_ok=True)
     assert up.returncode == 0, rest
     assert "stopping" in rest and "stopped at" in rest
     wait_for(
