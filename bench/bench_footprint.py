@@ -1,6 +1,7 @@
 """Idle footprint of the hub: memory and CPU of web + worker + beat, started as ``make up`` starts them.
 
-``scripts/up.py`` runs each under ``scripts/keepalive.py``: web = one daphne, worker = ``celery worker
+``scripts/up.py`` runs each under ``scripts/keepalive.py``: web = ``hub.webserver.command`` (uvicorn: a parent, its
+multiprocessing resource tracker and HUB_WEB_WORKERS workers), worker = ``celery worker
 --concurrency=2 --without-gossip --without-mingle`` (prefork: a parent and 2 children), beat = ``celery beat``;
 plus a private Redis. Here they run against a throw-away SQLite database and a private Redis, with one emulated
 Tiiny registered (so beat does its usual idle device reads; the emulator itself is not counted) and nobody
@@ -22,26 +23,6 @@ sys.path.insert(0, str(BASE))
 SETTLE_S = float(os.environ.get("BENCH_SETTLE_S", "20"))
 WINDOW_S = float(os.environ.get("BENCH_WINDOW_S", "30"))
 TICK = os.sysconf("SC_CLK_TCK")
-
-
-def tree(root: int) -> list[int]:
-    """``root`` and all its descendants (from /proc/<pid>/stat's parent field)."""
-    parents: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            stat = Path(f"/proc/{entry}/stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat.rsplit(")", 1)[1].split()[1])
-        parents.setdefault(ppid, []).append(int(entry))
-    out, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        out.append(pid)
-        todo.extend(parents.get(pid, []))
-    return out
 
 
 def cpu_ticks(pid: int) -> int:
@@ -77,14 +58,15 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
     from django.db import connection
 
     from devices.emulator.testing import run_tiiny
+    from hub import webserver
     from hub.redis_server import free_port
-    from hub.testing import Proc, child_env, wait_for
+    from hub.testing import Proc, child_env, process_tree, wait_for
     from jobs.tests.conftest import make_device
 
     py, keep = sys.executable, str(BASE / "scripts" / "keepalive.py")
     port = free_port()
     commands = {  # exactly scripts/up.py's commands (keepalive + the process)
-        "web": [py, keep, py, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hub.asgi:application"],
+        "web": [py, keep, *webserver.command("127.0.0.1", port)],
         "worker": [py, keep, py, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO", "--concurrency=2",
                    "--without-gossip", "--without-mingle"],
         "beat": [py, keep, py, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO",
@@ -112,7 +94,9 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
             time.sleep(SETTLE_S)
             roots = {name: p.process.pid for name, p in procs.items()}
             roots["redis (make up runs it too)"] = redis.pid
-            start_cpu = {name: {pid: cpu_ticks(pid) for pid in tree(root)} for name, root in roots.items()}
+            start_cpu = {
+                name: {pid: cpu_ticks(pid) for pid in process_tree(root)} for name, root in roots.items()
+            }
             rss: dict[str, list[int]] = {name: [] for name in roots}
             pss: dict[str, list[int]] = {name: [] for name in roots}
             counts: dict[str, int] = {}
@@ -120,7 +104,7 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
             started = time.monotonic()
             while time.monotonic() - started < WINDOW_S:
                 for name, root in roots.items():
-                    pids = tree(root)
+                    pids = process_tree(root)
                     counts[name] = len(pids)
                     mem = [memory_kb(pid) for pid in pids]
                     rss[name].append(sum(m[0] for m in mem))
@@ -130,7 +114,7 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
             load.append(os.getloadavg()[0])
             stats = {}
             for name, root in roots.items():
-                now_cpu = {pid: cpu_ticks(pid) for pid in tree(root)}
+                now_cpu = {pid: cpu_ticks(pid) for pid in process_tree(root)}
                 # Processes that lived through the window: their ticks since the start; newcomers: all of theirs.
                 ticks = sum(now_cpu[pid] - start_cpu[name].get(pid, 0) for pid in now_cpu)
                 stats[name] = {
@@ -148,11 +132,14 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
 
 
 def report(stats: dict, extra: dict) -> None:
+    from hub import webserver
+
     hub = [n for n in stats if not n.startswith("redis")]
     print("## Idle footprint (bench_footprint.py)\n")
     print(
-        "web + worker + beat started as `make up` starts them (each under `scripts/keepalive.py`; the worker is "
-        "prefork with 2 children), one emulated Tiiny registered, nobody signed in; sampled from /proc every "
+        "web + worker + beat started as `make up` starts them (each under `scripts/keepalive.py`; the web server "
+        f"is a parent with {webserver.workers()} workers, the worker prefork with 2 children), one emulated Tiiny "
+        "registered, nobody signed in; sampled from /proc every "
         f"second for {WINDOW_S:.0f} s after {SETTLE_S:.0f} s to settle. RSS counts shared pages in every process; "
         "PSS splits them (the honest sum).\n"
     )

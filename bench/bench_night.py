@@ -2,7 +2,8 @@
 naive script, on the time-scaled Tiiny emulator; then the device requests per second with 1 and 100 viewers.
 
 Real processes throughout: a private Redis, a Celery worker and beat (the production poll rhythm), a throw-away
-SQLite database, the emulator over HTTP, and daphne with signed-in websockets for the request-rate part.
+SQLite database, the emulator over HTTP, and the web server (hub.webserver, as make up runs it) with signed-in
+websockets for the request-rate part.
 
 How the device's time is read: a sampler thread reads the emulator's ``/__emulator__/counters`` every ~10 ms
 (control routes are not counted as device requests). ``current_work`` says whether the device works (a render,
@@ -475,6 +476,7 @@ def main() -> None:
     from django.core.management import call_command
 
     from devices.emulator.testing import run_tiiny
+    from hub import webserver
     from hub.accounts.models import User
     from hub.testing import start_beat, start_worker
     from jobs.tests.conftest import make_device
@@ -499,16 +501,7 @@ def main() -> None:
                 emulator.reset(quirks=RATE_QUIRKS, speed=RATE_SPEED)
                 port = free_port()
                 web = subprocess.Popen(
-                    [
-                        sys.executable,
-                        "-m",
-                        "daphne",
-                        "-b",
-                        "127.0.0.1",
-                        "-p",
-                        str(port),
-                        "hub.asgi:application",
-                    ],
+                    webserver.command("127.0.0.1", port),  # as make up runs it
                     cwd=BASE,
                     env=dict(os.environ),
                     stdout=subprocess.DEVNULL,

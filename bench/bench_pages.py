@@ -1,9 +1,9 @@
 """Dashboard, queue and history pages at 100,000 jobs with 20 signed-in clients, on SQLite and PostgreSQL.
 
 Each database gets the same household (``jobs_100k``: 5 people, 2 devices, ~2 years of work, 300 waiting, the
-plan stored as the hub keeps it), a private Redis and the hub's own web server (one daphne, as ``make up`` runs
-it). 20 clients, each a thread with its own signed-in session (4 per person) and its own keep-alive connection,
-then ask for the pages over HTTP; a time is from sending the request to the last byte of the answer.
+plan stored as the hub keeps it), a private Redis and the hub's own web server (``hub.webserver``:
+HUB_WEB_WORKERS uvicorn workers, as ``make up`` runs it). 20 clients, each a thread with its own signed-in session
+(4 per person) and its own keep-alive connection, then ask for the pages over HTTP; a time is from sending the request to the last byte of the answer.
 
 Three loads per database:
 - one client alone (what one page costs the server);
@@ -219,10 +219,13 @@ def verdict(ms: float) -> str:
 
 
 def report(results: list[dict]) -> str:
+    from hub import webserver
+
     lines = [
         "## Pages at 100k jobs, 20 signed-in clients (bench_pages.py)\n",
-        f"{TOTAL:,} jobs (5 people, 2 devices, 300 waiting with their plan stored), the hub's own web server (one "
-        f"daphne) and a private Redis; {CLIENTS} clients, each its own signed-in session and keep-alive connection; "
+        f"{TOTAL:,} jobs (5 people, 2 devices, 300 waiting with their plan stored), the hub's own web server "
+        f"({webserver.workers()} uvicorn workers, as `make up` runs it) and a private Redis; {CLIENTS} clients, "
+        "each its own signed-in session and keep-alive connection; "
         "times from request to last byte. *Alone*: one client, "
         f"{ALONE} requests a page. *20 browsing*: each client opens a random page of the three, reads it "
         f"{THINK_S[0]:g}-{THINK_S[1]:g} s, opens another ({BROWSE_S:g} s). *20 back to back*: each asks again as "

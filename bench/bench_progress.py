@@ -1,8 +1,8 @@
 """Progress latency, device to browser DOM: how long a render's progress takes from the device to the job page.
 
 One video renders on the time-scaled Tiiny emulator through the real hub: a private Redis, a Celery worker and
-beat, and daphne, at the production poll rhythm (``JOBS_POLL_*`` defaults). A headless Chromium (Playwright) has
-the job page open, signed in as its owner; a MutationObserver in the page notes each change of the status
+beat, and the web server, at the production poll rhythm (``JOBS_POLL_*`` defaults). A headless Chromium (Playwright)
+has the job page open, signed in as its owner; a MutationObserver in the page notes each change of the status
 card's ``data-progress`` with ``performance.timeOrigin + performance.now()`` (wall clock, ms), right after the
 websocket push swapped it in. The device side: this script reads the emulator's ``GET /v1/videos/{id}`` every
 ~20 ms (a reader of its own, not the hub's polls) and notes when each percent first shows; the moment it was
@@ -175,7 +175,7 @@ def report(device_seen: list, dom_seen: list, info: dict) -> None:
     print(
         f"One 2 s 832x480 4-step video on the Tiiny emulator at speed {SPEED:g} (it renders in "
         f"{info['wall_s']:.0f} s wall, {info['wall_s'] * SPEED / 60:.0f} min of device time), through a real worker, "
-        "beat and daphne at the production poll rhythm, to a headless Chromium on the job page (MutationObserver "
+        "beat and the web server at the production poll rhythm, to a headless Chromium on the job page (MutationObserver "
         "on the status card's progress). The device side is read every ~20 ms by this script.\n"
     )
     print("| measure | n | p50 | p95 | max |")

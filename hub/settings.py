@@ -127,6 +127,13 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests share their database with a real worker and ASGI server in other processes: use a file.
     # (hub.pytest_env gives each test run its own file, so two runs on one machine never collide.)
     DATABASES["default"]["TEST"] = {"NAME": env_str("HUB_TEST_DB", str(DATA_DIR / "test-hub.sqlite3"))}
+elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
+    # No persistent connections under ASGI (Django's docs say so): each request runs its sync code in a thread of
+    # its own (asgiref's ThreadSensitiveContext), so a kept connection was never reused and outlived its thread
+    # until the garbage collector came. Measured, 20 clients on one web process held 99 connections (the
+    # server's limit is 100) and 55 a second later; with several web processes the hub ran out ("too many
+    # clients"). Closed at the end of each request (or Celery task), they are as many as the requests at work.
+    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache --------------------------------------------------------------

@@ -122,11 +122,16 @@ def log_dir() -> Path:
     return Path(settings.DATA_DIR) / "test-logs"
 
 
-def start_asgi_server(**env: str) -> Proc:
+def start_asgi_server(*, workers: int | None = None, **env: str) -> Proc:
+    """The hub's web server as ``make up`` runs it (:func:`hub.webserver.command`; ``HUB_WEB_WORKERS`` processes
+    unless ``workers`` says otherwise), on a free port of loopback. :meth:`Proc.stop`/:meth:`Proc.kill` take
+    the whole process group: the parent and every worker."""
+    from hub import webserver
+
     port = free_port()
     proc = Proc(
         "web",
-        [sys.executable, "-m", "daphne", "-b", "127.0.0.1", "-p", str(port), "hub.asgi:application"],
+        webserver.command("127.0.0.1", port, n_workers=workers),
         child_env(**env),
         log_dir() / f"web-{port}.log",
     ).start()
@@ -140,6 +145,52 @@ def start_asgi_server(**env: str) -> Proc:
 
     wait_for(up, timeout=30, what="the ASGI server", proc=proc)
     return proc
+
+
+def process_tree(root: int) -> list[int]:
+    """``root`` and all its descendants, from /proc (Linux): e.g. the web server's parent and its workers."""
+    parents: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        parents.setdefault(ppid, []).append(int(entry))
+    out, todo = [], [root]
+    while todo:
+        pid = todo.pop()
+        out.append(pid)
+        todo.extend(parents.get(pid, []))
+    return out
+
+
+def connection_holder(pids: list[int], server_port: int, client_port: int) -> int | None:
+    """Which of ``pids`` holds the server end of the loopback TCP connection from ``client_port`` (/proc/net/tcp:
+    the socket's inode, then the process with a descriptor on it). None when no such connection is open."""
+    inode = None
+    for line in Path("/proc/net/tcp").read_text().splitlines()[1:]:
+        fields = line.split()
+        local, remote = fields[1], fields[2]
+        if int(local.split(":")[1], 16) == server_port and int(remote.split(":")[1], 16) == client_port:
+            inode = fields[9]
+            break
+    if inode is None:
+        return None
+    for pid in pids:
+        try:
+            fds = os.listdir(f"/proc/{pid}/fd")
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(f"/proc/{pid}/fd/{fd}") == f"socket:[{inode}]":
+                    return pid
+            except OSError:
+                continue
+    return None
 
 
 def start_worker(name: str = "w1", *, concurrency: int = 2, **env: str) -> Proc:

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """`make chaos`: an emulated night at high speed while the hub's processes and the device misbehave.
 
-Real parts only: a private Redis, a throw-away SQLite database, the web server (daphne), two Celery workers and
+Real parts only: a private Redis, a throw-away SQLite database, the web server (all its processes), two Celery workers and
 beat as OS processes, the Tiiny emulator and two TensorSharp emulators over loopback HTTP. Three people queue a
 mixed night (video, 3D, music, image, speech on the Tiiny; video and an image edit on TensorSharp) through the
 REST API with their own tokens, and through ``jobs.admission`` (the page's path) for uploads.

@@ -374,6 +374,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
     try:
+        from hub import webserver
         from hub.env import env_int, env_list, env_path, env_str
 
         host = env_str("HUB_HOST", "127.0.0.1")
@@ -381,6 +382,7 @@ def main() -> None:
         data_dir = env_path("HUB_DATA_DIR", BASE / "var")
         device = env_str("HUB_DEVICE", "emulator")
         allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
+        web_workers = webserver.workers()
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
     if not port_free(host, port):
@@ -410,11 +412,13 @@ def main() -> None:
         manager.add_process("redis", redis_cmd, env=env)
     # The hub's own processes run under keepalive: a crashed one comes back by itself (jobs resume from the
     # database), while Ctrl-C still stops them all.
-    keep = [PY, str(BASE / "scripts" / "keepalive.py"), PY, "-m"]
+    keepalive = [PY, str(BASE / "scripts" / "keepalive.py")]
+    keep = [*keepalive, PY, "-m"]
     celery = [*keep, "celery", "-A", "hub"]
-    manager.add_process(
-        "web", shlex.join([*keep, "daphne", "-b", host, "-p", str(port), "hub.asgi:application"]), env=env
-    )
+    # The web server is several processes (HUB_WEB_WORKERS) under one parent that restarts a crashed worker
+    # itself; keepalive brings the parent back.
+    web = webserver.command(host, port, n_workers=web_workers)
+    manager.add_process("web", shlex.join([*keepalive, *web]), env=env)
     worker = [*celery, "worker", "--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
     manager.add_process("worker", shlex.join(worker), env=env)
     beat = [*celery, "beat", "--loglevel=INFO", f"--schedule={data_dir / 'celerybeat-schedule'}"]

@@ -1,4 +1,4 @@
-"""The first live wire, for real: browser socket <- daphne <- Redis channel layer <- Celery worker."""
+"""The first live wire, for real: browser socket <- the web server <- Redis channel layer <- Celery worker."""
 
 from __future__ import annotations
 

@@ -166,7 +166,7 @@ def test_throttling_off_with_zero(member, settings):
 
 @pytest.mark.integration
 def test_the_lockout_page_under_the_asgi_server(transactional_db, live_server_asgi, member, settings):
-    """Daphne runs the middleware chain async: axes's async path must still give the lockout page."""
+    """The ASGI server runs the middleware chain async: axes's async path must still give the lockout page."""
     base = live_server_asgi.extra["url"]
     with httpx.Client(base_url=base, timeout=20) as web:
 

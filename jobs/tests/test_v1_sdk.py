@@ -1,5 +1,5 @@
-"""The official ``openai`` SDK, unchanged, against a live hub: daphne, a real Celery worker, Redis, and the Tiiny
-emulator over HTTP. ``base_url`` is ``<hub>/v1`` and the key is a personal hub token.
+"""The official ``openai`` SDK, unchanged, against a live hub: the web server, a real Celery worker, Redis, and the
+Tiiny emulator over HTTP. ``base_url`` is ``<hub>/v1`` and the key is a personal hub token.
 
 The worker is the engine tests' one (``engine``: short poll and load-grace intervals), not the session's
 ``live_worker``, whose production intervals (10 s grace after every model load) would make each test slow.

@@ -1,0 +1,68 @@
+"""scripts/keepalive.py: a command that dies comes back; what a dead command left running does not outlive it."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+BASE = Path(__file__).resolve().parents[2]
+KEEPALIVE = BASE / "scripts" / "keepalive.py"
+
+# A parent with a child of its own, as the web server is (uvicorn's parent and its workers): both pids go to a file.
+PARENT = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    with open(sys.argv[1], "a") as out:
+        out.write(f"{os.getpid()} {child.pid}\\n")
+    time.sleep(120)
+    """
+)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
+
+
+def _wait_for(predicate, timeout: float = 20.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return
+        time.sleep(0.05)
+    raise AssertionError("timed out")
+
+
+def test_a_parent_killed_alone_takes_its_children_with_it_before_the_restart(tmp_path):
+    pids = tmp_path / "pids"
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    keep = subprocess.Popen(
+        [sys.executable, str(KEEPALIVE), sys.executable, str(script), str(pids)],
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        _wait_for(lambda: pids.exists() and len(pids.read_text().splitlines()) == 1)
+        parent, child = map(int, pids.read_text().split())
+        os.kill(parent, signal.SIGKILL)  # the child is orphaned: without keepalive's care it lives on
+        _wait_for(lambda: len(pids.read_text().splitlines()) == 2)  # the command runs again
+        assert not _alive(child)
+        new_parent, new_child = map(int, pids.read_text().splitlines()[1].split())
+        assert _alive(new_parent) and _alive(new_child)
+    finally:
+        keep.send_signal(signal.SIGTERM)
+        _, err = keep.communicate(timeout=20)
+    assert keep.returncode == 0, err
+    assert "left behind" in err
+    assert not _alive(new_child)  # stopping keepalive leaves nothing of the command either

@@ -1,0 +1,260 @@
+"""The web server is several processes (hub.webserver): they serve side by side, a push reaches sockets held by
+any of them, a crashed one comes back, and HUB_WEB_WORKERS says how many."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+from pathlib import Path
+
+import httpx
+import pytest
+import websockets
+
+from hub import webserver
+from hub.env import SettingError
+from hub.testing import connection_holder, process_tree, run_async, start_asgi_server, wait_for
+from hub.tests.test_live_wire import sign_in
+
+pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture
+def two_workers(transactional_db):
+    proc = start_asgi_server(workers=2)
+    yield proc
+    proc.stop()
+
+
+BASE = Path(__file__).resolve().parents[2]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _workers(proc) -> list[int]:
+    """The web server's worker processes (multiprocessing children; not its resource tracker)."""
+    found = []
+    for pid in process_tree(proc.process.pid):
+        try:
+            if b"spawn_main" in open(f"/proc/{pid}/cmdline", "rb").read():
+                found.append(pid)
+        except OSError:
+            continue
+    return found
+
+
+def test_the_default_is_one_per_cpu_between_2_and_4(monkeypatch):
+    monkeypatch.delenv("HUB_WEB_WORKERS", raising=False)
+    for cpus, expected in ((1, 2), (2, 2), (3, 3), (4, 4), (16, 4)):
+        monkeypatch.setattr(webserver, "cpu_count", lambda cpus=cpus: cpus)
+        assert webserver.workers() == expected
+    monkeypatch.setenv("HUB_WEB_WORKERS", "6")
+    assert webserver.workers() == 6
+    assert (
+        "--workers" in (argv := webserver.command("0.0.0.0", 8000))
+        and argv[argv.index("--workers") + 1] == "6"
+    )
+    for bad in ("0", "two"):
+        monkeypatch.setenv("HUB_WEB_WORKERS", bad)
+        with pytest.raises(SettingError, match="HUB_WEB_WORKERS"):
+            webserver.workers()
+
+
+def test_the_client_address_is_the_peer_never_a_forwarded_header():
+    # Sign-in throttling and /metrics read REMOTE_ADDR: uvicorn trusts X-Forwarded-For from 127.0.0.1 unless told.
+    assert webserver.config("127.0.0.1", 8000, 2).proxy_headers is False
+
+
+def test_connections_to_the_shared_socket_get_nagle_turned_off():
+    """asyncio sets TCP_NODELAY only on connections whose listening socket says IPPROTO_TCP; uvicorn's own
+    --workers socket does not, and every two-piece response then waited ~40 ms for the client's delayed ACK."""
+    import socket
+
+    from hub.redis_server import free_port
+
+    async def nodelay_of_an_accepted_connection(sock: socket.socket) -> int:
+        loop = asyncio.get_running_loop()
+        accepted: asyncio.Future = loop.create_future()
+
+        class Probe(asyncio.Protocol):
+            def connection_made(self, transport):
+                raw = transport.get_extra_info("socket")
+                accepted.set_result(raw.getsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY))
+
+        server = await loop.create_server(Probe, sock=sock)
+        _, writer = await asyncio.open_connection(*sock.getsockname()[:2])
+        try:
+            return await asyncio.wait_for(accepted, 5)
+        finally:
+            writer.close()
+            server.close()
+
+    ours = webserver.listening_socket("127.0.0.1", free_port())
+    assert asyncio.run(nodelay_of_an_accepted_connection(ours)) != 0
+    plain = socket.socket(socket.AF_INET)  # what uvicorn --workers binds
+    plain.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    plain.bind(("127.0.0.1", free_port()))
+    assert asyncio.run(nodelay_of_an_accepted_connection(plain)) == 0
+
+
+@pytest.mark.integration
+def test_a_push_reaches_sockets_held_by_different_web_processes(two_workers, admin_user):
+    from hub.live import push, wire_group
+
+    base = two_workers.extra["url"]
+    port = int(base.rsplit(":", 1)[1])
+    client = sign_in(base, "ada")
+    cookie = f"sessionid={client.cookies['sessionid']}"
+    workers = _workers(two_workers)
+    assert len(workers) == 2
+
+    async def scenario() -> tuple[set[int], list[str]]:
+        sockets, holders = [], {}
+        try:
+            # The kernel hands each new connection to whichever worker accepts first: open sockets until both
+            # workers hold one (a single process would never get there).
+            for _ in range(24):
+                ws = await websockets.connect(
+                    base.replace("http", "ws") + f"/ws/hub/?watch=wire:{admin_user.pk}",
+                    origin=base,
+                    additional_headers={"Cookie": cookie},
+                )
+                sockets.append(ws)
+                holders[ws] = connection_holder(workers, port, ws.local_address[1])
+                if len(set(holders.values()) - {None}) == 2:
+                    break
+            await asyncio.sleep(0.3)  # every socket has joined its group
+            html = '<div id="live-wire" hx-swap-oob="true">from the test</div>'
+            await asyncio.to_thread(push, wire_group(admin_user.pk), html)
+            got = await asyncio.gather(*(asyncio.wait_for(ws.recv(), 10) for ws in sockets))
+            return set(holders.values()), got
+        finally:
+            for ws in sockets:
+                await ws.close()
+
+    holders, got = run_async(scenario)
+    assert holders == set(workers)
+    assert all("from the test" in message for message in got)
+
+
+@pytest.mark.integration
+def test_a_killed_web_process_comes_back_and_the_other_keeps_serving(two_workers):
+    base = two_workers.extra["url"]
+    first, second = _workers(two_workers)
+    os.kill(first, signal.SIGKILL)
+    for _ in range(10):  # the survivor answers while the parent starts a new one
+        assert httpx.get(f"{base}/accounts/login/", timeout=5).status_code == 200
+    wait_for(
+        lambda: len(now := _workers(two_workers)) == 2 and first not in now and second in now,
+        timeout=30,
+        what="a new web worker",
+        proc=two_workers,
+    )
+    assert httpx.get(f"{base}/accounts/login/", timeout=5).status_code == 200
+
+
+def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tmp_path):
+    """scripts/up.py end to end (no device): the banner, web.log from uvicorn, HUB_WEB_WORKERS processes, then
+    SIGINT (Ctrl-C) stops every process of the tree and exits 0."""
+    import subprocess
+    import sys
+
+    from hub.redis_server import free_port
+
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("DATABASE_URL", "REDIS_URL", "HUB_", "DJANGO"))
+    }
+    port = free_port()
+    env.update(
+        HUB_DATA_DIR=str(tmp_path),
+        HUB_PORT=str(port),
+        HUB_REDIS_PORT=str(free_port()),
+        HUB_DEVICE="none",
+        HUB_WEB_WORKERS="3",
+        HUB_INSECURE_FAST_HASHER="1",
+        # Given, so up.py writes nothing into the checkout's .env.
+        HUB_SECRET_KEY="make-up-test",
+        HUB_EMULATOR_API_KEY="make-up-test",
+        HUB_VAPID_PRIVATE_KEY="make-up-test",
+    )
+    # make up collects the static files into the checkout's STATIC_ROOT; a manifest left there would switch the
+    # servers later tests start to hashed names (hub.settings), so it goes again unless it was there before.
+    manifest = BASE / "staticfiles" / "staticfiles.json"
+    had_manifest = manifest.exists()
+    up = subprocess.Popen(
+        [sys.executable, str(BASE / "scripts" / "up.py")],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    tree: list[int] = []
+    try:
+        lines = []
+        for line in up.stdout:
+            lines.append(line)
+            if "Status page" in line:
+                break
+        text = "".join(lines)
+        assert f"Tiiny Hub is up:  http://127.0.0.1:{port}" in text and "Sign in as admin / " in text, text
+        tree = process_tree(up.pid)
+        spawned = [pid for pid in tree if b"spawn_main" in Path(f"/proc/{pid}/cmdline").read_bytes()]
+        assert len(spawned) == 3
+        assert "Uvicorn running on" in (tmp_path / "logs" / "web.log").read_text()
+        assert httpx.get(f"http://127.0.0.1:{port}/healthz", timeout=5).status_code in (200, 503)
+        up.send_signal(signal.SIGINT)
+        rest, _ = up.communicate(timeout=30)
+    finally:
+        if up.poll() is None:
+            os.killpg(up.pid, signal.SIGKILL)
+            up.wait()
+        if not had_manifest:
+            manifest.unlink(missing_ok=True)
+    assert up.returncode == 0, rest
+    assert "stopping" in rest and "stopped at" in rest
+    wait_for(
+        lambda: not any(_alive(pid) for pid in tree), timeout=10, what="every process of make up to exit"
+    )
+
+
+@pytest.mark.integration
+def test_on_postgresql_connections_are_given_back_when_the_requests_end(two_workers):
+    """Every ASGI request runs in a thread of its own: kept per-thread connections were never reused and lingered
+    (20 clients on one web process held PostgreSQL's 100). Now none stays open once the requests are answered."""
+    import threading
+
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        pytest.skip("PostgreSQL only (SQLite opens a file, not a server connection)")
+    base = two_workers.extra["url"]
+
+    def hammer() -> None:
+        with httpx.Client(base_url=base, timeout=30) as client:
+            for _ in range(10):
+                assert client.get("/healthz").status_code in (200, 503)  # 503: no worker heartbeat here
+
+    threads = [threading.Thread(target=hammer) for _ in range(20)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+
+    def held() -> int:
+        with connection.cursor() as cursor:
+            cursor.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+            return cursor.fetchone()[0]
+
+    wait_for(lambda: held() == 0, timeout=5, what="the web processes to close their connections")
