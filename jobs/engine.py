@@ -45,6 +45,11 @@ def _now() -> dt.datetime:
     return timezone.now()
 
 
+def _trace(job_id: int, step: str) -> None:
+    """Timing of the path from a render's end to the next request (``HUB_DEBUG_LOGGERS=jobs``)."""
+    logger.debug("trace job=%s step=%s t=%.4f", job_id, step, time.time())
+
+
 def _enqueue_dispatch(device_id: int) -> None:
     from jobs.tasks import dispatch
 
@@ -129,13 +134,16 @@ def release_device(device_id: int, job_id: int, *, ended: dt.datetime | None = N
 def end_job(job: Job) -> None:
     """After a final state: free the device and start the next job at once (dispatch runs right here, in the
     process that saw the end: no device I/O, and one queue hop less of device idle), then plan."""
+    _trace(job.pk, "end_job")
     release_device(job.device_id, job.pk)
+    _trace(job.pk, "released")
     try:
         started = dispatch_device(job.device_id)
     except Exception:
         logger.exception("dispatching device %s after job %s failed; queueing it", job.device_id, job.pk)
         started = None
         _enqueue_dispatch(job.device_id)
+    _trace(job.pk, "dispatched")
     if started is None:  # dispatch replans when it starts a job
         _replan(job.device_id)
 
@@ -153,6 +161,7 @@ def finish_done(job: Job) -> bool:
         device_seconds=_device_seconds(job, now),
         next_poll_at=None,
     )
+    _trace(job.pk, "done_transition")
     if ok:
         from jobs.eta import learn
 
@@ -161,6 +170,7 @@ def finish_done(job: Job) -> bool:
             learn(job)
         except Exception:
             logger.exception("learning from job %s failed", job.pk)
+        _trace(job.pk, "learned")
         end_job(job)
         from jobs.tasks import make_thumbnail
 
@@ -320,6 +330,7 @@ def dispatch_device(device_id: int) -> int | None:
             progress=0.0,
         ):
             return None
+        _trace(job.pk, "claimed")
         lease.lease_assign(device_id, token, job.pk)
         started = job.pk
         if jumped:
@@ -332,7 +343,9 @@ def dispatch_device(device_id: int) -> int | None:
     job.refresh_from_db()
     limit = max(600, int(3 * (job.estimate_s or 60)) + 600)
     run_job.apply_async((started,), soft_time_limit=limit, time_limit=limit + 60)
+    _trace(started, "run_sent")
     _replan(device_id)
+    _trace(started, "dispatch_replanned")
     return started
 
 
@@ -347,13 +360,16 @@ def _polite_now(job: Job) -> bool:
 
 
 def run(job_id: int) -> None:
+    _trace(job_id, "run_start")
     job = Job.objects.select_related("device").filter(pk=job_id).first()
     if job is None or job.state != S.PREPARING:
         return
     runner = runner_for(job)
     with lease.keep_alive(job.device_id, job.pk) as lost:
         try:
+            _trace(job_id, "prepare")
             evicted = runner.prepare(polite=_polite_now(job))
+            _trace(job_id, "prepared")
         except errors.DeviceError as exc:
             handle_error(job, exc, where="prepare")
             return
@@ -389,6 +405,7 @@ def _submit_poll(job: Job, runner) -> None:
         _cleanup_abandoned(job)
         return
     job.refresh_from_db()
+    _trace(job.pk, "submit_request")
     try:
         remote_id, data = runner.submit()
     except errors.DeviceError as exc:
@@ -440,6 +457,7 @@ def _execute(job: Job, runner, lost) -> None:
         return
     job.refresh_from_db()
     runner.job = job
+    _trace(job.pk, "execute_request")
     last = [0.0]
 
     def progress(pct: float, phase: str) -> bool:
@@ -459,6 +477,7 @@ def _execute(job: Job, runner, lost) -> None:
 
     try:
         runner.execute(progress)
+        _trace(job.pk, "executed")
     except Stopped:
         _cleanup_abandoned(job)
         return
@@ -480,6 +499,7 @@ def _execute(job: Job, runner, lost) -> None:
     if job_transition(
         job.pk, from_states=[S.RUNNING], to=S.COLLECTING, message="Saved the result.", phase="Saving"
     ):
+        _trace(job.pk, "collecting")
         finish_done(job)
     else:
         _cleanup_abandoned(job)
@@ -616,6 +636,7 @@ def poll(job_id: int, ticket: int) -> None:
     if job.state == S.COLLECTING:
         _collect(job, runner)
         return
+    _trace(job.pk, "poll_start")
     try:
         result = runner.poll()
     except errors.NotFound as exc:
@@ -656,6 +677,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         _on_remote_failure(job, runner, result)
         return
     if result.status == "done":
+        _trace(job.pk, "poll_done")
         nxt = None
         try:
             nxt = runner.advance()
@@ -674,6 +696,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             job.refresh_from_db()
             schedule_poll(job.pk, countdown=_first_interval(job, runner), ticket=ticket)
             return
+        _trace(job.pk, "advanced")
         if job_transition(
             job.pk,
             from_states=[S.SUBMITTED, S.RUNNING],
@@ -682,6 +705,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             progress=result.progress,
             phase="Saving",
         ):
+            _trace(job.pk, "collecting")
             job.refresh_from_db()
             _collect(job, runner_for(job))
         return
@@ -736,7 +760,9 @@ def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
 def _collect(job: Job, runner) -> None:
     try:
         with lease.keep_alive(job.device_id, job.pk, poll_chain=True):
+            _trace(job.pk, "download")
             runner.collect()
+            _trace(job.pk, "downloaded")
     except errors.DeviceError as exc:
         job.refresh_from_db()
         if exc.permanent or job.attempts >= MAX_ATTEMPTS:
@@ -744,6 +770,7 @@ def _collect(job: Job, runner) -> None:
         else:
             schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
         return
+    _trace(job.pk, "collected")
     finish_done(job)
 
 

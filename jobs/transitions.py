@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -100,6 +101,7 @@ def flush(pending: Pending) -> None:
     from jobs import broadcast
     from jobs.eta import plan_device
 
+    t0 = t1 = t2 = time.monotonic()
     token = _flushing.set(pending)  # a replan's plan_changed joins this flush instead of sending on its own
     try:
         while pending.replan:
@@ -108,14 +110,26 @@ def flush(pending: Pending) -> None:
                 plan_device(device_id)
             except Exception:
                 logger.exception("planning device %s failed", device_id)
+        t1 = time.monotonic()
         for job_id, entered in pending.jobs.items():
             broadcast.broadcast_job(job_id, entered=entered)
         for job_id in pending.ticks - pending.jobs.keys():
             broadcast.broadcast_job(job_id, tick=True)
+        t2 = time.monotonic()
         for device_id in sorted(pending.queues):
             broadcast.broadcast_queue(device_id)
     finally:
         _flushing.reset(token)
+        t3 = time.monotonic()  # what live updates cost, beside the engine's steps (HUB_DEBUG_LOGGERS=jobs)
+        logger.debug(
+            "trace flush jobs=%s took=%.4f t=%.4f plan=%.4f job=%.4f queue=%.4f",
+            list(pending.jobs),
+            t3 - t0,
+            time.time(),
+            t1 - t0,
+            t2 - t1,
+            t3 - t2,
+        )
 
 
 def job_ticked(job_id: int) -> None:
