@@ -28,7 +28,7 @@ from devices.models import Device
 from jobs import lease
 from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, waiting_on
 from jobs.runners import PollResult, Stopped, runner_for, style_of
-from jobs.transitions import job_note, job_set, job_ticked, job_transition
+from jobs.transitions import held, job_note, job_set, job_ticked, job_transition
 
 logger = logging.getLogger("jobs.engine")
 S = JobState
@@ -57,12 +57,10 @@ def _enqueue_dispatch(device_id: int) -> None:
 
 
 def _replan(device_id: int) -> None:
-    from jobs.eta import plan_device
+    """Through the one sender of live updates: inside ``held`` once with the block's other changes."""
+    from jobs.transitions import replan
 
-    try:
-        plan_device(device_id)
-    except Exception:
-        logger.exception("planning device %s failed", device_id)
+    replan(device_id)
 
 
 def _backoff(attempt: int, *, base: float = 5.0, cap: float = 300.0) -> dt.timedelta:
@@ -383,7 +381,8 @@ def run(job_id: int) -> None:
         if lost.is_set():
             return
         if runner.style == "poll":
-            _submit_poll(job, runner)
+            with held():  # the create call goes out first, the replan and the pushes of "submitted" after it
+                _submit_poll(job, runner)
         else:
             _execute(job, runner, lost)
 
@@ -478,10 +477,25 @@ def _execute(job: Job, runner, lost) -> None:
     try:
         runner.execute(progress)
         _trace(job.pk, "executed")
-    except Stopped:
+    except (Stopped, errors.DeviceError) as exc:
+        ended: BaseException | None = exc
+    else:
+        ended = None
+    _executed(job, ended)
+
+
+def _executed(job: Job, exc: BaseException | None) -> None:
+    """After a blocking or stream call: record its end (``exc``: how it failed, None: it succeeded). The device
+    is free: the next job is started before this one's replan and pushes go out (``held``)."""
+    with held():
+        _record_end(job, exc)
+
+
+def _record_end(job: Job, exc: BaseException | None) -> None:
+    if isinstance(exc, Stopped):
         _cleanup_abandoned(job)
         return
-    except errors.DeviceError as exc:
+    if isinstance(exc, errors.DeviceError):
         job.refresh_from_db()
         if job.state != S.RUNNING:
             _cleanup_abandoned(job)
@@ -622,7 +636,15 @@ def _next_interval(job: Job, moved: bool, *, runner=None, trouble: bool = False)
 
 
 def poll(job_id: int, ticket: int) -> None:
-    """One step of a poll-style job. Runs only with the current ticket; schedules the next step itself."""
+    """One step of a poll-style job. Runs only with the current ticket; schedules the next step itself.
+
+    The step's live updates go out once, at its end (``held``): the step that sees a render's end also
+    downloads it, finishes the job and starts the next one, and the device waits for none of their pushes."""
+    with held():
+        _poll(job_id, ticket)
+
+
+def _poll(job_id: int, ticket: int) -> None:
     if not _claim_poll(job_id, ticket):
         return
     ticket += 1
@@ -706,8 +728,8 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             phase="Saving",
         ):
             _trace(job.pk, "collecting")
-            job.refresh_from_db()
-            _collect(job, runner_for(job))
+            job.refresh_from_db()  # the runner's own job, read anew
+            _collect(job, runner)
         return
     moved = result.progress > job.progress
     if job.state == S.SUBMITTED and (result.started or result.progress > 0):
