@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -443,7 +444,12 @@ def _cleanup_abandoned(job: Job) -> None:
 
 
 def _execute(job: Job, runner, lost) -> None:
-    """Blocking and stream runners: preparing → running → (runner saves results) → collecting → done."""
+    """Blocking and stream runners: preparing → running → (runner saves results) → collecting → done.
+
+    The live updates of "running" and of the runner's first report (made just before its request) go out from a
+    thread of their own once it is made, while this one sends the request (``held(aside=True)``)."""
+    starting = contextlib.ExitStack()
+    starting.enter_context(held(aside=True))
     if not job_transition(
         job.pk,
         from_states=[S.PREPARING],
@@ -452,6 +458,7 @@ def _execute(job: Job, runner, lost) -> None:
         phase="Rendering",
         submit_started_at=_now(),
     ):
+        starting.close()
         _cleanup_abandoned(job)
         return
     job.refresh_from_db()
@@ -459,7 +466,7 @@ def _execute(job: Job, runner, lost) -> None:
     _trace(job.pk, "execute_request")
     last = [0.0]
 
-    def progress(pct: float, phase: str) -> bool:
+    def report(pct: float, phase: str) -> bool:
         if lost.is_set():
             return True
         t = time.monotonic()
@@ -474,6 +481,12 @@ def _execute(job: Job, runner, lost) -> None:
         job_ticked(job.pk)
         return False
 
+    def progress(pct: float, phase: str) -> bool:
+        try:
+            return report(pct, phase)
+        finally:
+            starting.close()  # the first report sends what was held (once)
+
     try:
         runner.execute(progress)
         _trace(job.pk, "executed")
@@ -481,6 +494,8 @@ def _execute(job: Job, runner, lost) -> None:
         ended: BaseException | None = exc
     else:
         ended = None
+    finally:
+        starting.close()  # a runner that never reported
     _executed(job, ended)
 
 

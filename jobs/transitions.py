@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import contextvars
 import logging
+import threading
 import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.db import transaction
+from django.db import connections, transaction
 from django.db.models import F
 from django.utils import timezone
 
@@ -138,12 +139,15 @@ def flush(pending: Pending) -> None:
 
 
 @contextmanager
-def held() -> Iterator[None]:
+def held(*, aside: bool = False) -> Iterator[None]:
     """Hold the live updates (the replan, the pushes) of every change made in the block and send them once, when
     it ends (after commit). For the path from a render's end to the next request: each step's change would
     otherwise replan the device and push the job and the queue on its own, 10-30 ms of CPU each, while the
     device waits. What is sent is read from the database then, so nothing is lost by sending it later; a change
-    that was rolled back only sends the truth again. Nested blocks join the outermost."""
+    that was rolled back only sends the truth again. Nested blocks join the outermost.
+
+    ``aside``: send them from a thread of their own while this one goes on, for a caller that is about to sit
+    in a device call for the whole render (a blocking job's request)."""
     if _held.get() is not None:
         yield
         return
@@ -154,7 +158,22 @@ def held() -> Iterator[None]:
     finally:
         _held.reset(token)
         if pending.jobs or pending.ticks or pending.replan or pending.queues:
-            transaction.on_commit(lambda: flush(pending))  # outside a transaction: at once
+            if aside and not transaction.get_connection().in_atomic_block:
+                _flush_aside(pending)
+            else:
+                transaction.on_commit(lambda: flush(pending))  # outside a transaction: at once
+
+
+def _flush_aside(pending: Pending) -> None:
+    def run() -> None:
+        try:
+            flush(pending)
+        except Exception:  # best effort, as every live update
+            logger.exception("sending live updates failed")
+        finally:
+            connections.close_all()  # this thread's own connections
+
+    threading.Thread(target=run, name="live-updates", daemon=True).start()
 
 
 def replan(device_id: int) -> None:

@@ -163,3 +163,41 @@ def test_a_replan_that_moved_nothing_keeps_the_stored_plan(member, device, seen,
     monkeypatch.setattr(QuerySet, "bulk_update", lambda self, objs, fields, **kw: writes.append(len(objs)))
     plan_device(device.pk)
     assert writes == [3]  # the whole plan, so a start is still the finish before it
+
+
+def test_a_blocking_jobs_request_goes_out_before_the_pushes_of_its_start(member, device, seen, monkeypatch):
+    """Its request holds the worker for the whole render: "running" and the runner's first report (made just
+    before the request) are pushed from a thread of their own, once that report is made."""
+    import threading
+
+    from jobs import broadcast, engine
+    from jobs.models import Job
+
+    a = make_job(member, device, kind="speech", state="preparing", predicted_finish=None)
+    hold_device(device, a)
+    main = threading.current_thread()
+    log: list[tuple[str, bool]] = []  # (what, in the engine's own thread)
+    push = broadcast.broadcast_job
+
+    def pushed(job_id, **kw):
+        log.append((f"push:{kw.get('entered') or 'tick'}", threading.current_thread() is main))
+        push(job_id, **kw)
+
+    monkeypatch.setattr(broadcast, "broadcast_job", pushed)
+
+    class Speaking(FakeRunner):
+        style = "blocking"
+
+        def execute(self, progress):
+            assert not progress(5.0, "Speaking")
+            log.append(("request", True))
+
+    job = Job.objects.select_related("device").get(pk=a.pk)
+    engine._execute(job, Speaking(job, seen), threading.Event())
+    for t in threading.enumerate():
+        if t.name == "live-updates":
+            t.join(5)
+    assert Job.objects.get(pk=a.pk).state == "done"
+    mine = [what for what, in_main in log if in_main]
+    assert mine[0] == "request"  # the engine's thread pushed nothing before the request
+    assert ("push:running", False) in log  # "running" went out, from the other thread
