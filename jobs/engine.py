@@ -29,7 +29,7 @@ from devices.models import Device
 from jobs import lease
 from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, waiting_on
 from jobs.runners import PollResult, Stopped, runner_for, style_of
-from jobs.transitions import held, job_note, job_set, job_ticked, job_transition
+from jobs.transitions import held, job_note, job_set, job_ticked, job_transition, send_held
 
 logger = logging.getLogger("jobs.engine")
 S = JobState
@@ -795,6 +795,7 @@ def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
 
 
 def _collect(job: Job, runner) -> None:
+    send_held(aside=True)  # "downloading the result" goes out while it downloads (a big file takes a while)
     try:
         with lease.keep_alive(job.device_id, job.pk, poll_chain=True):
             _trace(job.pk, "download")

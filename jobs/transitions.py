@@ -151,17 +151,32 @@ def held(*, aside: bool = False) -> Iterator[None]:
     if _held.get() is not None:
         yield
         return
-    pending = Pending()
-    token = _held.set(pending)
+    token = _held.set(Pending())
     try:
         yield
     finally:
+        pending = _held.get()  # send_held may have started a new collection
         _held.reset(token)
-        if pending.jobs or pending.ticks or pending.replan or pending.queues:
-            if aside and not transaction.get_connection().in_atomic_block:
-                _flush_aside(pending)
-            else:
-                transaction.on_commit(lambda: flush(pending))  # outside a transaction: at once
+        if pending is not None:
+            _send(pending, aside=aside)
+
+
+def send_held(*, aside: bool = False) -> None:
+    """Inside :func:`held`: send what the block collected so far now, and go on collecting. Before a long wait
+    that is not the device's (a result's download): the pages show what happened up to it."""
+    pending = _held.get()
+    if pending is not None:
+        _held.set(Pending())
+        _send(pending, aside=aside)
+
+
+def _send(pending: Pending, *, aside: bool) -> None:
+    if not (pending.jobs or pending.ticks or pending.replan or pending.queues):
+        return
+    if aside and not transaction.get_connection().in_atomic_block:
+        _flush_aside(pending)
+    else:
+        transaction.on_commit(lambda: flush(pending))  # outside a transaction: at once
 
 
 def _flush_aside(pending: Pending) -> None:
