@@ -19,6 +19,7 @@ after sitting the window out ("wait"), with the emulator's after-load quirks on 
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import re
@@ -442,6 +443,148 @@ def verdict(ok: bool) -> str:
     return "met" if ok else "**MISSED**"
 
 
+# -- where a gap after a render goes (the step timings at debug level, HUB_DEBUG_LOGGERS=jobs) ---------------
+
+TRACE = re.compile(r"trace job=(\d+) step=(\S+) t=([\d.]+)")
+#: (label, from step of the job that ended (A) or started (B), to step): the path from a render's end to the next
+#: request, in order. "end" is the device's end of A's work and "start" the device's start of B's, as sampled.
+SEGMENTS = (
+    ("see the end (poll or answer)", ("dev", "end"), ("A", "seen")),
+    ("to collecting (advance + transition)", ("A", "seen"), ("A", "collecting")),
+    ("download", ("A", "download"), ("A", "downloaded")),
+    ("done transition + learn", ("A", "collected|collecting"), ("A", "learned")),
+    ("release the lease", ("A", "end_job"), ("A", "released")),
+    ("dispatch: pick + claim", ("A", "released"), ("B", "claimed")),
+    ("dispatch: assign + send run", ("B", "claimed"), ("B", "run_sent")),
+    ("queue hop to run_job", ("B", "run_sent"), ("B", "run_start")),
+    ("run: load job + runner", ("B", "run_start"), ("B", "prepare")),
+    ("prepare (read running)", ("B", "prepare"), ("B", "prepared")),
+    ("submit transition", ("B", "prepared"), ("B", "request")),
+    ("request to device start", ("B", "request"), ("dev", "start")),
+)
+
+
+def read_trace(path: Path) -> dict[int, dict[str, float]]:
+    """{job: {step: first time}} from a worker log."""
+    steps: dict[int, dict[str, float]] = {}
+    try:
+        text = path.read_text(errors="replace")
+    except FileNotFoundError:
+        return steps
+    for m in TRACE.finditer(text):
+        job, step, t = int(m.group(1)), m.group(2), float(m.group(3))
+        row = steps.setdefault(job, {})
+        if step == "answer":  # a blocking job's device call returned: its last one ends the device's work
+            row["answer"] = t
+            continue
+        if step in ("submit_request", "execute_request"):
+            step = "request"
+        row.setdefault(step, t)
+    for row in steps.values():
+        seen = row.get("poll_done", row.get("answer", row.get("executed")))
+        if seen is not None:
+            row["seen"] = seen
+    return steps
+
+
+def gap_breakdown(tl: Timeline, spans, steps: dict[int, dict[str, float]]) -> dict[str, list[float]]:
+    """For each gap after a render: the seconds of each segment of the hub's path (``SEGMENTS``)."""
+    items = [i for i in tl.items if i.end is not None]
+    out: dict[str, list[float]] = {label: [] for label, _a, _b in SEGMENTS}
+    out["whole gap"] = []
+    ends = sorted((row["end_job"], job) for job, row in steps.items() if "end_job" in row)
+    claims = sorted((row["claimed"], job) for job, row in steps.items() if "claimed" in row)
+    for (cause, gap), before, after in zip(gaps_of(tl, spans), items, items[1:], strict=False):
+        if cause != "after a render":
+            continue
+        a = next((j for t, j in ends if before.end - 0.05 <= t <= after.start), None)
+        b = next((j for t, j in claims if before.end - 0.05 <= t <= after.start), None)
+        if a is None or b is None:
+            continue
+        rows = {"A": steps[a], "B": steps[b], "dev": {"end": before.end, "start": after.start}}
+        out["whole gap"].append(gap)
+
+        def at(ref: tuple[str, str], rows=rows) -> float | None:
+            who, names = ref
+            return next((rows[who][n] for n in names.split("|") if n in rows[who]), None)
+
+        for label, frm, to in SEGMENTS:
+            t0, t1 = at(frm), at(to)
+            if t0 is not None and t1 is not None:
+                out[label].append(t1 - t0)
+    return out
+
+
+def print_breakdown(parts: dict[str, list[float]]) -> None:
+    print("| step (after a render) | n | median | p95 |")
+    print("|---|---|---|---|")
+    for label, values in parts.items():
+        print(f"| {label} | {len(values)} | {pct(values, 0.5):.3f} | {pct(values, 0.95):.3f} |")
+    print()
+
+
+def main_night_only() -> None:
+    """Only the hub's night (no trials, no naive script, no request rates), with the engine's step timings."""
+    from hub.redis_server import start_private_redis
+
+    tmp = Path(tempfile.mkdtemp(prefix="bench-night-"))
+    redis = start_private_redis(run_dir=tmp / "run")
+    os.environ.update(
+        REDIS_URL=redis.url,
+        HUB_DATA_DIR=str(tmp),
+        DATABASE_URL=f"sqlite:///{tmp / 'hub.sqlite3'}",
+        HUB_SECRET_KEY="bench",
+        HUB_INSECURE_FAST_HASHER="1",
+        DJANGO_SETTINGS_MODULE="hub.settings",
+    )
+    import django
+
+    django.setup()
+    from django.core.management import call_command
+
+    from devices.emulator.testing import run_tiiny
+    from hub.accounts.models import User
+    from hub.testing import start_beat, start_worker
+    from jobs.tests.conftest import make_device
+
+    call_command("migrate", verbosity=0)
+    people = [User.objects.create_user(f"bench{i}", password="bench-pass-1", role="member") for i in range(3)]
+    load = os.getloadavg()
+    try:
+        with run_tiiny(speed=SPEED, quirks=NIGHT_QUIRKS) as emulator:
+            device = make_device(emulator)
+            env = {**HUB_ENV, "HUB_DEBUG_LOGGERS": "jobs"}
+            worker, beat = start_worker("bench-night", concurrency=2, **env), start_beat(**HUB_ENV)
+            try:
+                time.sleep(2)
+                tl, spans, took = run_hub(emulator, device, people)
+            finally:
+                worker.stop()
+                beat.stop()
+    finally:
+        redis.stop()
+    gaps = gaps_of(tl, spans)
+    print(
+        f"## The hub's night only (speed {SPEED:g}, {took:.0f} s wall, load average before {load[0]:.2f})\n"
+    )
+    print("| cause | n | median | p95 |")
+    print("|---|---|---|---|")
+    window_wall = WINDOW_S / SPEED
+    for cause in ("after a render", "before a load", "after a load", "between stages"):
+        h = [max(0.0, g - window_wall) if cause == "after a load" else g for c, g in gaps if c == cause]
+        print(f"| {cause} | {len(h)} | {pct(h, 0.5):.2f} | {pct(h, 0.95):.2f} |")
+    print()
+    print_breakdown(gap_breakdown(tl, spans, read_trace(worker.log_path)))
+    if os.environ.get("BENCH_NIGHT_DUMP"):  # the raw timeline and worker log, for a closer look
+        import json
+
+        items = [(i.kind, i.start, i.end) for i in tl.items]
+        Path(os.environ["BENCH_NIGHT_DUMP"]).write_text(
+            json.dumps({"items": items, "spans": spans, "log": str(worker.log_path)})
+        )
+    print(f"_(load average after {os.getloadavg()[0]:.2f})_")
+
+
 def main() -> None:
     import argparse
 
@@ -666,4 +809,14 @@ def report(trials, hub, naive, rates, took) -> None:
 
 
 if __name__ == "__main__":
-    main()
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument(
+        "--part",
+        choices=("all", "night"),
+        default="all",
+        help="night: only the hub's night, with where each gap after a render goes (the engine's step timings)",
+    )
+    if parser.parse_args().part == "night":
+        main_night_only()
+    else:
+        main()

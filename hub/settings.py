@@ -303,6 +303,9 @@ LOGGING = {
         "axes": {"level": "WARNING"},  # failed sign-ins and lockouts; not a line for every good one
     },
 }
+# Loggers to run at DEBUG, comma-separated (e.g. HUB_DEBUG_LOGGERS=jobs: the engine's step timings).
+for _name in filter(None, (n.strip() for n in env_str("HUB_DEBUG_LOGGERS", "").split(","))):
+    LOGGING["loggers"].setdefault(_name, {})["level"] = "DEBUG"
 
 # The device the run command starts: "emulator" (the default) or "none".
 HUB_DEVICE = env_str("HUB_DEVICE", "emulator")

@@ -13,6 +13,7 @@ Invariants:
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import time
@@ -28,7 +29,7 @@ from devices.models import Device
 from jobs import lease
 from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, waiting_on
 from jobs.runners import PollResult, Stopped, runner_for, style_of
-from jobs.transitions import job_note, job_set, job_ticked, job_transition
+from jobs.transitions import held, job_note, job_set, job_ticked, job_transition, send_held
 
 logger = logging.getLogger("jobs.engine")
 S = JobState
@@ -45,6 +46,11 @@ def _now() -> dt.datetime:
     return timezone.now()
 
 
+def _trace(job_id: int, step: str) -> None:
+    """Timing of the path from a render's end to the next request (``HUB_DEBUG_LOGGERS=jobs``)."""
+    logger.debug("trace job=%s step=%s t=%.4f", job_id, step, time.time())
+
+
 def _enqueue_dispatch(device_id: int) -> None:
     from jobs.tasks import dispatch
 
@@ -52,12 +58,10 @@ def _enqueue_dispatch(device_id: int) -> None:
 
 
 def _replan(device_id: int) -> None:
-    from jobs.eta import plan_device
+    """Through the one sender of live updates: inside ``held`` once with the block's other changes."""
+    from jobs.transitions import replan
 
-    try:
-        plan_device(device_id)
-    except Exception:
-        logger.exception("planning device %s failed", device_id)
+    replan(device_id)
 
 
 def _backoff(attempt: int, *, base: float = 5.0, cap: float = 300.0) -> dt.timedelta:
@@ -129,13 +133,16 @@ def release_device(device_id: int, job_id: int, *, ended: dt.datetime | None = N
 def end_job(job: Job) -> None:
     """After a final state: free the device and start the next job at once (dispatch runs right here, in the
     process that saw the end: no device I/O, and one queue hop less of device idle), then plan."""
+    _trace(job.pk, "end_job")
     release_device(job.device_id, job.pk)
+    _trace(job.pk, "released")
     try:
         started = dispatch_device(job.device_id)
     except Exception:
         logger.exception("dispatching device %s after job %s failed; queueing it", job.device_id, job.pk)
         started = None
         _enqueue_dispatch(job.device_id)
+    _trace(job.pk, "dispatched")
     if started is None:  # dispatch replans when it starts a job
         _replan(job.device_id)
 
@@ -153,6 +160,7 @@ def finish_done(job: Job) -> bool:
         device_seconds=_device_seconds(job, now),
         next_poll_at=None,
     )
+    _trace(job.pk, "done_transition")
     if ok:
         from jobs.eta import learn
 
@@ -161,6 +169,7 @@ def finish_done(job: Job) -> bool:
             learn(job)
         except Exception:
             logger.exception("learning from job %s failed", job.pk)
+        _trace(job.pk, "learned")
         end_job(job)
         from jobs.tasks import make_thumbnail
 
@@ -320,6 +329,7 @@ def dispatch_device(device_id: int) -> int | None:
             progress=0.0,
         ):
             return None
+        _trace(job.pk, "claimed")
         lease.lease_assign(device_id, token, job.pk)
         started = job.pk
         if jumped:
@@ -332,7 +342,9 @@ def dispatch_device(device_id: int) -> int | None:
     job.refresh_from_db()
     limit = max(600, int(3 * (job.estimate_s or 60)) + 600)
     run_job.apply_async((started,), soft_time_limit=limit, time_limit=limit + 60)
+    _trace(started, "run_sent")
     _replan(device_id)
+    _trace(started, "dispatch_replanned")
     return started
 
 
@@ -347,13 +359,16 @@ def _polite_now(job: Job) -> bool:
 
 
 def run(job_id: int) -> None:
+    _trace(job_id, "run_start")
     job = Job.objects.select_related("device").filter(pk=job_id).first()
     if job is None or job.state != S.PREPARING:
         return
     runner = runner_for(job)
     with lease.keep_alive(job.device_id, job.pk) as lost:
         try:
+            _trace(job_id, "prepare")
             evicted = runner.prepare(polite=_polite_now(job))
+            _trace(job_id, "prepared")
         except errors.DeviceError as exc:
             handle_error(job, exc, where="prepare")
             return
@@ -367,7 +382,8 @@ def run(job_id: int) -> None:
         if lost.is_set():
             return
         if runner.style == "poll":
-            _submit_poll(job, runner)
+            with held():  # the create call goes out first, the replan and the pushes of "submitted" after it
+                _submit_poll(job, runner)
         else:
             _execute(job, runner, lost)
 
@@ -389,6 +405,7 @@ def _submit_poll(job: Job, runner) -> None:
         _cleanup_abandoned(job)
         return
     job.refresh_from_db()
+    _trace(job.pk, "submit_request")
     try:
         remote_id, data = runner.submit()
     except errors.DeviceError as exc:
@@ -427,7 +444,12 @@ def _cleanup_abandoned(job: Job) -> None:
 
 
 def _execute(job: Job, runner, lost) -> None:
-    """Blocking and stream runners: preparing → running → (runner saves results) → collecting → done."""
+    """Blocking and stream runners: preparing → running → (runner saves results) → collecting → done.
+
+    The live updates of "running" and of the runner's first report (made just before its request) go out from a
+    thread of their own once it is made, while this one sends the request (``held(aside=True)``)."""
+    starting = contextlib.ExitStack()
+    starting.enter_context(held(aside=True))
     if not job_transition(
         job.pk,
         from_states=[S.PREPARING],
@@ -436,13 +458,15 @@ def _execute(job: Job, runner, lost) -> None:
         phase="Rendering",
         submit_started_at=_now(),
     ):
+        starting.close()
         _cleanup_abandoned(job)
         return
     job.refresh_from_db()
     runner.job = job
+    _trace(job.pk, "execute_request")
     last = [0.0]
 
-    def progress(pct: float, phase: str) -> bool:
+    def report(pct: float, phase: str) -> bool:
         if lost.is_set():
             return True
         t = time.monotonic()
@@ -457,12 +481,36 @@ def _execute(job: Job, runner, lost) -> None:
         job_ticked(job.pk)
         return False
 
+    def progress(pct: float, phase: str) -> bool:
+        try:
+            return report(pct, phase)
+        finally:
+            starting.close()  # the first report sends what was held (once)
+
     try:
         runner.execute(progress)
-    except Stopped:
+        _trace(job.pk, "executed")
+    except (Stopped, errors.DeviceError) as exc:
+        ended: BaseException | None = exc
+    else:
+        ended = None
+    finally:
+        starting.close()  # a runner that never reported
+    _executed(job, ended)
+
+
+def _executed(job: Job, exc: BaseException | None) -> None:
+    """After a blocking or stream call: record its end (``exc``: how it failed, None: it succeeded). The device
+    is free: the next job is started before this one's replan and pushes go out (``held``)."""
+    with held():
+        _record_end(job, exc)
+
+
+def _record_end(job: Job, exc: BaseException | None) -> None:
+    if isinstance(exc, Stopped):
         _cleanup_abandoned(job)
         return
-    except errors.DeviceError as exc:
+    if isinstance(exc, errors.DeviceError):
         job.refresh_from_db()
         if job.state != S.RUNNING:
             _cleanup_abandoned(job)
@@ -480,6 +528,7 @@ def _execute(job: Job, runner, lost) -> None:
     if job_transition(
         job.pk, from_states=[S.RUNNING], to=S.COLLECTING, message="Saved the result.", phase="Saving"
     ):
+        _trace(job.pk, "collecting")
         finish_done(job)
     else:
         _cleanup_abandoned(job)
@@ -633,7 +682,15 @@ def _next_interval(job: Job, moved: bool, *, runner=None, trouble: bool = False)
 
 
 def poll(job_id: int, ticket: int) -> None:
-    """One step of a poll-style job. Runs only with the current ticket; schedules the next step itself."""
+    """One step of a poll-style job. Runs only with the current ticket; schedules the next step itself.
+
+    The step's live updates go out once, at its end (``held``): the step that sees a render's end also
+    downloads it, finishes the job and starts the next one, and the device waits for none of their pushes."""
+    with held():
+        _poll(job_id, ticket)
+
+
+def _poll(job_id: int, ticket: int) -> None:
     if not _claim_poll(job_id, ticket):
         return
     ticket += 1
@@ -647,6 +704,7 @@ def poll(job_id: int, ticket: int) -> None:
     if job.state == S.COLLECTING:
         _collect(job, runner)
         return
+    _trace(job.pk, "poll_start")
     try:
         result = runner.poll()
     except errors.NotFound as exc:
@@ -687,6 +745,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         _on_remote_failure(job, runner, result)
         return
     if result.status == "done":
+        _trace(job.pk, "poll_done")
         nxt = None
         try:
             nxt = runner.advance()
@@ -705,6 +764,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             job.refresh_from_db()
             schedule_poll(job.pk, countdown=_first_interval(job, runner), ticket=ticket)
             return
+        _trace(job.pk, "advanced")
         if job_transition(
             job.pk,
             from_states=[S.SUBMITTED, S.RUNNING],
@@ -713,8 +773,9 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             progress=result.progress,
             phase="Saving",
         ):
-            job.refresh_from_db()
-            _collect(job, runner_for(job))
+            _trace(job.pk, "collecting")
+            job.refresh_from_db()  # the runner's own job, read anew
+            _collect(job, runner)
         return
     moved = result.progress > job.progress
     if job.state == S.SUBMITTED and (result.started or result.progress > 0):
@@ -765,9 +826,12 @@ def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
 
 
 def _collect(job: Job, runner) -> None:
+    send_held(aside=True)  # "downloading the result" goes out while it downloads (a big file takes a while)
     try:
         with lease.keep_alive(job.device_id, job.pk, poll_chain=True):
+            _trace(job.pk, "download")
             runner.collect()
+            _trace(job.pk, "downloaded")
     except errors.DeviceError as exc:
         job.refresh_from_db()
         if exc.permanent or job.attempts >= MAX_ATTEMPTS:
@@ -775,6 +839,7 @@ def _collect(job: Job, runner) -> None:
         else:
             schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
         return
+    _trace(job.pk, "collected")
     finish_done(job)
 
 

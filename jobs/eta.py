@@ -200,9 +200,16 @@ def note_progress(job_id: int) -> None:
             remote_data={**data, "eta_anchor": [now.isoformat(), round(job.progress / 100.0, 4)]}
         )
         return
-    finish = now + dt.timedelta(seconds=remaining_seconds(job, now=now))
-    if job.predicted_finish is None or abs((finish - job.predicted_finish).total_seconds()) > REPLAN_DRIFT_S:
+    if finish_drifted(job, now=now):
         plan_device(job.device_id)
+
+
+def finish_drifted(job: Any, *, now: dt.datetime) -> bool:
+    """The running job's finish moved more than ``REPLAN_DRIFT_S`` from the stored plan (or it has none)."""
+    finish = now + dt.timedelta(seconds=remaining_seconds(job, now=now))
+    return (
+        job.predicted_finish is None or abs((finish - job.predicted_finish).total_seconds()) > REPLAN_DRIFT_S
+    )
 
 
 def plan(
@@ -276,9 +283,21 @@ def plan_device(device_id: int) -> None:
 
     rows = plan(device_id)
     changed = []
+    moved = False
     for job, start, finish in rows:
         if job.predicted_start != start or job.predicted_finish != finish:
             changed.append(Job(pk=job.pk, predicted_start=start, predicted_finish=finish))
-    if changed:
+            moved = moved or _moved(job.predicted_start, start) or _moved(job.predicted_finish, finish)
+    if moved:  # the whole plan, so the stored one is always one plan (a start is the finish before it)
         Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish"])
     plan_changed(device_id)
+
+
+#: A replan whose times all moved less than this keeps the stored plan: a replan comes with every job start and
+#: end, several within a second on the way from one render to the next, and each would rewrite every waiting
+#: job's times (they start "now") by a few milliseconds: no page shows that, and the write is most of its cost.
+PLAN_SLACK = dt.timedelta(seconds=1)
+
+
+def _moved(stored: dt.datetime | None, new: dt.datetime) -> bool:
+    return stored is None or abs(new - stored) >= PLAN_SLACK

@@ -12,7 +12,9 @@ Rules enforced here so that both clients get them for free:
 
 from __future__ import annotations
 
+import functools
 import logging
+import ssl
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -102,6 +104,14 @@ def json_error_text(body: Any) -> str:
     return " — ".join(dict.fromkeys(parts))[:500] or str(body)[:500]
 
 
+@functools.cache
+def _tls() -> ssl.SSLContext:
+    """httpx's default TLS settings (certifi, or SSL_CERT_FILE / SSL_CERT_DIR), built once per process: building
+    them loads the CA bundle (~20 ms), and a client is made per job step, on the path from a render's end to
+    the next request. A context is safe to share between clients and threads."""
+    return httpx.create_ssl_context()
+
+
 class HttpDevice:
     """Shared HTTP plumbing. Subclasses map statuses to typed errors in ``_raise_for``."""
 
@@ -126,6 +136,7 @@ class HttpDevice:
             transport=transport,
             follow_redirects=False,
             timeout=timeouts.of(timeouts.manage),
+            verify=_tls(),
         )
         self._origin = httpx.URL(self.base_url + "/")
 

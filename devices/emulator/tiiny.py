@@ -275,6 +275,21 @@ class TiinyApp:
             # A power cycle mid-request: the gateway loses its upstream.
             raise Reply(502, {"error": {"message": "Bad Gateway", "type": "upstream_error"}})
 
+    async def _infer_making(
+        self, inst: Instance, device_seconds: float, make: Callable[[], Awaitable[bytes]]
+    ) -> bytes:
+        """An inference that answers with media: the media (Pillow, a synthesised WAV: real CPU time here) is
+        made while the inference runs, so the answer is ready when the device's work ends, as on the device
+        (renders and 3D stages make theirs the same way). Made after it, a 10 s loop's WAV took 150-500 ms
+        past the end of the device's work, and a client would have waited for the emulator's own CPU."""
+        media = self.state.spawn(make())
+        try:
+            await self._infer(inst, device_seconds)
+        except BaseException:
+            media.cancel()
+            raise
+        return await media
+
     # ======================================================================================================
     # control plane
     # ======================================================================================================
@@ -1121,9 +1136,11 @@ class TiinyApp:
             )
         seconds = float(cfg.get("seconds_total") or body.get("duration") or 20)
         self._first_inference(inst)
-        await self._infer(inst, catalog.music_loop_seconds(seconds))
-        sess = self._new_session(inst, str(prompt), cfg, seconds, 44100, stage="full")
-        return sess, await self._music_wav(seconds, 44100, 2, sess.seed)
+        seed = self._seed(cfg)
+        wav = await self._infer_making(
+            inst, catalog.music_loop_seconds(seconds), lambda: self._music_wav(seconds, 44100, 2, seed)
+        )
+        return self._new_session(inst, str(prompt), cfg, seconds, 44100, stage="full", seed=seed), wav
 
     def _new_session(
         self,
@@ -1135,6 +1152,7 @@ class TiinyApp:
         *,
         stage: str,
         duration: float | None = None,
+        seed: int | None = None,
     ) -> MusicSession:
         sess = MusicSession(
             id=str(uuid.uuid4()),
@@ -1144,7 +1162,7 @@ class TiinyApp:
             seconds_total=seconds_total,
             sample_rate=rate,
             channels=2,
-            seed=self._seed(cfg),
+            seed=self._seed(cfg) if seed is None else seed,
             created_at=_now(),
             stage=stage,
             duration=seconds_total if duration is None else duration,
@@ -1208,9 +1226,12 @@ class TiinyApp:
             )
         seconds = float(cfg.get("seconds_total") or 60)
         self._first_inference(inst)
-        await self._infer(inst, catalog.song_seconds(seconds))
-        sess = self._new_session(inst, str(caption), cfg, seconds, 48000, stage="full")
-        return JSONResponse(self._env_for(sess, await self._music_wav(seconds, 48000, 2, sess.seed)))
+        seed = self._seed(cfg)
+        wav = await self._infer_making(
+            inst, catalog.song_seconds(seconds), lambda: self._music_wav(seconds, 48000, 2, seed)
+        )
+        sess = self._new_session(inst, str(caption), cfg, seconds, 48000, stage="full", seed=seed)
+        return JSONResponse(self._env_for(sess, wav))
 
     async def music_preview(self, request: Request) -> Response:
         body = await self._json(request)
@@ -1229,11 +1250,14 @@ class TiinyApp:
         seconds_total = float(cfg.get("seconds_total") or 60)
         preview = min(float(cfg["preview_seconds"]), seconds_total)
         self._first_inference(inst)
-        await self._infer(inst, catalog.song_seconds(preview))
-        sess = self._new_session(
-            inst, str(caption), cfg, seconds_total, 48000, stage="preview", duration=preview
+        seed = self._seed(cfg)
+        wav = await self._infer_making(
+            inst, catalog.song_seconds(preview), lambda: self._music_wav(preview, 48000, 2, seed)
         )
-        return JSONResponse(self._env_for(sess, await self._music_wav(preview, 48000, 2, sess.seed)))
+        sess = self._new_session(
+            inst, str(caption), cfg, seconds_total, 48000, stage="preview", duration=preview, seed=seed
+        )
+        return JSONResponse(self._env_for(sess, wav))
 
     async def music_resume(self, request: Request) -> Response:
         body = await self._json(request)
@@ -1251,9 +1275,12 @@ class TiinyApp:
             # The ideal device honours a new length; the real one ignores it (songgen_session).
             sess.seconds_total = float(cfg["seconds_total"])
         self._first_inference(inst)
-        await self._infer(inst, catalog.song_seconds(sess.seconds_total))
-        sess.stage, sess.duration = "full", sess.seconds_total
-        return JSONResponse(self._env_for(sess, await self._music_wav(sess.duration, 48000, 2, sess.seed)))
+        total = sess.seconds_total
+        wav = await self._infer_making(
+            inst, catalog.song_seconds(total), lambda: self._music_wav(total, 48000, 2, sess.seed)
+        )
+        sess.stage, sess.duration = "full", total
+        return JSONResponse(self._env_for(sess, wav))
 
     # ======================================================================================================
     # images
@@ -1297,9 +1324,12 @@ class TiinyApp:
         self._first_inference(inst)
         data = []
         for k in range(n):
-            await self._infer(inst, catalog.image_seconds(width, height, steps))
-            png = await st.in_thread(
-                _media().png_bytes, prompt=prompt, width=width, height=height, seed=seed + k
+            png = await self._infer_making(
+                inst,
+                catalog.image_seconds(width, height, steps),
+                lambda k=k: st.in_thread(
+                    _media().png_bytes, prompt=prompt, width=width, height=height, seed=seed + k
+                ),
             )
             if fmt == "url":
                 name = f"img_{uuid.uuid4().hex}.png"
@@ -1347,15 +1377,22 @@ class TiinyApp:
         if self._tts_problem(inst.spec, body):
             raise oai_error(500, "The upstream TTS model failed.", "upstream_error")
         seconds = min(120.0, max(0.8, len(text.split()) * 0.4))
-        await self._infer(inst, catalog.speech_seconds(seconds))
         seed = sum(text.encode()) % 997
         if fmt == "mp3":
-            data = await self.state.in_thread(
-                _media().mp3_bytes, seconds=seconds, sample_rate=24000, channels=1, seed=seed
+            data = await self._infer_making(
+                inst,
+                catalog.speech_seconds(seconds),
+                lambda: self.state.in_thread(
+                    _media().mp3_bytes, seconds=seconds, sample_rate=24000, channels=1, seed=seed
+                ),
             )
             return Response(data, media_type="audio/mpeg")
-        wav = await self.state.in_thread(
-            _media().wav_bytes, seconds=seconds, sample_rate=24000, channels=1, seed=seed, kind="speech"
+        wav = await self._infer_making(
+            inst,
+            catalog.speech_seconds(seconds),
+            lambda: self.state.in_thread(
+                _media().wav_bytes, seconds=seconds, sample_rate=24000, channels=1, seed=seed, kind="speech"
+            ),
         )
         if fmt == "pcm":
             return Response(wav[44:], media_type="audio/pcm")  # 16-bit LE mono 24 kHz, header stripped

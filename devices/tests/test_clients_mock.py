@@ -264,3 +264,29 @@ def test_it_streams_tensorsharp_frames_and_raises_on_an_error_frame():
     )
     with pytest.raises(errors.Transient):
         list(ts.video_stream({"prompt": "p"}, read_timeout=5))
+
+
+def test_it_builds_the_tls_settings_once_per_process_and_still_verifies(monkeypatch):
+    """A client is made per job step (on the path from a render's end to the next request): loading the CA
+    bundle for each one cost ~20 ms of CPU there."""
+    import ssl
+
+    from devices.clients import base
+
+    built = []
+    real = ssl.create_default_context
+
+    def counting(*args, **kw):
+        built.append(1)
+        return real(*args, **kw)
+
+    base._tls.cache_clear()
+    monkeypatch.setattr(ssl, "create_default_context", counting)
+    try:
+        clients = [TiinyClient("https://pocket.local", "k") for _ in range(3)]
+        assert len(built) == 1
+        ctx = clients[0]._http._transport._pool._ssl_context
+        assert ctx is clients[2]._http._transport._pool._ssl_context
+        assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    finally:
+        base._tls.cache_clear()

@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import logging
 import subprocess
 import sys
 
@@ -82,3 +83,21 @@ def test_it_passes_the_deploy_checks_when_served_over_https(tmp_path):
         env=env, capture_output=True, text=True, timeout=60,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr + result.stdout
+
+
+def test_it_runs_the_named_loggers_at_debug_level(tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "k", "HUB_DATA_DIR": str(tmp_path),
+           "HUB_DEBUG_LOGGERS": "jobs, devices.clients"}  # fmt: skip
+    code = (
+        "import logging, django; django.setup(); "
+        "print([logging.getLogger(n).getEffectiveLevel() for n in ('jobs.engine', 'devices.clients', 'hub')])"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "DJANGO_SETTINGS_MODULE": "hub.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == str([logging.DEBUG, logging.DEBUG, logging.INFO])

@@ -6,6 +6,7 @@ import base64
 import datetime as dt
 import logging
 import secrets
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -91,7 +92,7 @@ class TiinyRunner(Runner):
         while True:
             attempt += 1
             try:
-                return fn()
+                out = fn()
             except (errors.Transient, errors.DeviceBusy) as exc:
                 if exc.status is None or isinstance(exc, errors.CleanupFailed):
                     raise
@@ -105,6 +106,10 @@ class TiinyRunner(Runner):
                     wait = min(pause * 2 ** (late - 1), max(give_up - now, pause))
                 logger.info("job %s: retrying after %s (attempt %d)", self.job.pk, exc.code, attempt)
                 self.client.sleep(wait)
+                continue
+            if self.style != "poll":  # a blocking call's end: the device's work is over (engine step timings)
+                logger.debug("trace job=%s step=answer t=%.4f", self.job.pk, time.time())
+            return out
 
     # -- crash recovery: which render in the device's list is ours ------------------------------------------
     def submit_marks(self) -> dict[str, Any]:

@@ -191,6 +191,34 @@ def test_it_makes_foundation_loops_as_wav_and_as_an_envelope(tiiny):
     assert info["models"][0]["model_id"] == FOUNDATION
 
 
+def test_it_answers_when_the_devices_work_ends_its_media_made_meanwhile(tiiny):
+    """The device answers a blocking call when its inference ends. The emulator's media is real CPU work (a 20 s
+    stereo loop: ~0.3 s here): made after the work span, every client waited for it past the device's end."""
+    tiiny.load(FOUNDATION)
+    tiiny.set_speed(34)  # a 20 s loop = 68 device-s = 2 s
+    last_busy, stop = [0.0], threading.Event()
+
+    def watch() -> None:
+        with tiiny.client() as c:
+            while not stop.is_set():
+                if c.get("/__emulator__/counters").json()["current_work"] > 0:
+                    last_busy[0] = time.monotonic()
+                time.sleep(0.005)
+
+    watcher = threading.Thread(target=watch)
+    watcher.start()
+    try:
+        with tiiny.client() as c:
+            req = {"model": FOUNDATION, "prompt": "pads", "config": {"seconds_total": 20, "seed": 3}}
+            wav = c.post("/v1/music/generate/wav", json=req, timeout=30)
+            answered = time.monotonic()
+    finally:
+        stop.set()
+        watcher.join()
+    assert wav.status_code == 200 and _is_wav(wav.content)
+    assert last_busy[0] and answered - last_busy[0] < 0.15, answered - last_busy[0]
+
+
 def test_it_makes_songs_by_preview_then_resume_and_serves_the_session(tiiny):
     tiiny.load(SONGGEN)
     cfg = {"caption": "lofi piano", "generation_type": "bgm", "seconds_total": 3}
