@@ -349,7 +349,9 @@ def first_use_trials(emulator) -> list[tuple[str, str, float, int]]:
     return rows
 
 
-async def viewers_rate(base: str, device, emulator, people, n: int, busy: bool) -> tuple[float, dict[str, int]]:
+async def viewers_rate(
+    base: str, device, emulator, people, n: int, busy: bool
+) -> tuple[float, dict[str, int]]:
     """Device requests per second while ``n`` signed-in websockets watch the device, idle or during a render,
     and how many of each request (method and path, ids folded) the device counted."""
     import httpx
@@ -525,32 +527,18 @@ def print_breakdown(parts: dict[str, list[float]]) -> None:
 
 def main_night_only() -> None:
     """Only the hub's night (no trials, no naive script, no request rates), with the engine's step timings."""
-    from hub.redis_server import start_private_redis
+    from bench._hub import private_hub
 
-    tmp = Path(tempfile.mkdtemp(prefix="bench-night-"))
-    redis = start_private_redis(run_dir=tmp / "run")
-    os.environ.update(
-        REDIS_URL=redis.url,
-        HUB_DATA_DIR=str(tmp),
-        DATABASE_URL=f"sqlite:///{tmp / 'hub.sqlite3'}",
-        HUB_SECRET_KEY="bench",
-        HUB_INSECURE_FAST_HASHER="1",
-        DJANGO_SETTINGS_MODULE="hub.settings",
-    )
-    import django
+    with private_hub("night"):
+        from devices.emulator.testing import run_tiiny
+        from hub.accounts.models import User
+        from hub.testing import start_beat, start_worker
+        from jobs.tests.conftest import make_device
 
-    django.setup()
-    from django.core.management import call_command
-
-    from devices.emulator.testing import run_tiiny
-    from hub.accounts.models import User
-    from hub.testing import start_beat, start_worker
-    from jobs.tests.conftest import make_device
-
-    call_command("migrate", verbosity=0)
-    people = [User.objects.create_user(f"bench{i}", password="bench-pass-1", role="member") for i in range(3)]
-    load = os.getloadavg()
-    try:
+        people = [
+            User.objects.create_user(f"bench{i}", password="bench-pass-1", role="member") for i in range(3)
+        ]
+        load = os.getloadavg()
         with run_tiiny(speed=SPEED, quirks=NIGHT_QUIRKS) as emulator:
             device = make_device(emulator)
             env = {**HUB_ENV, "HUB_DEBUG_LOGGERS": "jobs"}
@@ -561,8 +549,6 @@ def main_night_only() -> None:
             finally:
                 worker.stop()
                 beat.stop()
-    finally:
-        redis.stop()
     gaps = gaps_of(tl, spans)
     print(
         f"## The hub's night only (speed {SPEED:g}, {took:.0f} s wall, load average before {load[0]:.2f})\n"
@@ -675,7 +661,9 @@ def main() -> None:
     del worker_log
     if args.part == "rates":
         report_rates(rates)
-        print(f"_(part 4 alone{'' if args.no_warmup else ', after a warm-up video'}: {time.monotonic() - started:.0f} s)_")
+        print(
+            f"_(part 4 alone{'' if args.no_warmup else ', after a warm-up video'}: {time.monotonic() - started:.0f} s)_"
+        )
         return
     report(
         trials,
