@@ -63,16 +63,18 @@ def render(job, clock, length: float, *, startup: float = 0.5, tail: float = 0.0
     """Poll a render of ``length`` s (whole-percent progress after ``startup`` s, then ``tail`` s at 99 %) by the
     engine's rule until it is seen done: (polls, seconds between its end and the poll that saw it)."""
     end = startup + length + tail
-    polls, progress, stalls = 0, 0.0, 0
+    polls = 0
+    wait = engine._first_interval(job, NO_STAGES)
     while True:
-        clock["t"] += engine._interval_for(job, NO_STAGES, stalls=stalls)
+        clock["t"] += wait
         polls += 1
         t = clock["t"]
         if t >= end:
             return polls, t - end
         now = 0.0 if t < startup else min(99.0, float(int((t - startup) / length * 100)))
-        stalls = 0 if now > progress else stalls + 1
-        progress = job.progress = now
+        moved, job.progress = now > job.progress, now
+        # As ``engine._on_poll`` does after each poll: the engine's own memory of the job is in ``remote_data``.
+        wait = engine._next_interval(job, moved, runner=NO_STAGES)
 
 
 @pytest.mark.parametrize("length", [28.0, 84.0, 420.0])
