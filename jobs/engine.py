@@ -588,6 +588,17 @@ TRUSTED_SAMPLES = 2
 START_SHARE = 0.05
 
 
+#: How many of the latest polls ``_note_pace`` keeps (what each read, and when), and of the first trusted ones.
+PACE_KEEP = 8
+PACE_EARLY = 4
+#: The end its pace foretells is trusted to this share of the time left, beyond what the polls leave open
+#: (progress is not quite even): until then the polls wait for the earliest end that allows.
+PACE_SLACK = 0.02
+#: Within the window its pace leaves for the end, poll every this many ``JOBS_POLL_MIN_S``: the end is seen
+#: within that, for half the polls.
+PACE_STRIDE = 2
+
+
 def _stored_remote_data(job: Job) -> dict[str, Any]:
     data = Job.objects.filter(pk=job.pk).values_list("remote_data", flat=True).first()
     return data if isinstance(data, dict) else dict(job.remote_data or {})
@@ -609,11 +620,17 @@ def _progress_and_history(
     from jobs.eta import remaining_seconds, shape_of
     from jobs.models import RenderStat
 
-    stage = getattr(runner, "stage_progress", None)
-    done, share = stage(job.progress) if stage else (float(job.progress or 0.0) / 100.0, 1.0)
-    done = min(max(done, 0.0), 1.0)
+    done, share = _done_and_share(job, runner)
     elapsed = (now - job.submit_started_at).total_seconds() if job.submit_started_at else 0.0
     own = elapsed * (1.0 - done) / done if done >= OWN_RATE_FROM and elapsed > 0 else None
+    paced, margin = _paced_end(job, done), None
+    if own is not None and paced is not None:
+        end, margin = paced
+        # Before the end its pace foretells, the time to it; past it by more than the margin (the pace was
+        # wrong: a slower last stretch), back off again, never polling more often than the rate since it was
+        # sent would.
+        own = max(end - elapsed, min(elapsed - end - margin, own), 0.0)
+        margin = margin + PACE_SLACK * own
     history = None
     shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
     learned, samples = (
@@ -631,7 +648,104 @@ def _progress_and_history(
         else:
             history = learned * share * (1.0 - done)
     trusted = learned * min(share, 1.0) if learned and samples >= TRUSTED_SAMPLES else None
-    return own, history, elapsed, (done, trusted)
+    return own, history, elapsed, (done, trusted, margin)
+
+
+def _done_and_share(job: Job, runner) -> tuple[float, float]:
+    """(The share of the render or, for a multi-stage job, its current stage done; that stage's share of the job.)"""
+    stage = getattr(runner, "stage_progress", None)
+    done, share = stage(job.progress) if stage else (float(job.progress or 0.0) / 100.0, 1.0)
+    return min(max(done, 0.0), 1.0), share
+
+
+def _note_pace(job: Job, runner, data: dict[str, Any], now: dt.datetime) -> dict[str, Any]:
+    """``data`` (the job's ``remote_data``) with this poll noted under ``pace``: what the latest polls read and
+    when, the smallest step progress was seen to move by, and when the first trusted value was crossed into
+    (between the poll that first read it and the one before). Kept per render or stage (its ``remote_id``),
+    in seconds since it was sent."""
+    if not job.submit_started_at:
+        return data
+    t = round((now - job.submit_started_at).total_seconds(), 3)
+    done = round(_done_and_share(job, runner)[0], 5)
+    pace = data.get("pace")
+    if not isinstance(pace, dict) or pace.get("id") != job.remote_id or not pace.get("polls"):
+        pace = {"id": job.remote_id, "polls": [[0.0, 0.0]]}
+    polls = list(pace["polls"])
+    last_t, last_done = polls[-1]
+    pace = {**pace, "polls": [*polls, [t, done]][-PACE_KEEP:]}  # a copy: ``data`` is compared with the result
+    if done >= OWN_RATE_FROM and len(pace.get("early") or []) < PACE_EARLY:
+        pace["early"] = [*(pace.get("early") or []), [t, done]]  # the far end of its rate
+    if done > last_done:
+        pace["step"] = round(min(done - last_done, pace.get("step") or 1.0), 5)
+        cross = [done, last_t, t]
+        pace["crossed"] = [*(pace.get("crossed") or []), cross][-PACE_KEEP:]
+        if not pace.get("first") and done >= OWN_RATE_FROM:
+            pace["first"] = cross  # the first value that says more than the device's own start-up
+    return {**data, "pace": pace}
+
+
+def _paced_end(job: Job, done: float) -> tuple[float, float] | None:
+    """When (seconds since it was sent) the render or stage should end by the pace ``_note_pace`` noted, and
+    how far off that may be; None until its rate spans ``OWN_RATE_FROM``, or while the progress read is not
+    the latest noted. A poll that read ``d`` at ``t`` says the device crossed into ``d`` before ``t`` and into
+    ``d + step`` after it: at its rate the end lies in a window one step wide, however far apart the polls;
+    the latest polls fall at different points of their steps, and where their windows overlap the end lies
+    in all of them (the percent a poll happens to read is up to a whole step old: 4 s of a 7-minute render)."""
+    pace = (job.remote_data or {}).get("pace") if isinstance(job.remote_data, dict) else None
+    if not isinstance(pace, dict) or pace.get("id") != job.remote_id or not pace.get("first"):
+        return None
+    try:
+        d0, lo0, hi0 = map(float, pace["first"])
+        crossed = [tuple(map(float, c)) for c in pace["crossed"] if float(c[0]) - d0 >= OWN_RATE_FROM]
+        polls, step = [tuple(map(float, p)) for p in pace["polls"]], float(pace["step"])
+    except (KeyError, IndexError, TypeError, ValueError):
+        return None
+    if abs(polls[-1][1] - round(done, 5)) > 1e-6 or not crossed or step <= 0:
+        return None
+    # Its rate from the first trusted crossing to the latest one known most narrowly for the span between them.
+    d1, lo1, hi1 = min(crossed, key=lambda c: (c[2] - c[1] + hi0 - lo0) / (c[0] - d0))
+    whole = ((lo1 + hi1) - (lo0 + hi0)) / 2.0 / (d1 - d0)  # seconds for the whole render or stage
+    if whole <= 0:
+        return None
+    off = ((hi0 - lo0) + (hi1 - lo1)) / 2.0 / (d1 - d0)  # ... give or take this (its ends' windows)
+    # Each window, widened by what the rate leaves open over the rest of the render after it.
+    bounds = _pace_bounds(pace, step)
+    if bounds is not None:
+        return (bounds[0] + bounds[1]) / 2.0, (bounds[1] - bounds[0]) / 2.0
+    windows = [(lo + (1.0 - d) * whole, hi + (1.0 - d) * whole, 1.0 - d) for d, lo, hi in crossed]
+    windows += [(t + (1.0 - d - step) * whole, t + (1.0 - d) * whole, 1.0 - d) for t, d in polls]
+    lo_end = max(lo - rest * off for lo, _, rest in windows)
+    hi_end = min(hi + rest * off for _, hi, rest in windows)
+    if lo_end > hi_end:  # they disagree (progress is not quite even): trust the latest poll
+        lo, hi, rest = windows[-1]
+        lo_end, hi_end = lo - rest * off, hi + rest * off
+    return (lo_end + hi_end) / 2.0, (hi_end - lo_end) / 2.0
+
+
+def _pace_bounds(pace: dict[str, Any], step: float) -> tuple[float, float] | None:
+    """The earliest and latest end (seconds since sent) an even pace allows: the device crossed into ``x`` at
+    ``start + x * whole``, and every noted poll and crossing bounds that (a poll that read ``d`` at ``t``: into
+    ``d`` by ``t``, into ``d + step`` after it). Two unknowns, so the bounds are at the corners where two of
+    those limits meet. None where they disagree (progress is not even) or leave the end open."""
+    limits: list[tuple[float, float, float]] = []  # start + x * whole lies in (lo, hi]
+    inf = float("inf")
+    for t, d in [*(pace.get("early") or []), *pace["polls"]]:
+        if float(d) >= OWN_RATE_FROM:
+            limits += [(float(d), -inf, float(t)), (float(d) + step, float(t), inf)]
+    for d, lo, hi in [pace["first"], *pace["crossed"]]:
+        if float(d) >= OWN_RATE_FROM:
+            limits.append((float(d), float(lo), float(hi)))
+    lines = [(x, v) for x, lo, hi in limits for v in (lo, hi) if abs(v) != inf]
+    ends = []
+    for i, (x1, v1) in enumerate(lines):
+        for x2, v2 in lines[i + 1 :]:
+            if abs(x1 - x2) < 1e-9:
+                continue
+            whole = (v1 - v2) / (x1 - x2)
+            start = v1 - x1 * whole
+            if whole > 0 and all(lo - 1e-6 <= start + x * whole <= hi + 1e-6 for x, lo, hi in limits):
+                ends.append(start + whole)
+    return (min(ends), max(ends)) if ends else None
 
 
 def _first_interval(job: Job, runner) -> float:
@@ -646,13 +760,17 @@ def _interval_for(job: Job, runner, *, stalls: int) -> float:
     to push the first polls out."""
     floor = min(settings.JOBS_POLL_MIN_S, settings.JOBS_POLL_INTERVAL_S)
     base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
-    own, history, elapsed, (done, trusted) = _progress_and_history(job, runner, _now())
+    own, history, elapsed, (done, trusted, margin) = _progress_and_history(job, runner, _now())
     start = min(base, 2 * floor * 1.5**stalls)
     sure = own is not None and done >= OWN_RATE_SURE_AT
     # Its own rate knows the end to about a percent of the render (whole-percent progress): in the last few
     # percent the time left is mostly that uncertainty, and the closer rule sees the end sooner.
     share = SURE_NEAR_SHARE if sure and own > SURE_UNTIL_LEFT * elapsed / done else NEAR_SHARE
     near = [max(floor, share * left) for left in (own, history) if left is not None]
+    if margin is not None:
+        # Its pace knows the end to within ``margin``: wait until the earliest end it allows, then poll every
+        # ``PACE_STRIDE`` fast polls, never past the latest end it allows.
+        near[0] = max(near[0], own - margin, min(PACE_STRIDE * floor, own + margin))
     # Never wait longer than half the time the render has run so far: an end far earlier than expected is seen
     # within 1.5 times its time (twice, once its own progress is sure; with a trusted history and no progress
     # yet, within START_SHARE of what that says), whatever the estimates say.
@@ -672,8 +790,11 @@ def _next_interval(job: Job, moved: bool, *, runner=None, trouble: bool = False)
     base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
     data = _stored_remote_data(job)  # never write back a stale copy (the ETA keeps its anchor here)
     stalls = 0 if moved else int(data.get("stalls", 0)) + 1
-    if data.get("stalls") != stalls:
-        data = {**data, "stalls": stalls}
+    noted = {**data, "stalls": stalls}
+    if runner is not None and not trouble:  # the device answered: this poll read its progress
+        noted = _note_pace(job, runner, noted, _now())
+    if noted != data:
+        data = noted
         Job.objects.filter(pk=job.pk).update(remote_data=data)
     job.remote_data = data
     if trouble or runner is None:
