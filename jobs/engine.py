@@ -358,6 +358,18 @@ def _polite_now(job: Job) -> bool:
     return job.polite and not in_night(_now(), d.night_start, d.night_end, d.time_zone or "UTC")
 
 
+def _note_load(job: Job, runner) -> None:
+    """When the prepare loaded the job's model, keep how long it took (since the job started) in the job's
+    memory: the shape's history learns the render alone (``jobs.eta.learn``), as the plan adds a load of its own
+    where one is due (``jobs.eta.LOAD_SECONDS``)."""
+    if not getattr(runner, "loaded", False) or job.started_at is None:
+        return
+    load_s = round(max(0.0, (_now() - job.started_at).total_seconds()), 3)
+    data = {**_stored_remote_data(job), "load_s": load_s}
+    Job.objects.filter(pk=job.pk).update(remote_data=data)
+    job.remote_data = data
+
+
 def run(job_id: int) -> None:
     _trace(job_id, "run_start")
     job = Job.objects.select_related("device").filter(pk=job_id).first()
@@ -372,6 +384,7 @@ def run(job_id: int) -> None:
         except errors.DeviceError as exc:
             handle_error(job, exc, where="prepare")
             return
+        _note_load(job, runner)
         if evicted:
             job_note(
                 job.pk,

@@ -137,10 +137,18 @@ def estimate(*, device_id: int, device_kind: str, kind: str, model_id: str, para
 
 
 def learn(job: Any) -> None:
-    """Fold a finished job's device time into its shape's EWMA (first sample replaces the seed)."""
+    """Fold a finished job's device time into its shape's EWMA (first sample replaces the seed): without the
+    model load the hub made for it (``load_s``, noted by the engine), which the plan counts on its own
+    (``LOAD_SECONDS``) where a load is due; learned with it, the first job after a load taught its shape a render
+    a whole load too long."""
     from jobs.models import RenderStat
 
-    if not job.device_seconds or job.device_seconds <= 0:
+    load_s = (job.remote_data or {}).get("load_s") if isinstance(job.remote_data, dict) else None
+    try:
+        render_s = float(job.device_seconds or 0.0) - float(load_s or 0.0)
+    except (TypeError, ValueError):
+        render_s = float(job.device_seconds or 0.0)
+    if render_s <= 0:
         return
     shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
     with transaction.atomic():
@@ -148,9 +156,9 @@ def learn(job: Any) -> None:
             device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape
         )
         if stat.samples == 0:
-            stat.mean_s = job.device_seconds
+            stat.mean_s = render_s
         else:
-            stat.mean_s = EWMA_ALPHA * job.device_seconds + (1 - EWMA_ALPHA) * stat.mean_s
+            stat.mean_s = EWMA_ALPHA * render_s + (1 - EWMA_ALPHA) * stat.mean_s
         stat.samples += 1
         stat.save()
 

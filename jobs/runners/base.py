@@ -128,6 +128,9 @@ class Runner:
         self.client = client
 
     # -- shared steps ------------------------------------------------------------------------------------
+    #: Whether ``prepare`` loaded the job's model (the shape's history then learns the render without the load)
+    loaded: bool = False
+
     def prepare(self, *, polite: bool) -> list[str]:
         """Make the job's model ready; returns the models evicted for it."""
         return []

@@ -58,6 +58,7 @@ class TiinyRunner(Runner):
             settle=not OPTIMISTIC_FIRST_USE,
         )
         self.ready_at = result.ready_at
+        self.loaded = not result.already_loaded
         if result.state is not None:
             # The device's running list was just read: the hub's own list is reconciled with it.
             device_note_running(

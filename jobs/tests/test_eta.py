@@ -47,6 +47,61 @@ def test_it_learns_from_finished_jobs(member, db):
     ) == pytest.approx(0.3 * 400 + 0.7 * 300)
 
 
+def test_it_learns_the_render_without_the_model_load_before_it(member, db):
+    """The first job after a load spends the load on the device too; its shape learns the render alone (the
+    plan adds a load where one is due), so the next jobs, with the model loaded, are not told a load too long."""
+    from devices.models import Device
+    from jobs.eta import estimate, learn
+    from jobs.models import Job
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
+    model = "Tongyi-MAI/Z-Image-Turbo"
+    for secs, loaded in ((39.0, {"load_s": 30.0}), (9.0, {})):
+        learn(
+            Job.objects.create(
+                owner=member,
+                device=device,
+                kind="image",
+                model_id=model,
+                params=params,
+                device_seconds=secs,
+                remote_data=loaded,
+            )
+        )
+    assert estimate(
+        device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params
+    ) == pytest.approx(9.0)
+
+
+def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, db):
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from devices.models import Device
+    from jobs.engine import _note_load
+    from jobs.models import Job
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    job = Job.objects.create(
+        owner=member,
+        device=device,
+        kind="image",
+        model_id="m",
+        params={},
+        started_at=timezone.now() - dt.timedelta(seconds=12),
+        remote_data={"tag": 7},
+    )
+    _note_load(job, SimpleNamespace(loaded=False))
+    assert Job.objects.get(pk=job.pk).remote_data == {"tag": 7}
+    _note_load(job, SimpleNamespace(loaded=True))
+    stored = Job.objects.get(pk=job.pk).remote_data
+    assert stored["tag"] == 7 and 12 <= stored["load_s"] < 20
+    assert job.remote_data == stored
+
+
 # -- time left follows the job's own progress ---------------------------------------------------------------
 
 
