@@ -693,11 +693,13 @@ def report_rates(rates) -> None:
     )
     if worst > 1.0:
         print(
-            f"Why busy misses here: one `sys/status` per 2 s tick while watched (0.5/s, the same for 1 or 100 "
-            f"viewers) plus the render's own polls, which follow its progress: a few while nothing is known, "
-            f"sparse far from the end, every 0.15 s near it. A render {RATE_SPEED:g}x shorter than a real one "
-            f"packs the same ~20 polls into {420 / RATE_SPEED:.0f} s; a real 7-minute render spreads them over "
-            f"420 s (≈0.05/s on top of the tick: an estimate, not measured here). This measurement is at the compressed speed and misses.\n"
+            f"Why busy misses here: the watched status tick gives way to the job's own requests (a few "
+            f"`sys/status` reads in the busy run, see below), so what is left is the job's: its model load (a "
+            f"handful of requests) and the render's polls, which follow its progress (sparse far from the end, "
+            f"every 0.15-0.3 s near it: 12-20 a render whatever its length). A render {RATE_SPEED:g}x shorter than "
+            f"a real one packs them into {420 / RATE_SPEED:.0f} s; a real 7-minute render spreads about as many "
+            f"over 420 s (about 0.1/s, plus the watched tick's 0.5/s at most: 0.6/s in all, an estimate, not measured here). "
+            f"Measured at this compressed speed, it misses.\n"
         )
     print("Requests by endpoint (busy runs):\n")
     print("| request | 1 viewer | 100 viewers |")
