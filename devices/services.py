@@ -238,10 +238,13 @@ def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
     beat only when the device was not active yet: a renewal at every render poll must not turn the busy rhythm
     into a read per beat."""
     now = timezone.now()
-    Device.objects.filter(pk=device_id).filter(Q(active_until__isnull=True) | Q(active_until__lte=now)).update(
-        active_until=until, next_poll_at=None
+    started = (
+        Device.objects.filter(pk=device_id)
+        .filter(Q(active_until__isnull=True) | Q(active_until__lte=now))
+        .update(active_until=until, next_poll_at=None)
     )
-    Device.objects.filter(pk=device_id, active_until__gt=now).update(active_until=until)
+    if not started:
+        Device.objects.filter(pk=device_id).update(active_until=until)
 
 
 def device_set_queue_paused(*, device_id: int, paused: bool) -> None:
@@ -488,7 +491,7 @@ def device_asked_at(device_id: int) -> dt.datetime | None:
         at = cache.get(_asked_key(device_id))
     except Exception:  # noqa: BLE001
         return None
-    return dt.datetime.fromtimestamp(float(at), tz=dt.timezone.utc) if at is not None else None
+    return dt.datetime.fromtimestamp(float(at), tz=dt.UTC) if at is not None else None
 
 
 def device_tick_yields(*, device: Device, now: dt.datetime) -> bool:

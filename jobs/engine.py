@@ -617,19 +617,14 @@ def _stored_remote_data(job: Job) -> dict[str, Any]:
     return data if isinstance(data, dict) else dict(job.remote_data or {})
 
 
-def _time_left(job: Job, runner, now: dt.datetime) -> tuple[float | None, float | None, float]:
-    """Seconds until the render (or, for a multi-stage job, the current stage) should end: (from the job's own
-    progress since it was sent, from its shape's history through ``jobs.eta``; None where nothing says), and
-    the seconds since it was sent."""
-    own, history, elapsed, _ = _progress_and_history(job, runner, now)
-    return own, history, elapsed
-
-
 def _progress_and_history(
     job: Job, runner, now: dt.datetime
-) -> tuple[float | None, float | None, float, tuple[float, float | None]]:
-    """``_time_left`` plus (the share of the render or stage done, how long its trusted history says the whole
-    render or stage takes: None below ``TRUSTED_SAMPLES``)."""
+) -> tuple[float | None, float | None, float, tuple[float, float | None, float | None]]:
+    """Seconds until the render (or, for a multi-stage job, the current stage) should end: (from the job's own
+    progress since it was sent, from its shape's history through ``jobs.eta``; None where nothing says), the
+    seconds since it was sent, and (the share of the render or stage done, how long its trusted history says
+    the whole render or stage takes: None below ``TRUSTED_SAMPLES``, how far off the end its pace foretells
+    may be: None without a pace)."""
     from jobs.eta import remaining_seconds, shape_of
     from jobs.models import RenderStat
 
