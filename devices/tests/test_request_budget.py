@@ -41,7 +41,10 @@ def device():
         base_url=BASE,
         state=Device.State.ONLINE,
         reading_at=timezone.now(),
-        capabilities={"kind": "tiiny", "models": [{"id": MODEL, "name": "v", "kind": "video", "load_s": 5.0}]},
+        capabilities={
+            "kind": "tiiny",
+            "models": [{"id": MODEL, "name": "v", "kind": "video", "load_s": 5.0}],
+        },
     )
     for key in (f"watch:device:{d.pk}", f"devices:asked:{d.pk}", f"devices:load-s:{d.pk}:{MODEL}"):
         cache.delete(key)
@@ -167,7 +170,9 @@ def _loading_device(clock: FakeClock, load_s: float, reads: list[float]):
                 return httpx.Response(200, json={"running": [MODEL], "pending": []})
             return httpx.Response(200, json={"running": [], "pending": [MODEL] if launched else []})
         if path.endswith("/unload_candidate"):
-            return httpx.Response(200, json={"unload_required": False, "npu_required": 45, "npu_available": 100})
+            return httpx.Response(
+                200, json={"unload_required": False, "npu_required": 45, "npu_available": 100}
+            )
         if path.endswith("/launch"):
             launched.append(clock.t)
             return httpx.Response(200, json={"message": "start loading", "progress": 0})
@@ -222,7 +227,11 @@ def test_every_load_the_hub_launches_teaches_its_time(device):
     learned: list[tuple[str, float]] = []
     clock, reads = FakeClock(), []
     c = TiinyClient(
-        BASE, "k", transport=httpx.MockTransport(_loading_device(clock, 12.0, reads)), clock=clock, load_grace_s=0
+        BASE,
+        "k",
+        transport=httpx.MockTransport(_loading_device(clock, 12.0, reads)),
+        clock=clock,
+        load_grace_s=0,
     )
     c.poll_interval = 0.25
     c.on_loaded = lambda m, s: learned.append((m, s))

@@ -81,7 +81,9 @@ def test_a_watched_render_costs_the_device_at_most_one_request_a_second(rhythm_e
     tiiny.set_speed(speed)  # 420 device-seconds: 42 s here
     live.mark_watched(f"device:{pocket.pk}")
     # Someone has been watching: the poller has read the device (a first contact also refreshes what it can do).
-    wait_for(lambda: Device.objects.get(pk=pocket.pk).reading_at is not None, timeout=20, what="a first reading")
+    wait_for(
+        lambda: Device.objects.get(pk=pocket.pk).reading_at is not None, timeout=20, what="a first reading"
+    )
     time.sleep(2.5)
     before = dict(tiiny.counters()["requests"])
     job = video(member, pocket)

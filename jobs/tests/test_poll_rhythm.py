@@ -78,7 +78,9 @@ def render(job, clock, length: float, *, startup: float = 0.5, tail: float = 0.0
 
 
 @pytest.mark.parametrize("length", [28.0, 84.0, 420.0])
-def test_a_render_costs_a_handful_of_polls_and_its_end_is_seen_within_a_fraction_of_a_second(job, clock, length):
+def test_a_render_costs_a_handful_of_polls_and_its_end_is_seen_within_a_fraction_of_a_second(
+    job, clock, length
+):
     polls, late = render(job, clock, length)
     # Before: 22, 29 and 55 polls (a ramp-up while progress was under 5 %, the far rule at half the time run).
     assert polls <= {28.0: 17, 84.0: 22, 420.0: 38}[length]
