@@ -111,7 +111,13 @@ TEMPLATES = [
 # --- Database -------------------------------------------------------------------------------------
 DATABASE_URL = env_url("DATABASE_URL", None, schemes=("sqlite", "postgres", "postgresql"))
 if DATABASE_URL:
-    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=60, conn_health_checks=True)}
+    # No persistent connections under ASGI (Django's docs say so; CONN_MAX_AGE stays 0 for every engine): each
+    # request runs its sync code in a thread of its own (asgiref's ThreadSensitiveContext), so a kept connection
+    # was never reused and outlived its thread until the garbage collector came. Measured on PostgreSQL, 20
+    # clients on one web process held 99 connections (the server's limit is 100) and 55 a second later; with
+    # several web processes the hub ran out ("too many clients"). Closed at the end of each request (or Celery
+    # task), they are as many as the requests at work.
+    DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "hub.sqlite3"}}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
@@ -123,17 +129,9 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "transaction_mode": "IMMEDIATE",
         "timeout": 20,
     }
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
     # Tests share their database with a real worker and ASGI server in other processes: use a file.
     # (hub.pytest_env gives each test run its own file, so two runs on one machine never collide.)
     DATABASES["default"]["TEST"] = {"NAME": env_str("HUB_TEST_DB", str(DATA_DIR / "test-hub.sqlite3"))}
-elif DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql":
-    # No persistent connections under ASGI (Django's docs say so): each request runs its sync code in a thread of
-    # its own (asgiref's ThreadSensitiveContext), so a kept connection was never reused and outlived its thread
-    # until the garbage collector came. Measured, 20 clients on one web process held 99 connections (the
-    # server's limit is 100) and 55 a second later; with several web processes the hub ran out ("too many
-    # clients"). Closed at the end of each request (or Celery task), they are as many as the requests at work.
-    DATABASES["default"]["CONN_MAX_AGE"] = 0
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache --------------------------------------------------------------
