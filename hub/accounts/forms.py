@@ -11,6 +11,7 @@ from django.db import transaction
 from hub.accounts.models import ApiToken, User
 from hub.accounts.services import name_taken
 from hub.accounts.timezones import time_zone_choices
+from hub.widgets import LongSelect
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ class PersonalSettingsForm(forms.Form):
     time_zone = forms.ChoiceField(
         required=False,
         label="Time zone",
+        widget=LongSelect,
         error_messages={"invalid_choice": "Pick a time zone from the list (e.g. Europe/Berlin)."},
     )
 
