@@ -39,6 +39,7 @@ from django.utils import timezone
 from django.views.decorators.csrf import csrf_exempt
 
 from hub.accounts.tokens import TokenInvalid
+from hub.db import give_back
 from hub.parsing import parse_id, parse_int, parse_int_or_none
 from jobs.admission import resolve_model
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
@@ -622,7 +623,9 @@ def _thumbnail(video_path: Path) -> Path:
 
 
 def _job_row(pk: int) -> Job:
-    return Job.objects.select_related("device").get(pk=pk)
+    job = Job.objects.select_related("device").get(pk=pk)
+    give_back()  # read every POLL_S for minutes: no connection held between the reads
+    return job
 
 
 async def _tick() -> None:

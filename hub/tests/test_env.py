@@ -1,6 +1,8 @@
 from __future__ import annotations
 
+import json
 import logging
+import os
 import subprocess
 import sys
 
@@ -101,3 +103,48 @@ def test_it_runs_the_named_loggers_at_debug_level(tmp_path):
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == str([logging.DEBUG, logging.DEBUG, logging.INFO])
+
+
+POOL_8 = {"min_size": 1, "max_size": 8, "timeout": 20, "max_idle": 300}
+PG = "postgres://u@127.0.0.1:5432/hub"
+
+
+@pytest.mark.parametrize(
+    ("url", "web", "pool", "expected"),
+    [
+        (PG, True, None, POOL_8),  # a web server process: 8 by default
+        (PG, True, "3", {**POOL_8, "max_size": 3}),
+        (PG, True, "0", None),
+        (PG, False, "8", None),  # worker, beat, manage.py: connect per use, whatever .env says
+        ("sqlite:////tmp/x.sqlite3", True, "8", None),  # a file, no server connections to keep
+    ],
+)
+def test_only_the_web_servers_postgresql_connections_are_pooled(url, web, pool, expected, tmp_path):
+    env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "k", "HUB_DATA_DIR": str(tmp_path), "DATABASE_URL": url}
+    if web:
+        env["HUB_WEB_SERVER_PROCESS"] = "1"
+    if pool is not None:
+        env["HUB_DB_POOL"] = pool
+    code = (
+        "from django.conf import settings; import json; "
+        "print(json.dumps(settings.DATABASES['default'].get('OPTIONS', {}).get('pool')))"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**env, "DJANGO_SETTINGS_MODULE": "hub.settings"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout) == expected
+
+
+def test_the_web_server_marks_its_workers_as_web_processes(monkeypatch):
+    from hub import webserver
+
+    monkeypatch.setenv("HUB_WEB_SERVER_PROCESS", "")  # restored after the test (serve sets it for good)
+    monkeypatch.setattr(webserver, "listening_socket", lambda host, port: (_ for _ in ()).throw(OSError("x")))
+    with pytest.raises(SystemExit):  # stops at the socket, after the environment its workers inherit is set
+        webserver.serve("127.0.0.1", 1, 2)
+    assert os.environ["HUB_WEB_SERVER_PROCESS"] == "1"

@@ -16,6 +16,7 @@ from hub import webserver
 from hub.env import SettingError
 from hub.testing import connection_holder, process_tree, run_async, start_asgi_server, wait_for
 from hub.tests.test_live_wire import sign_in
+from jobs.tests.ui_fixtures import device  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
 
@@ -227,34 +228,103 @@ def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tm
     )
 
 
-@pytest.mark.integration
-def test_on_postgresql_connections_are_given_back_when_the_requests_end(two_workers):
-    """Every ASGI request runs in a thread of its own: kept per-thread connections were never reused and lingered
-    (20 clients on one web process held PostgreSQL's 100). Now none stays open once the requests are answered."""
-    import threading
+def _pg_connections() -> int:
+    """Connections to the test database other than this process's own."""
+    from django.db import connection
 
+    with connection.cursor() as cursor:
+        cursor.execute(
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+        )
+        return cursor.fetchone()[0]
+
+
+def _needs_postgresql() -> None:
     from django.db import connection
 
     if connection.vendor != "postgresql":
         pytest.skip("PostgreSQL only (SQLite opens a file, not a server connection)")
-    base = two_workers.extra["url"]
 
-    def hammer() -> None:
+
+def _hammer(base: str, clients: int = 20, each: int = 10) -> None:
+    import threading
+
+    def one() -> None:
         with httpx.Client(base_url=base, timeout=30) as client:
-            for _ in range(10):
+            for _ in range(each):
                 assert client.get("/healthz").status_code in (200, 503)  # 503: no worker heartbeat here
 
-    threads = [threading.Thread(target=hammer) for _ in range(20)]
+    threads = [threading.Thread(target=one) for _ in range(clients)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
 
-    def held() -> int:
-        with connection.cursor() as cursor:
-            cursor.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
-            )
-            return cursor.fetchone()[0]
 
-    wait_for(lambda: held() == 0, timeout=5, what="the web processes to close their connections")
+@pytest.mark.integration
+def test_on_postgresql_each_web_process_keeps_at_most_its_pool(two_workers):
+    """Every ASGI request runs in a thread of its own: kept per-thread connections were never reused and lingered
+    (20 clients on one web process held PostgreSQL's 100). The web processes take theirs from a pool of
+    HUB_DB_POOL each: 20 clients at once never hold more than 2 x 8, and the pool keeps a few for the next pages."""
+    _needs_postgresql()
+    _hammer(two_workers.extra["url"])
+    assert 1 <= _pg_connections() <= 2 * 8  # HUB_DB_POOL: 8 by default
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_without_the_pool_connections_are_given_back_when_the_requests_end():
+    _needs_postgresql()
+    proc = start_asgi_server(workers=2, HUB_DB_POOL="0")
+    try:
+        _hammer(proc.extra["url"])
+        wait_for(
+            lambda: _pg_connections() == 0, timeout=5, what="the web processes to close their connections"
+        )
+    finally:
+        proc.stop()
+
+
+@pytest.mark.integration
+@pytest.mark.django_db(transaction=True)
+def test_on_postgresql_a_waiting_v1_call_leaves_the_pool_to_the_other_pages(member, device):  # noqa: F811
+    """A /v1 image or speech call waits for its render, reading the job's row every POLL_S, for minutes. Holding
+    its pooled connection all along, a few such scripts took the whole pool and every page waited for one (20 s,
+    then failed). Each read gives it back. One process with a pool of one: the page answers during the wait."""
+    import threading
+    import time
+
+    from jobs.models import Job
+    from jobs.tests.test_v1 import token_for
+    from jobs.tests.ui_fixtures import IMAGE
+
+    _needs_postgresql()
+    key = token_for(member)
+    proc = start_asgi_server(workers=1, HUB_DB_POOL="1", HUB_V1_WAIT_S="8")  # no worker: the job stays queued
+    try:
+        base = proc.extra["url"]
+        waited_call: list[int] = []
+
+        def call() -> None:
+            body = {"model": IMAGE, "prompt": "a kite", "size": "512x512"}
+            headers = {"Authorization": f"Bearer {key}"}
+            waited_call.append(
+                httpx.post(
+                    f"{base}/v1/images/generations", json=body, headers=headers, timeout=30
+                ).status_code
+            )
+
+        client = sign_in(base)
+        script = threading.Thread(target=call)
+        script.start()
+        wait_for(lambda: Job.objects.filter(prompt="a kite").exists(), timeout=5, what="the call's job")
+        time.sleep(0.5)  # into its wait: it has read the row a few times
+        started = time.monotonic()
+        page = client.get("/jobs/", timeout=30)
+        waited = time.monotonic() - started
+        assert page.status_code == 200 and waited < 4, (page.status_code, waited)
+        assert script.is_alive()  # the call still waits
+        script.join(timeout=20)
+        assert waited_call == [504]  # HUB_V1_WAIT_S passed: it names the job (test_v1 checks the words)
+    finally:
+        proc.stop()
