@@ -98,6 +98,11 @@ def main() -> None:
         ("dashboard page (GET /)", *timed(lambda: client.get("/"))),
         ("gallery first page (GET /jobs/)", *timed(lambda: client.get("/jobs/"))),
         ("gallery, search 'fox river'", *timed(lambda: client.get("/jobs/?q=fox+river"))),
+        ("gallery, search a word no prompt holds ('zebra')", *timed(lambda: client.get("/jobs/?q=zebra"))),
+        (
+            "API list, search 'fox river' (GET /api/jobs?q=)",
+            *timed(lambda: client.get("/api/jobs?q=fox+river")),
+        ),
         ("queue page (GET /jobs/queue/)", *timed(lambda: client.get("/jobs/queue/"))),
     ]
     count = Job.objects.count()
