@@ -12,9 +12,11 @@ Three loads per database:
 - 20 clients back to back: each asks again the moment its answer arrives (saturation: 20 requests always in
   flight at one server).
 
-PostgreSQL: ``postgres://postgres@127.0.0.1:5432/bench_pages`` (BENCH_PG_URL), created and dropped here; its
-tables are ANALYZEd after the load (autovacuum would have done it long before a hub reached 100k jobs). SQLite
-gets no ANALYZE (the hub never runs one). Target: p95 <= 100 ms for every page.
+PostgreSQL: ``postgres://postgres@127.0.0.1:5432/bench_pages`` (BENCH_PG_URL) names the server and a prefix: each
+run creates a database of its own, ``bench_pages_<pid>``, and drops it at the end (two runs at once never share
+one or drop the other's; only a killed run leaves its database behind). Its tables are ANALYZEd after the load
+(autovacuum would have done it long before a hub reached 100k jobs). SQLite gets no ANALYZE (the hub never runs
+one). Target: p95 <= 100 ms for every page.
 """
 
 from __future__ import annotations
@@ -55,7 +57,7 @@ def run_backend(backend: str) -> dict:
 
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-pages-{backend}-"))
     redis = start_private_redis(run_dir=tmp / "run")
-    url = PG_URL if backend == "postgresql" else f"sqlite:///{tmp / 'hub.sqlite3'}"
+    url = pg_run_url(PG_URL) if backend == "postgresql" else f"sqlite:///{tmp / 'hub.sqlite3'}"
     os.environ.update(
         REDIS_URL=redis.url,
         HUB_DATA_DIR=str(tmp),
@@ -108,6 +110,12 @@ def run_backend(backend: str) -> dict:
 
             connections.close_all()
             _pg_admin(url, f'DROP DATABASE IF EXISTS "{_pg_name(url)}" WITH (FORCE)')
+
+
+def pg_run_url(url: str) -> str:
+    """``url`` with its database name made this process's own: ``.../bench_pages`` -> ``.../bench_pages_4242``."""
+    base, name = url.rsplit("/", 1)
+    return f"{base}/{name}_{os.getpid()}"
 
 
 def _pg_name(url: str) -> str:

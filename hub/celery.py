@@ -18,6 +18,45 @@ from hub.env import env_float
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
+
+def close_redis_channels_despite_a_dead_brpop() -> None:
+    """Let kombu's Redis channel finish closing when the BRPOP it has in flight fails (kombu 5.7.0).
+
+    ``Channel.close`` first reads the reply of its pending BRPOP; with Redis gone that read raises a connection
+    error, which ends the close there, before the channel's unacknowledged messages are restored. Celery 5.7,
+    on a lost broker, calls ``connection.collect()`` (that close fails and is ignored; the connection lets go
+    of its transport) and then ``connection.close()``, which closes the channel again: now the restore needs a
+    new Redis client, whose settings come from the released transport (None), and the worker stops with
+    "Unrecoverable error: AttributeError: 'NoneType' object has no attribute 'hostname'". It happens when the
+    loss is noticed on another socket first (the remote-control pub/sub) while the task channel waits in BRPOP
+    holding messages: 2 of 3 runs of jobs/tests/test_broker_down.py before this.
+
+    The read is only a drain (a dead socket has nothing left to give), so a connection error there no longer
+    stops the rest of the close: the restore runs during ``collect()``, while the transport is still there, as
+    it does when the BRPOP socket is the one that notices the loss first. Applied once, in every process.
+    """
+    from queue import Empty
+
+    from kombu.transport import redis as kombu_redis
+
+    close = kombu_redis.Channel.close
+    if getattr(close, "hub_drains_first", False):
+        return
+
+    def close_draining_first(self):
+        if self._in_poll:
+            try:
+                self._brpop_read()  # resets _in_poll whatever happens, so ``close`` doesn't read again
+            except (Empty, *self.connection_errors):
+                pass
+        close(self)
+
+    close_draining_first.hub_drains_first = True
+    kombu_redis.Channel.close = close_draining_first
+
+
+close_redis_channels_despite_a_dead_brpop()
+
 app = Celery("hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()

@@ -32,7 +32,7 @@ from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs import services
 from jobs.admission import RequestInvalid, check_form, form_for, submit_request
-from jobs.filters import STATE_GROUPS, decode_cursor, encode_cursor
+from jobs.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.forms import form_class_for
 from jobs.fragments import eta_for, job_title, public_label
 from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
@@ -369,7 +369,9 @@ def job_list(
     owner: str | None = Query(
         None, description="A username (admins see everyone's; others what they may see)."
     ),
-    q: str | None = Query(None, max_length=200, description="Text in the prompt."),
+    q: str | None = Query(
+        None, max_length=200, description="Words the prompt must all hold, in any order, ignoring case."
+    ),
     cursor: str | None = Query(None, description="The `next` of the previous page."),
     limit: int = Query(24, ge=1, le=100),
 ):
@@ -388,7 +390,7 @@ def job_list(
     if owner:
         qs = qs.filter(owner__username=owner)
     if q:
-        qs = qs.filter(prompt__icontains=q)
+        qs = prompt_search(qs, q)  # the gallery's rule: every word, in any order
     if cursor:
         position = decode_cursor(cursor)
         if position is None:

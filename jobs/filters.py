@@ -51,6 +51,17 @@ def search_words(query: str) -> list[str]:
     return words[:MAX_SEARCH_WORDS]
 
 
+def prompt_search(qs, query: str):
+    """``qs`` narrowed to the jobs whose prompt holds every word of ``query`` (``search_words``), ignoring case.
+
+    The one search rule: the gallery's form and the API's ``q`` both use it. An AND of LIKEs on one column is
+    still one query; on PostgreSQL each LIKE is served by ``jobs_prompt_trgm_idx`` (migration 0007).
+    """
+    for word in search_words(query):
+        qs = qs.filter(prompt__icontains=word)
+    return qs
+
+
 class CancelForm(forms.Form):
     reason = forms.CharField(required=False, max_length=300, label="Reason")
 
@@ -124,8 +135,7 @@ class GalleryFilterForm(forms.Form):
         if not self.is_valid():
             return qs
         d = self.cleaned_data
-        for word in search_words(d.get("q") or ""):
-            qs = qs.filter(prompt__icontains=word)  # AND of LIKEs on one column: still one query
+        qs = prompt_search(qs, d.get("q") or "")
         if d.get("kind"):
             qs = qs.filter(kind=d["kind"])
         if d.get("state"):

@@ -322,6 +322,17 @@ def test_the_list_pages_with_a_cursor_and_filters(clients, member, other_member,
     assert len(clients["owner"].get("/api/jobs", {"kind": "video", "device": device.pk}).json()["items"]) == 5
 
 
+def test_the_list_searches_as_the_gallery_does_every_word_in_any_order(clients, member, device):
+    kite = make_job(member, device, prompt="Sunset over a KITE festival")
+    make_job(member, device, prompt="a sunset over the sea")
+    make_job(member, device, prompt="a kite in the rain")
+    for q in ("kite sunset", "  SUNSET   kite ", "kite\tsun", "sunset kite kite"):
+        items = clients["owner"].get("/api/jobs", {"q": q}).json()["items"]
+        assert [j["id"] for j in items] == [kite.pk], q
+    assert len(clients["owner"].get("/api/jobs", {"q": "sunset"}).json()["items"]) == 2
+    assert len(clients["owner"].get("/api/jobs", {"q": "   "}).json()["items"]) == 3  # no words: no filter
+
+
 @pytest.mark.parametrize(
     ("query", "field"),
     [
