@@ -67,7 +67,8 @@ def channel_out(request: HttpRequest, channel: Channel) -> dict[str, Any]:
         **{flag: getattr(channel, flag) for flag in EVENT_FLAGS.values()},
         "created": channel.created,
         "updated": channel.updated,
-        "url": _abs(request, reverse("notify-channel-edit", args=[channel.pk])),
+        # not "url": that is the webhook's or Apprise's address going in, which never comes out
+        "web_url": _abs(request, reverse("notify-channel-edit", args=[channel.pk])),
         "api_url": _abs(request, reverse("api:notify_channel_get", args=[channel.pk])),
         "deliveries_url": _abs(request, reverse("api:notify_channel_deliveries", args=[channel.pk])),
     }

@@ -72,7 +72,9 @@ class ChannelOut(Schema):
     on_device_locked: bool
     created: dt.datetime
     updated: dt.datetime
-    url: str = Field(description="Its page (edit, test, delete).")
+    web_url: str = Field(
+        description="Its page (edit, test, delete). Not the channel's own URL: that is never shown."
+    )
     api_url: str
     deliveries_url: str
 

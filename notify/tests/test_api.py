@@ -94,7 +94,7 @@ def test_openapi_lists_the_notify_routes(client):
     fields = schema["components"]["schemas"][body["$ref"].rsplit("/", 1)[1]]["properties"]
     assert {"kind", "name", "url", "secret", "address", "household", "on_done"} <= set(fields)
     out = schema["components"]["schemas"]["ChannelOut"]["properties"]
-    assert "display" in out and "secret" not in out and "sealed" not in out
+    assert "display" in out and not {"url", "secret", "sealed"} & set(out)  # a URL goes in, never comes out
     assert "429" in paths["/api/notify/channels/{channel_id}/test"]["post"]["responses"]
 
 
@@ -110,6 +110,7 @@ def test_it_adds_each_kind_and_shows_only_the_masked_settings(member, api):
     assert out["enabled"] is True and out["events"] == ["job.done", "job.failed"]  # the add form's defaults
     assert (out["on_done"], out["on_failed"], out["on_started"]) == (True, True, False)
     assert out["api_url"].endswith(f"/api/notify/channels/{out['id']}")
+    assert out["web_url"].endswith(f"/notify/channels/{out['id']}/") and "url" not in out
     no_secret_in(answer, SECRET, HOOK_TOKEN, HOOK)
     channel = Channel.objects.get(pk=out["id"])
     assert channel.owner == member and unseal(channel.sealed) == {"url": HOOK, "secret": SECRET}
