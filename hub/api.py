@@ -42,6 +42,7 @@ api = NinjaAPI(
 )
 api.add_router("/jobs", jobs_router)
 api.add_router("/devices", devices_router)
+api.add_router("/notify", "notify.api.router")  # notification channels (notify/api.py)
 api.add_router("", jobs_queue_router)
 
 

@@ -14,7 +14,15 @@ KINDS = [
 class ChannelForm(forms.Form):
     """Add (``kind`` given) or edit a channel. On edit an empty URL or secret keeps the stored one."""
 
-    kind = forms.ChoiceField(choices=KINDS, label="Kind", initial=Channel.Kind.APPRISE)
+    kind = forms.ChoiceField(
+        choices=KINDS,
+        label="Kind",
+        initial=Channel.Kind.APPRISE,
+        error_messages={
+            "invalid_choice": "Not a kind of channel: choose email, apprise or webhook (Web Push is turned on "
+            "from the Notifications page, in the browser that should receive it)."
+        },
+    )
     name = forms.CharField(
         max_length=100, required=False, label="Name", help_text="So you can tell them apart."
     )
@@ -75,9 +83,20 @@ class ChannelForm(forms.Form):
     def clean(self) -> dict:
         data = super().clean()
         kind = self.chosen_kind
-        if kind == Channel.Kind.EMAIL and not data.get("address") and not self.channel:
+        # (not when the field has its own error already: a bad address is not a missing one)
+        if (
+            kind == Channel.Kind.EMAIL
+            and not data.get("address")
+            and not self.channel
+            and "address" not in self.errors
+        ):
             self.add_error("address", "Enter the address to write to.")
-        if kind in (Channel.Kind.APPRISE, Channel.Kind.WEBHOOK) and not data.get("url") and not self.channel:
+        if (
+            kind in (Channel.Kind.APPRISE, Channel.Kind.WEBHOOK)
+            and not data.get("url")
+            and not self.channel
+            and "url" not in self.errors
+        ):
             self.add_error("url", "Enter the URL.")
         return data
 

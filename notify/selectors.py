@@ -1,14 +1,34 @@
-"""Reads for the notification pages and the job page."""
+"""Reads for the notification pages, the job page and ``/api/notify`` — and who may see what.
+
+The rules, once for every door: a channel is its owner's alone (an admin gets "not found" for a person's channel
+too); household channels are admins' (:func:`require_household_admin`). Anything a person may not manage is
+"not found", exactly like a channel that does not exist (no existence leak).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import QuerySet
+from django.core.exceptions import PermissionDenied
+from django.db.models import F, Q, QuerySet
+from django.http import Http404
 
+from hub.parsing import parse_id
 from notify.models import Channel, Delivery
 
 RECENT_SHOWN = 30
+HOUSEHOLD_ONLY = "Household channels are for admins."
+NO_SUCH_CHANNEL = "No such channel."
+
+
+def may_manage_household(user: Any) -> bool:
+    return bool(getattr(user, "is_admin", False))
+
+
+def require_household_admin(user: Any) -> None:
+    """PermissionDenied unless ``user`` may see and change household channels (admins)."""
+    if not may_manage_household(user):
+        raise PermissionDenied(HOUSEHOLD_ONLY)
 
 
 def channels_of(user: Any) -> QuerySet[Channel]:
@@ -19,14 +39,42 @@ def household_channels() -> QuerySet[Channel]:
     return Channel.objects.filter(owner__isnull=True).order_by("name", "id")
 
 
+def channels_managed_by(user: Any, *, household: bool | None = None) -> QuerySet[Channel]:
+    """The channels ``user`` manages: their own, then (admins) the household's. ``household=False``: their own
+    only; ``True``: the household's only (PermissionDenied for anyone but an admin)."""
+    if household:
+        require_household_admin(user)
+        return household_channels()
+    if household is False or not may_manage_household(user):
+        return channels_of(user)
+    return Channel.objects.filter(Q(owner=user) | Q(owner__isnull=True)).order_by(
+        F("owner_id").asc(nulls_last=True), "name", "id"
+    )
+
+
 def channel_for(user: Any, channel_id: int) -> Channel | None:
     """A channel this person may change: their own; household ones for admins. Anything else is "not found"."""
     channel = Channel.objects.filter(pk=channel_id).first()
     if channel is None:
         return None
-    if channel.owner_id == user.pk or (channel.owner_id is None and user.is_admin):
+    if channel.owner_id == user.pk or (channel.owner_id is None and may_manage_household(user)):
         return channel
     return None
+
+
+def channel_or_404(user: Any, raw_id: Any) -> Channel:
+    """:func:`channel_for` from a raw id (a path parameter): Http404 for a bad id, a missing channel or one
+    ``user`` may not manage, all alike."""
+    pk = parse_id(raw_id)
+    channel = channel_for(user, pk) if pk is not None else None
+    if channel is None:
+        raise Http404(NO_SUCH_CHANNEL)
+    return channel
+
+
+def deliveries_of(channel: Channel) -> QuerySet[Delivery]:
+    """Every attempt to tell ``channel``, newest first (the caller has checked access with channel_for)."""
+    return Delivery.objects.filter(channel=channel).order_by("-created", "-id")
 
 
 def recent_deliveries(user: Any, *, household: bool = False) -> QuerySet[Delivery]:

@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from notify import crypto, senders
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
+from notify.selectors import require_household_admin
 
 logger = logging.getLogger("notify")
 
@@ -53,9 +54,17 @@ def _mask_url(url: str) -> str:
 
 
 def _validate_webhook_url(url: str) -> None:
-    parts = urlsplit(url)
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+    except ValueError:  # e.g. "http://[::1" (an unclosed IPv6 address)
+        raise ValidationError(
+            {"url": "This is not a URL the hub can call: check the host and the port."}
+        ) from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValidationError({"url": "A webhook URL starts with http:// or https:// and names a host."})
+    if any(c.isspace() for c in url):
+        raise ValidationError({"url": "A URL has no spaces in it (write a space in a path as %20)."})
 
 
 def _settings_for(
@@ -99,11 +108,19 @@ def channel_create(
     url: str = "",
     secret: str = "",
     subscription: dict[str, Any] | None = None,
+    enabled: bool = True,
     **events: bool,
 ) -> Channel:
-    """A new channel. ``owner=None`` makes a household channel (the caller checks that an admin asks)."""
+    """A new channel. ``owner=None`` makes a household channel (the caller checks that an admin asks:
+    :func:`channel_add` does)."""
     sealed, display = _settings_for(kind, url=url, secret=secret, subscription=subscription)
-    channel = Channel(owner=owner, kind=kind, name=name.strip() or Channel.Kind(kind).label, address=address)
+    channel = Channel(
+        owner=owner,
+        kind=kind,
+        name=name.strip() or Channel.Kind(kind).label,
+        address=address,
+        enabled=enabled,
+    )
     if kind == Channel.Kind.EMAIL:
         if not address:
             raise ValidationError({"address": "Enter the address to write to."})
@@ -113,6 +130,14 @@ def channel_create(
     channel.full_clean()
     channel.save()
     return channel
+
+
+def channel_add(*, by: Any, household: bool = False, **fields: Any) -> Channel:
+    """A channel added by ``by`` through a door (page or API): theirs, or with ``household`` a household channel,
+    which only admins may add (PermissionDenied). The rest as :func:`channel_create`."""
+    if household:
+        require_household_admin(by)
+    return channel_create(owner=None if household else by, **fields)
 
 
 def _apply_events(channel: Channel, events: dict[str, bool]) -> None:

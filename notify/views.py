@@ -9,12 +9,11 @@ from pathlib import Path
 from django.conf import settings
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
-from django.core.exceptions import PermissionDenied, ValidationError
+from django.core.exceptions import ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from hub.accounts.decorators import admin_required
 from hub.parsing import parse_id
 from notify import selectors, services, vapid
 from notify.forms import ChannelForm
@@ -25,7 +24,7 @@ MAX_SUBSCRIPTION_BYTES = 4096
 
 
 def _page(request: HttpRequest, *, household: bool, form: ChannelForm | None = None, status: int = 200):
-    channels = selectors.household_channels() if household else selectors.channels_of(request.user)
+    channels = selectors.channels_managed_by(request.user, household=household)
     context = {
         "household": household,
         "channels": channels,
@@ -47,23 +46,28 @@ def home(request: HttpRequest) -> HttpResponse:
     return _page(request, household=False)
 
 
-@admin_required
-@require_GET
 def household(request: HttpRequest) -> HttpResponse:
+    selectors.require_household_admin(request.user)  # before the method: non-admins learn nothing more
+    return _household_page(request)
+
+
+@require_GET
+def _household_page(request: HttpRequest) -> HttpResponse:
     return _page(request, household=True)
 
 
 @require_POST
 def channel_add(request: HttpRequest) -> HttpResponse:
     household = request.POST.get("household") == "1"
-    if household and not request.user.is_admin:
-        raise PermissionDenied("admins only")
+    if household:
+        selectors.require_household_admin(request.user)  # before the form: non-admins learn nothing more
     form = ChannelForm(request.POST, household=household)
     if form.is_valid():
         data = form.cleaned_data
         try:
-            channel = services.channel_create(
-                owner=None if household else request.user,
+            channel = services.channel_add(
+                by=request.user,
+                household=household,
                 kind=data["kind"],
                 name=data["name"],
                 address=data["address"],
@@ -80,11 +84,7 @@ def channel_add(request: HttpRequest) -> HttpResponse:
 
 
 def _channel_or_404(request: HttpRequest, channel_id) -> Channel:
-    pk = parse_id(str(channel_id))
-    channel = selectors.channel_for(request.user, pk) if pk else None
-    if channel is None:
-        raise Http404("no such channel")
-    return channel
+    return selectors.channel_or_404(request.user, channel_id)
 
 
 def _back(channel: Channel):

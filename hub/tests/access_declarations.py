@@ -40,6 +40,8 @@ API_NO = "405 405 405 405 405"  # ninja answers the method before it asks who yo
 API_READ = "401 ok ok ok ok"
 API_PRIVATE = "401 404 ok 404 ok"
 API_SUBMIT_EMPTY = "401 403 400 400 400"  # {} is refused with a message; a viewer's token may not submit
+API_OWN_CHANNEL = "401 404 ok 404 404"  # the owner's notification channel: nobody else's, not even an admin's
+API_CHANGE_CHANNEL = "401 403 ok 404 404"
 
 DECLARATIONS: dict[str, dict] = {
     # -- hub ----------------------------------------------------------------------------------------------
@@ -183,6 +185,21 @@ DECLARATIONS: dict[str, dict] = {
     "api:device_metrics": {"GET": API_READ, "POST": API_NO},
     "api:device_metric_history": {"GET": API_READ, "POST": API_NO},
     "api:device_plan": {"GET": API_READ, "POST": API_NO},
+    # notification channels: as on the pages, a channel is its owner's alone (an admin gets 404 for a person's
+    # one too); a viewer's token only reads, so its changes are 403 before the channel is looked up
+    "api:notify_channel_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
+    "api:notify_channel_create": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
+    **{
+        name: {
+            "GET": API_OWN_CHANNEL,
+            "POST": API_NO,
+            "PATCH": API_CHANGE_CHANNEL,
+            "DELETE": API_CHANGE_CHANNEL,
+        }
+        for name in ("api:notify_channel_get", "api:notify_channel_update", "api:notify_channel_delete")
+    },  # one route, three names; PATCH {} changes nothing
+    "api:notify_channel_test": {"GET": API_NO, "POST": API_CHANGE_CHANNEL},
+    "api:notify_channel_deliveries": {"GET": API_OWN_CHANNEL, "POST": API_NO},
     # -- /v1 (OpenAI's shapes) ----------------------------------------------------------------------------
     "v1:videos": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
     "v1:video": {
