@@ -36,7 +36,7 @@ api = NinjaAPI(
     description=(
         "Queue renders on the household's devices and follow them. Authenticate with a personal token "
         "(`Authorization: Bearer thub_…`, created on the *API tokens* page) or, in the browser, your session. "
-        "GET routes need the `read` scope, POST routes `submit`. Errors are "
+        "GET routes need the `read` scope; POST, PATCH and DELETE routes `submit`. Errors are "
         '`{"detail": "…", "errors": {"field": ["…"]}}`.'
     ),
 )
