@@ -110,7 +110,8 @@ TEMPLATES = [
 ]
 
 # --- Database -------------------------------------------------------------------------------------
-WEB_SERVER_PROCESS = os.environ.get("HUB_WEB_SERVER_PROCESS") == "1"  # set by hub.webserver for its workers
+# hub.webserver names itself (its pid) here for its workers: they pool their PostgreSQL connections (below).
+WEB_SERVER_PROCESS = os.environ.get("HUB_WEB_SERVER_PROCESS", "")
 DATABASE_URL = env_url("DATABASE_URL", None, schemes=("sqlite", "postgres", "postgresql"))
 if DATABASE_URL:
     # No persistent connections under ASGI (Django's docs say so; CONN_MAX_AGE stays 0 for every engine): each
@@ -131,6 +132,11 @@ if DATABASE_URL:
         DATABASES["default"]["OPTIONS"] = {
             "pool": {"min_size": 1, "max_size": _pool_size, "timeout": 20, "max_idle": 300}
         }
+    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and WEB_SERVER_PROCESS:
+        # Who is who in pg_stat_activity: the web server's connections carry its name and pid.
+        DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = (
+            f"tiiny-hub web {WEB_SERVER_PROCESS}"
+        )
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "hub.sqlite3"}}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

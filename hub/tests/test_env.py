@@ -122,7 +122,7 @@ PG = "postgres://u@127.0.0.1:5432/hub"
 def test_only_the_web_servers_postgresql_connections_are_pooled(url, web, pool, expected, tmp_path):
     env = {"PATH": "/usr/bin:/bin", "HUB_SECRET_KEY": "k", "HUB_DATA_DIR": str(tmp_path), "DATABASE_URL": url}
     if web:
-        env["HUB_WEB_SERVER_PROCESS"] = "1"
+        env["HUB_WEB_SERVER_PROCESS"] = "4242"
     if pool is not None:
         env["HUB_DB_POOL"] = pool
     code = (
@@ -147,4 +147,4 @@ def test_the_web_server_marks_its_workers_as_web_processes(monkeypatch):
     monkeypatch.setattr(webserver, "listening_socket", lambda host, port: (_ for _ in ()).throw(OSError("x")))
     with pytest.raises(SystemExit):  # stops at the socket, after the environment its workers inherit is set
         webserver.serve("127.0.0.1", 1, 2)
-    assert os.environ["HUB_WEB_SERVER_PROCESS"] == "1"
+    assert os.environ["HUB_WEB_SERVER_PROCESS"] == str(os.getpid())

@@ -228,13 +228,14 @@ def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tm
     )
 
 
-def _pg_connections() -> int:
-    """Connections to the test database other than this process's own."""
+def _pg_connections(server) -> int:
+    """The test database's connections from ``server``'s processes (named after its pid, see hub.settings)."""
     from django.db import connection
 
     with connection.cursor() as cursor:
         cursor.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND application_name = %s",
+            [f"tiiny-hub web {server.process.pid}"],
         )
         return cursor.fetchone()[0]
 
@@ -268,7 +269,7 @@ def test_on_postgresql_each_web_process_keeps_at_most_its_pool(two_workers):
     HUB_DB_POOL each: 20 clients at once never hold more than 2 x 8, and the pool keeps a few for the next pages."""
     _needs_postgresql()
     _hammer(two_workers.extra["url"])
-    assert 1 <= _pg_connections() <= 2 * 8  # HUB_DB_POOL: 8 by default
+    assert 1 <= _pg_connections(two_workers) <= 2 * 8  # HUB_DB_POOL: 8 by default
 
 
 @pytest.mark.integration
@@ -279,7 +280,7 @@ def test_on_postgresql_without_the_pool_connections_are_given_back_when_the_requ
     try:
         _hammer(proc.extra["url"])
         wait_for(
-            lambda: _pg_connections() == 0, timeout=5, what="the web processes to close their connections"
+            lambda: _pg_connections(proc) == 0, timeout=5, what="the web processes to close their connections"
         )
     finally:
         proc.stop()
