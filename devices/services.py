@@ -213,6 +213,8 @@ def device_note_running(
     model the hub itself just launched; ``unloaded`` those it just stopped.
     """
     present = set(state.running) | set(state.pending)
+    # The units in use, when the list names what each model takes (the budget counts loading models too).
+    units = sum(state.usage[m] for m in present) if present <= set(state.usage) else None
     with transaction.atomic():
         device = Device.objects.select_for_update().get(pk=device_id)
         mine = [m for m in device.hub_loaded_models if m in present and m not in unloaded]
@@ -220,7 +222,14 @@ def device_note_running(
             mine.append(loaded)
         device.hub_loaded_models = mine
         device.loaded_models = state.loaded_rows()
-        device.save(update_fields=["hub_loaded_models", "loaded_models", "updated"])
+        fields = ["hub_loaded_models", "loaded_models", "updated"]
+        before = device.npu_units_used
+        if units is not None and before is not None and device.npu_units_total is not None:
+            device.npu_units_used = units
+            fields.append("npu_units_used")
+        device.save(update_fields=fields)
+    if "npu_units_used" in fields:
+        _note_units(device, before, units)
 
 
 def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
@@ -297,8 +306,9 @@ def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
 
 
 #: A full reading (NPU units and the loaded list, a second request) at least this often; between them only
-#: ``sys/status`` is read, unless its NPU memory moved by more than ``FULL_ON_MEM_CHANGE`` of the total (a load
-#: or an unload happened) or the device just came back.
+#: ``sys/status`` is read, unless its NPU memory moved by more than ``FULL_ON_MEM_CHANGE`` of the total beyond
+#: what the loads and unloads the hub's own jobs saw since would move it (a load or an unload nobody in the hub
+#: read the list after), or the device just came back.
 FULL_READING_EVERY = dt.timedelta(seconds=60)
 FULL_ON_MEM_CHANGE = 0.05
 
@@ -321,7 +331,45 @@ def _full_due(device: Device, reading: Reading) -> bool:
     total = reading.npu_mem_total_mb or device.npu_mem_total_mb
     if reading.npu_mem_used_mb is None or not total:
         return True
-    return abs(reading.npu_mem_used_mb - device.npu_mem_used_mb) > FULL_ON_MEM_CHANGE * total
+    # Units are a share of the NPU memory: what the hub's own jobs saw loaded since the last reading
+    # (``device_note_running``) says how far it should have moved; only a move beyond that is news.
+    expected = _units_moved_since(device) * total / 100.0
+    return abs(reading.npu_mem_used_mb - device.npu_mem_used_mb - expected) > FULL_ON_MEM_CHANGE * total
+
+
+def _units_key(device_id: int) -> str:
+    return f"devices:units-noted:{device_id}"
+
+
+def _note_units(device: Device, before: int, after: int) -> None:
+    """A job of the hub read the loaded list (and so the units) after a load or an unload: keep how the units
+    moved since the device's last reading (from the first such note after it), for ``_full_due``."""
+    from django.core.cache import cache
+
+    now = timezone.now().timestamp()
+    read = device.reading_at.timestamp() if device.reading_at else 0.0
+    try:
+        noted = cache.get(_units_key(device.pk))
+        if isinstance(noted, dict) and float(noted.get("at", 0)) > read:
+            before = int(noted["from"])  # an earlier note since that reading moved them first
+        cache.set(_units_key(device.pk), {"at": now, "from": before, "to": after}, timeout=3600)
+    except Exception:  # noqa: BLE001 - no cache: the poller reads the units itself, as before
+        pass
+
+
+def _units_moved_since(device: Device) -> float:
+    """Units the hub's own jobs saw loaded (or unloaded, negative) since the device's last reading."""
+    from django.core.cache import cache
+
+    try:
+        noted = cache.get(_units_key(device.pk))
+        if not isinstance(noted, dict) or not device.reading_at:
+            return 0.0
+        if float(noted.get("at", 0)) <= device.reading_at.timestamp():
+            return 0.0
+        return float(noted["to"]) - float(noted["from"])
+    except Exception:  # noqa: BLE001
+        return 0.0
 
 
 def _note_full(device_id: int) -> None:
@@ -464,10 +512,11 @@ def device_poll_interval(*, device: Device, watched: bool, now: dt.datetime) -> 
 
 #: The watched tick (``POLL_FAST``) is optional; the job's own requests are not. The tick gives way when the job
 #: asked the device within ``YIELD_WINDOW`` or will within it (its next poll is due), so the two never add up:
-#: a render polled densely near its end costs its polls and no ticks. The gauges are still read at least every
-#: ``POLL_BUSY`` (they may then lag by up to that while a render is polled densely; the card says when they
-#: were read).
-YIELD_WINDOW = POLL_FAST
+#: a render polled densely near its end costs its polls and no ticks, and one polled every few seconds far from
+#: it costs them and no ticks between (two beats either side of each poll: with one, a render polled every 5 s
+#: cost a tick in each gap, and its polls saved nothing). The gauges are still read at least every
+#: ``POLL_BUSY`` (they may then lag by up to that while a render is polled; the card says when they were read).
+YIELD_WINDOW = 2 * POLL_FAST
 
 
 def _asked_key(device_id: int) -> str:

@@ -610,6 +610,10 @@ PACE_SLACK = 0.02
 #: Within the window its pace leaves for the end, poll every this many ``JOBS_POLL_MIN_S``: the end is seen
 #: within that, for half the polls.
 PACE_STRIDE = 2
+#: Once its pace is known, the far rule allows waiting this many times as long as the render has run (an end
+#: far earlier than its pace says, a render that failed, is seen within 1 + this times its time; beyond
+#: ``JOBS_POLL_MAX_S`` / this of a render, the cap decides).
+PACED_FAR_SHARE = 2.0
 
 
 def _stored_remote_data(job: Job) -> dict[str, Any]:
@@ -619,26 +623,28 @@ def _stored_remote_data(job: Job) -> dict[str, Any]:
 
 def _progress_and_history(
     job: Job, runner, now: dt.datetime
-) -> tuple[float | None, float | None, float, tuple[float, float | None, float | None]]:
+) -> tuple[float | None, float | None, float, tuple[float, float | None, tuple[float, float] | None]]:
     """Seconds until the render (or, for a multi-stage job, the current stage) should end: (from the job's own
     progress since it was sent, from its shape's history through ``jobs.eta``; None where nothing says), the
     seconds since it was sent, and (the share of the render or stage done, how long its trusted history says
-    the whole render or stage takes: None below ``TRUSTED_SAMPLES``, how far off the end its pace foretells
-    may be: None without a pace)."""
+    the whole render or stage takes: None below ``TRUSTED_SAMPLES``, the window its pace leaves for the end:
+    seconds from now to the earliest and to the latest end it allows, None without a pace). With a pace the
+    history is not read: the job's own progress says more about this render than its shape's past ones."""
     from jobs.eta import remaining_seconds, shape_of
     from jobs.models import RenderStat
 
     done, share = _done_and_share(job, runner)
     elapsed = (now - job.submit_started_at).total_seconds() if job.submit_started_at else 0.0
     own = elapsed * (1.0 - done) / done if done >= OWN_RATE_FROM and elapsed > 0 else None
-    paced, margin = _paced_end(job, done), None
-    if own is not None and paced is not None:
+    paced = _paced_end(job, done) if own is not None else None
+    if paced is not None:
         end, margin = paced
-        # Before the end its pace foretells, the time to it; past it by more than the margin (the pace was
-        # wrong: a slower last stretch), back off again, never polling more often than the rate since it was
-        # sent would.
-        own = max(end - elapsed, min(elapsed - end - margin, own), 0.0)
-        margin = margin + PACE_SLACK * own
+        margin += PACE_SLACK * max(0.0, end - elapsed)
+        window = (end - margin - elapsed, end + margin - elapsed)
+        # Before the end its pace foretells, the time to it; past it (the pace was wrong: a slower last
+        # stretch), the time since the latest end it allowed, never more than the rate since it was sent says.
+        own = end - elapsed if window[1] >= 0 else min(-window[1], own)
+        return own, None, elapsed, (done, None, window)
     history = None
     shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
     learned, samples = (
@@ -656,7 +662,7 @@ def _progress_and_history(
         else:
             history = learned * share * (1.0 - done)
     trusted = learned * min(share, 1.0) if learned and samples >= TRUSTED_SAMPLES else None
-    return own, history, elapsed, (done, trusted, margin)
+    return own, history, elapsed, (done, trusted, None)
 
 
 def _done_and_share(job: Job, runner) -> tuple[float, float]:
@@ -710,16 +716,17 @@ def _paced_end(job: Job, done: float) -> tuple[float, float] | None:
         return None
     if abs(polls[-1][1] - round(done, 5)) > 1e-6 or not crossed or step <= 0:
         return None
-    # Its rate from the first trusted crossing to the latest one known most narrowly for the span between them.
+    bounds = _pace_bounds(pace, step)
+    if bounds is not None:
+        return (bounds[0] + bounds[1]) / 2.0, (bounds[1] - bounds[0]) / 2.0
+    # Where an even pace fits no corner: its rate from the first trusted crossing to the latest one known most
+    # narrowly for the span between them.
     d1, lo1, hi1 = min(crossed, key=lambda c: (c[2] - c[1] + hi0 - lo0) / (c[0] - d0))
     whole = ((lo1 + hi1) - (lo0 + hi0)) / 2.0 / (d1 - d0)  # seconds for the whole render or stage
     if whole <= 0:
         return None
     off = ((hi0 - lo0) + (hi1 - lo1)) / 2.0 / (d1 - d0)  # ... give or take this (its ends' windows)
     # Each window, widened by what the rate leaves open over the rest of the render after it.
-    bounds = _pace_bounds(pace, step)
-    if bounds is not None:
-        return (bounds[0] + bounds[1]) / 2.0, (bounds[1] - bounds[0]) / 2.0
     windows = [(lo + (1.0 - d) * whole, hi + (1.0 - d) * whole, 1.0 - d) for d, lo, hi in crossed]
     windows += [(t + (1.0 - d - step) * whole, t + (1.0 - d) * whole, 1.0 - d) for t, d in polls]
     lo_end = max(lo - rest * off for lo, _, rest in windows)
@@ -765,20 +772,18 @@ def _interval_for(job: Job, runner, *, stalls: int) -> float:
     costs one request, a late one costs device time) every ``JOBS_POLL_MIN_S``, far from it up to
     ``JOBS_POLL_MAX_S``. Until the job's own progress shows, start fast (a short stage may be over already)
     and slow to the base rate: history alone (a whole job's time, load and download included) is not trusted
-    to push the first polls out."""
+    to push the first polls out. Once its pace is known, ``_paced_interval``."""
     floor = min(settings.JOBS_POLL_MIN_S, settings.JOBS_POLL_INTERVAL_S)
     base, cap = settings.JOBS_POLL_INTERVAL_S, settings.JOBS_POLL_MAX_S
-    own, history, elapsed, (done, trusted, margin) = _progress_and_history(job, runner, _now())
+    own, history, elapsed, (done, trusted, window) = _progress_and_history(job, runner, _now())
+    if window is not None and own is not None:
+        return _paced_interval(own, elapsed, window, floor=floor, cap=cap)
     start = min(base, 2 * floor * 1.5**stalls)
     sure = own is not None and done >= OWN_RATE_SURE_AT
     # Its own rate knows the end to about a percent of the render (whole-percent progress): in the last few
     # percent the time left is mostly that uncertainty, and the closer rule sees the end sooner.
     share = SURE_NEAR_SHARE if sure and own > SURE_UNTIL_LEFT * elapsed / done else NEAR_SHARE
     near = [max(floor, share * left) for left in (own, history) if left is not None]
-    if margin is not None:
-        # Its pace knows the end to within ``margin``: wait until the earliest end it allows, then poll every
-        # ``PACE_STRIDE`` fast polls, never past the latest end it allows.
-        near[0] = max(near[0], own - margin, min(PACE_STRIDE * floor, own + margin))
     # Never wait longer than half the time the render has run so far: an end far earlier than expected is seen
     # within 1.5 times its time (twice, once its own progress is sure; with a trusted history and no progress
     # yet, within START_SHARE of what that says), whatever the estimates say.
@@ -790,6 +795,26 @@ def _interval_for(job: Job, runner, *, stalls: int) -> float:
         # render is under way and the far rule alone paces the polls until its own rate can be trusted.
         return min([start, far, *near])
     return min([far, *near])
+
+
+def _paced_interval(
+    own: float, elapsed: float, window: tuple[float, float], *, floor: float, cap: float
+) -> float:
+    """The wait once the job's pace says the end lies ``window`` away (seconds from now to the earliest and to
+    the latest end it allows; ``own``: to the end it foretells, or once past the latest, the time since it,
+    at most what its rate says is left). Its own progress decides alone (a shape's history, learned at another
+    speed or for another load, only pulled the polls in for nothing): sleep to just before the earliest end
+    (or ``SURE_NEAR_SHARE`` of the way to the end foretold where the window is wider than that leaves, never
+    past its latest end), capped by the far rule only, then poll every ``PACE_STRIDE`` fast polls inside the
+    window, and past it every fast poll again, backing off as the render overruns."""
+    to_lo, to_hi = window
+    if to_hi < 0:  # overrun: the pace was wrong (a slower last stretch, a render sitting at 99 %)
+        return min(cap, max(floor, SURE_NEAR_SHARE * own))
+    if to_lo <= floor:  # inside the window: the end may come at any poll now
+        return max(floor, min(PACE_STRIDE * floor, to_hi))
+    # Far from it, the end is foretold from the progress so far, and each poll on the way narrows the window.
+    far = min(cap, max(floor, PACED_FAR_SHARE * elapsed))
+    return min(far, max(floor, to_lo, min(SURE_NEAR_SHARE * own, to_hi)))
 
 
 def _next_interval(job: Job, moved: bool, *, runner=None, trouble: bool = False) -> float:

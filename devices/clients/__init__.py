@@ -29,8 +29,9 @@ def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClien
     if note_asked:
         client.on_request = functools.partial(device_note_asked, device.pk)
     if isinstance(client, TiinyClient):
-        # A load is polled by how near its expected end is; every load the hub launches teaches that time.
-        client.load_seconds = device_load_seconds(device)
+        # A load is polled by how near its expected end is; every load the hub launches teaches that time. The
+        # learned times (a cache read) are read only when a load needs them: most job steps load nothing.
+        client.expect_load_seconds(functools.partial(device_load_seconds, device))
         client.on_loaded = functools.partial(device_note_load_seconds, device.pk)
     return client
 

@@ -148,12 +148,29 @@ class TiinyClient(HttpDevice):
         self.poll_interval = poll_interval
         #: ... and at most this far from it (``_load_wait``)
         self.load_poll_max_s = max(poll_interval, load_poll_max_s)
-        #: model id -> seconds a load is expected to take (the hub's learned times, else the device's load_time)
-        self.load_seconds: dict[str, float] = {}
+        #: model id -> seconds a load is expected to take (the hub's learned times, else the device's load_time);
+        #: or None until a load first needs them (``expect_load_seconds``)
+        self._load_seconds: dict[str, float] | None = {}
+        self._load_seconds_from: Callable[[], dict[str, float]] | None = None
         #: called with (model id, seconds from launch to running) after a load this client launched
         self.on_loaded: Callable[[str, float], None] | None = None
         #: real seconds to wait after a load before the first use, and between first-use retries
         self.load_grace_s = load_grace_s
+
+    @property
+    def load_seconds(self) -> dict[str, float]:
+        """Read once, when a load first needs them: a client is made per job step and most never load."""
+        if self._load_seconds is None:
+            self._load_seconds = dict(self._load_seconds_from()) if self._load_seconds_from else {}
+        return self._load_seconds
+
+    @load_seconds.setter
+    def load_seconds(self, value: dict[str, float]) -> None:
+        self._load_seconds = dict(value)
+
+    def expect_load_seconds(self, source: Callable[[], dict[str, float]]) -> None:
+        """Read the expected load times from ``source`` when a load first needs them (not now)."""
+        self._load_seconds, self._load_seconds_from = None, source
 
     @classmethod
     def for_device(cls, device: Any, **kw: Any) -> TiinyClient:
@@ -527,6 +544,10 @@ class TiinyClient(HttpDevice):
         only when every running model goes anyway (never for models the device did not name, unless the
         margin needs them). Returns the evicted ids."""
         others = [m for m in state.running + state.pending if m != model_id]
+        if not others:
+            # Nothing else is loaded or loading: nothing can be unloaded, whatever the fit test would answer (an
+            # empty NPU is no "fake fit"), so it is not asked.
+            return []
         if not foreign_models_ok:
             evict = others
         else:

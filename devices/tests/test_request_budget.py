@@ -46,7 +46,13 @@ def device():
             "models": [{"id": MODEL, "name": "v", "kind": "video", "load_s": 5.0}],
         },
     )
-    for key in (f"watch:device:{d.pk}", f"devices:asked:{d.pk}", f"devices:load-s:{d.pk}:{MODEL}"):
+    for key in (
+        f"watch:device:{d.pk}",
+        f"devices:asked:{d.pk}",
+        f"devices:load-s:{d.pk}:{MODEL}",
+        f"devices:units-noted:{d.pk}",
+        f"devices:full-reading:{d.pk}",
+    ):
         cache.delete(key)
     return d
 
@@ -270,3 +276,133 @@ def test_a_tensorsharp_tick_is_one_request():
     client = TensorSharpClient("http://ts.local", transport=httpx.MockTransport(handler))
     assert device_refresh(device_id=d.pk, client=client) == Device.State.ONLINE
     assert sent == ["/api/models"]  # was /health and /api/models
+
+
+# -- a render polled every few seconds: its polls stand in for the ticks between them ----------------------------
+
+
+def test_it_gives_way_to_a_render_polled_every_few_seconds(device, member, enqueued):
+    """A poll 3 s away used to let a tick through between two render polls 5 s apart: they then cost a request
+    each and the gauges one more in every gap."""
+    live.mark_watched(f"device:{device.pk}")
+    _render(device, member, next_poll_in=3.0)
+    assert tasks.poll_all() == 0
+    Device.objects.filter(pk=device.pk).update(next_poll_at=None)
+    from jobs.models import Job
+
+    Job.objects.filter(device=device).update(next_poll_at=timezone.now() + YIELD_WINDOW * 2)
+    assert tasks.poll_all() == 1  # further than that: the tick reads the gauges
+
+
+# -- after a load the hub made: the loaded list and the units are already known ------------------------------------
+
+
+def _ticking_device(sent: list[str], *, mem_used: float):
+    def handler(request: httpx.Request) -> httpx.Response:
+        sent.append(request.url.path)
+        if request.url.path == "/api/v1/sys/status":
+            return httpx.Response(
+                200,
+                json={
+                    "cpu": {"total_percent": 5.0},
+                    "memory": {"usage_percent": 20.0},
+                    "npus": [
+                        {"utilization_percent": 0, "memory_used_mb": mem_used, "memory_total_mb": 10000}
+                    ],
+                },
+            )
+        if request.url.path == "/api/v1/models/npu/status":
+            return httpx.Response(
+                200,
+                json={
+                    "npu_total": 100,
+                    "npu_used": 45,
+                    "npu_available": 55,
+                    "models": [{"model_id": MODEL, "npu_usage": 45, "status": "running"}],
+                },
+            )
+        return httpx.Response(404)
+
+    return handler
+
+
+def _after_a_load(device, *, job_read_the_list: bool, mem_then: float = 5500.0) -> list[str]:
+    """The device read at 1000 MB of 10000 with nothing loaded, then a load of 45 units (a share of the NPU
+    memory) moved it to ``mem_then``; the tick comes after."""
+    from devices.clients.tiiny import RunningModels
+    from devices.services import device_note_running, device_refresh
+
+    Device.objects.filter(pk=device.pk).update(
+        npu_mem_used_mb=1000.0,
+        npu_mem_total_mb=10000.0,
+        npu_units_used=0,
+        npu_units_total=100,
+        reading_at=timezone.now() - dt.timedelta(seconds=3),
+        capabilities_at=timezone.now(),
+    )
+    from django.core.cache import cache
+
+    cache.set(f"devices:full-reading:{device.pk}", (timezone.now() - dt.timedelta(seconds=20)).timestamp())
+    if job_read_the_list:  # as the runner does after its load (ensure_loaded's last read of ``running``)
+        device_note_running(
+            device_id=device.pk, state=RunningModels(running=[MODEL], usage={MODEL: 45}), loaded=MODEL
+        )
+    sent: list[str] = []
+    client = TiinyClient(BASE, "k", transport=httpx.MockTransport(_ticking_device(sent, mem_used=mem_then)))
+    assert device_refresh(device_id=device.pk, client=client) == Device.State.ONLINE
+    return sent
+
+
+def test_after_a_load_the_hub_made_the_tick_reads_the_status_alone(device):
+    sent = _after_a_load(device, job_read_the_list=True)
+    assert sent == ["/api/v1/sys/status"]  # was sys/status and npu/status: the job had just read the list
+    device.refresh_from_db()
+    assert device.npu_units_used == 45
+    assert [m["model_id"] for m in device.loaded_models] == [MODEL]
+    assert device.npu_mem_used_mb == 5500.0
+
+
+def test_a_change_beyond_what_the_hub_saw_still_gets_a_full_reading(device):
+    # The job saw its model loaded, then someone unloaded everything before the tick: the memory is back.
+    sent = _after_a_load(device, job_read_the_list=True, mem_then=1000.0)
+    assert sent[:2] == ["/api/v1/sys/status", "/api/v1/models/npu/status"]
+
+
+def test_a_load_nobody_in_the_hub_saw_still_gets_a_full_reading(device):
+    sent = _after_a_load(device, job_read_the_list=False)
+    assert sent[:2] == ["/api/v1/sys/status", "/api/v1/models/npu/status"]  # then the capabilities: it is new
+    device.refresh_from_db()
+    assert device.npu_units_used == 45
+
+
+def test_a_load_onto_an_empty_npu_does_not_ask_whom_to_unload():
+    clock, reads = FakeClock(), []
+    asked: list[str] = []
+    handler = _loading_device(clock, 1.0, reads)
+
+    def counting(request: httpx.Request) -> httpx.Response:
+        asked.append(request.url.path)
+        return handler(request)
+
+    c = TiinyClient(
+        BASE, "k", transport=httpx.MockTransport(counting), clock=clock, poll_interval=0.25, load_grace_s=0.0
+    )
+    result = c.ensure_loaded(MODEL, deadline_s=60)
+    assert not result.already_loaded and result.evicted == []
+    assert not any(p.endswith("/unload_candidate") for p in asked)  # nothing else runs: nobody to unload
+    assert sum(p.endswith("/launch") for p in asked) == 1
+
+
+def test_a_job_client_reads_the_learned_load_times_only_when_a_load_needs_them(device, monkeypatch):
+    from django.core.cache import cache
+
+    reads: list[list[str]] = []
+    get_many = cache.get_many
+    monkeypatch.setattr(
+        cache, "get_many", lambda keys, **kw: reads.append(list(keys)) or get_many(keys, **kw)
+    )
+    client = client_for(device)
+    assert reads == []  # made per job step; most steps load nothing
+    assert client.load_seconds == {MODEL: 5.0}
+    assert len(reads) == 1
+    assert client._load_wait(MODEL, 1.0) > 0 and len(reads) == 1  # read once per client

@@ -157,3 +157,24 @@ def test_a_later_stage_is_paced_from_its_own_polls(job, clock):
     assert clock["t"] - end <= 0.3 and runs[0][1] <= 0.3
     assert polls <= 28  # 27 before
     assert job.remote_data["pace"]["id"] == "stage-2"  # the first stage's pace says nothing of this one
+
+
+@pytest.mark.parametrize(
+    ("hist", "most"),
+    [
+        (None, 140),  # 151 before
+        ((3.0, 1), 145),  # a sample learned at another speed (10x shorter): 640 before, polled at the floor
+        ((10.8, 2), 120),  # a trusted history, 2.6x too short: 275 before
+    ],
+)
+def test_a_render_at_a_known_pace_sleeps_to_just_before_its_end(job, clock, hist, most):
+    """A 28 s render (the emulator's speed 15 makes a 7-minute render that short, issue 13). Once its own pace is
+    known, the end that pace foretells decides: no history pulls the polls in, it sleeps to just before the
+    earliest end and polls densely only in the window left around it, and its end is still seen at once."""
+    if hist:
+        history(job, *hist)
+    runs = renders(job, clock, 28.0)
+    late = sorted(late for _, late in runs)
+    assert sum(polls for polls, _ in runs) <= most
+    assert max(polls for polls, _ in runs) <= 16
+    assert late[-1] <= 0.3 and late[len(late) // 2] <= 0.2, late
