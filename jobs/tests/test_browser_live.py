@@ -18,7 +18,7 @@ from conftest import save_screenshot
 from devices.emulator.media import video_mp4
 from jobs.services import job_submit
 from jobs.tests.test_browser_jobs import LIVE, off_loop, submit_video
-from jobs.tests.ui_fixtures import VIDEO, add_artifact, make_job
+from jobs.tests.ui_fixtures import VIDEO, add_artifact, hold_device, make_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -170,6 +170,9 @@ def test_the_actions_box_follows_the_state_for_an_admin_watching_someone_elses_j
     from jobs.transitions import job_transition
 
     job = make_job(member, pocket, state="scheduled", prompt="later tonight", when="tonight")
+    # Past 23:00 (the device's night window) the session's beat may start "tonight" jobs: the test's own
+    # transition then found it no longer scheduled, and no push came (CI failed at 23:15 UTC).
+    hold_device(pocket)
     page = signed_in_page(admin_user)
     page.goto(f"/jobs/{job.pk}/")
     page.wait_for_function(LIVE, timeout=15000)
