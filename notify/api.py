@@ -167,12 +167,8 @@ def channel_create(request: HttpRequest, payload: ChannelIn):
         by=request.user,
         household=household,
         kind=data["kind"],
-        name=data["name"],
-        address=data["address"],
-        url=data["url"],
-        secret=data["secret"],
         enabled=data["enabled"],
-        **form.event_values(),
+        **form.channel_values(),
     )
     return Status(201, channel_out(request, channel))
 
@@ -204,12 +200,8 @@ def channel_update(request: HttpRequest, channel_id: str, payload: ChannelPatchI
     data = form.cleaned_data
     services.channel_update(
         channel=channel,
-        name=data["name"],
         enabled=data["enabled"],
-        address=data["address"],
-        url=data["url"],
-        secret=data["secret"],
-        **form.event_values(),
+        **form.channel_values(),
     )
     return channel_out(request, channel)
 

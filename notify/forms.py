@@ -102,3 +102,16 @@ class ChannelForm(forms.Form):
 
     def event_values(self) -> dict[str, bool]:
         return {f: bool(self.cleaned_data.get(f)) for f in self.event_fields}
+
+    def channel_values(self) -> dict:
+        """What ``services.channel_add`` and ``channel_update`` take from a valid form, for every door (the
+        pages and /api/notify): the name, where it goes, and the events. (``enabled`` is the caller's: the
+        page's add form has no such box, and a channel starts on.)"""
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "address": data["address"],
+            "url": data["url"],
+            "secret": data["secret"],
+            **self.event_values(),
+        }

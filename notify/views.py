@@ -69,11 +69,7 @@ def channel_add(request: HttpRequest) -> HttpResponse:
                 by=request.user,
                 household=household,
                 kind=data["kind"],
-                name=data["name"],
-                address=data["address"],
-                url=data["url"],
-                secret=data["secret"],
-                **form.event_values(),
+                **form.channel_values(),
             )
         except ValidationError as exc:
             _errors_onto(form, exc)
@@ -103,12 +99,8 @@ def channel_edit(request: HttpRequest, channel_id: int) -> HttpResponse:
         try:
             services.channel_update(
                 channel=channel,
-                name=data["name"],
                 enabled=data["enabled"],
-                address=data["address"],
-                url=data["url"],
-                secret=data["secret"],
-                **form.event_values(),
+                **form.channel_values(),
             )
         except ValidationError as exc:
             _errors_onto(form, exc)
