@@ -121,22 +121,21 @@ if DATABASE_URL:
     # several web processes the hub ran out ("too many clients"). Closed at the end of each request (or Celery
     # task), they are as many as the requests at work.
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
-    if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and (
-        WEB_SERVER_PROCESS and (_pool_size := env_int("HUB_DB_POOL", 8, minimum=0, maximum=100))
-    ):
-        # The web server's processes take PostgreSQL connections from a pool of their own: a request's "close"
-        # at its end gives the connection back instead of ending a server process that PostgreSQL forked for
-        # it (measured: 3.9 ms a request to connect, most of it the fork). Only there (hub.webserver marks
-        # them): the worker and beat keep connect-per-use, their threads may end without closing and a pooled
-        # connection not given back stays taken.
-        DATABASES["default"]["OPTIONS"] = {
-            "pool": {"min_size": 1, "max_size": _pool_size, "timeout": 20, "max_idle": 300}
-        }
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and WEB_SERVER_PROCESS:
         # Who is who in pg_stat_activity: the web server's connections carry its name and pid.
-        DATABASES["default"].setdefault("OPTIONS", {})["application_name"] = (
-            f"tiiny-hub web {WEB_SERVER_PROCESS}"
-        )
+        DATABASES["default"]["OPTIONS"] = {"application_name": f"tiiny-hub web {WEB_SERVER_PROCESS}"}
+        if _pool_size := env_int("HUB_DB_POOL", 8, minimum=0, maximum=100):
+            # The web server's processes take PostgreSQL connections from a pool of their own: a request's
+            # "close" at its end gives the connection back instead of ending a server process that PostgreSQL
+            # forked for it (measured: 3.9 ms a request to connect, most of it the fork). Only there (hub.webserver
+            # marks them): the worker and beat keep connect-per-use, their threads may end without closing and a
+            # pooled connection not given back stays taken.
+            DATABASES["default"]["OPTIONS"]["pool"] = {
+                "min_size": 1,
+                "max_size": _pool_size,
+                "timeout": 20,
+                "max_idle": 300,
+            }
 else:
     DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": DATA_DIR / "hub.sqlite3"}}
 if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":

@@ -122,8 +122,8 @@ def serve(host: str, port: int, n_workers: int) -> None:
     from uvicorn.config import STARTUP_FAILURE
     from uvicorn.supervisors import Multiprocess
 
-    # Marks the workers with this server's pid (they inherit it): each keeps a small pool of PostgreSQL connections (hub.settings,
-    # HUB_DB_POOL connections, 0 for none), which the Celery worker and beat never do.
+    # Marks the workers with this server's pid (they inherit it): each keeps a small pool of PostgreSQL
+    # connections (hub.settings: HUB_DB_POOL of them, 0 for none), which the Celery worker and beat never do.
     os.environ["HUB_WEB_SERVER_PROCESS"] = str(os.getpid())
     settings = config(host, port, n_workers)
     log = logging.getLogger("uvicorn.error")

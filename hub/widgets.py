@@ -33,15 +33,12 @@ class LongSelect(forms.Select):
     measured, the personal settings page took 17 ms to render in-process, nearly all of it the zones' options;
     the options are escaped once per process here and only the chosen one is marked per page.
 
-    Grouped or non-string choices (optgroups, model choices) are drawn by Django's own ``Select``."""
+    Grouped choices (optgroups) are drawn by Django's own ``Select``."""
 
     def render(self, name, value, attrs=None, renderer=None):
-        try:
-            choices = tuple((str(v), str(label)) for v, label in self.choices)
-        except (TypeError, ValueError):
-            return super().render(name, value, attrs, renderer)
         if any(isinstance(label, (list, tuple)) for _v, label in self.choices):
             return super().render(name, value, attrs, renderer)
+        choices = tuple((str(v), str(label)) for v, label in self.choices)
         chosen = self.format_value(value)
         final = {"name": name, **self.build_attrs(self.attrs, attrs)}
         options, marked = [], False
