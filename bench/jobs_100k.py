@@ -56,12 +56,7 @@ def build(total: int, *, predictions: bool = True) -> tuple[list, list]:
 
 def store_plans(devices: list) -> None:
     """What ``jobs.eta.plan_device`` stores, without its push (no websocket is listening while we build)."""
-    from jobs.eta import plan
-    from jobs.models import Job
+    from jobs.eta import store_plan
 
     for device in devices:
-        rows = plan(device.pk)
-        Job.objects.bulk_update(
-            [Job(pk=job.pk, predicted_start=start, predicted_finish=finish) for job, start, finish in rows],
-            ["predicted_start", "predicted_finish"],
-        )
+        store_plan(device.pk)

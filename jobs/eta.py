@@ -223,14 +223,16 @@ def finish_drifted(job: Any, *, now: dt.datetime) -> bool:
 def plan(
     device_id: int, *, now: dt.datetime | None = None, extra: Any = None
 ) -> list[tuple[Any, dt.datetime, dt.datetime]]:
-    """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order.
+    """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order; each
+    waiting job also gets its ``planned_reason`` (why it waits where it does, ``order_with_reasons``; its stored
+    ``plan_reason`` is left as read, for ``store_plan`` to compare).
 
     ``extra`` is a not-yet-saved job (``jobs.admission`` asks where a request would land): it takes its place
     in the order like any waiting job, so the submit form's times are the plan's times.
     """
     from devices.models import Device
     from jobs.models import ACTIVE_STATES, Job, waiting_on
-    from jobs.scheduler import earliest_start, order_jobs, snapshot_for
+    from jobs.scheduler import earliest_start, order_with_reasons, snapshot_for
 
     now = now or timezone.now()
     device = Device.objects.get(pk=device_id)
@@ -248,7 +250,8 @@ def plan(
     waiting = waiting_on(device_id)
     if extra is not None:
         waiting.append(extra)
-    for job in order_jobs(snap, waiting):
+    for job, why in order_with_reasons(snap, waiting):
+        job.planned_reason = why
         est = job.estimate_s or estimate(
             device_id=device_id,
             device_kind=device.kind,
@@ -286,19 +289,54 @@ def _later(t: dt.datetime, seconds: float, ceiling: dt.datetime) -> dt.datetime:
 def plan_device(device_id: int) -> None:
     """Recompute and store every queued job's predicted start/finish; the queue goes out once, after commit,
     through the one sender (``jobs.transitions.plan_changed``; an identical plan is not sent again)."""
-    from jobs.models import Job
     from jobs.transitions import plan_changed
 
-    rows = plan(device_id)
+    store_plan(device_id)
+    plan_changed(device_id)
+
+
+def store_plan(device_id: int) -> int:
+    """Compute the device's plan and store what changed of it: each job's predicted start/finish and, for the
+    waiting ones, its place in the plan and why (``plan_position``, ``plan_reason``: what the pages draw).
+    Returns how many jobs were written (0: the stored plan still holds)."""
+    from jobs.models import WAITING_STATES, Job
+
     changed = []
     moved = False
-    for job, start, finish in rows:
-        if job.predicted_start != start or job.predicted_finish != finish:
-            changed.append(Job(pk=job.pk, predicted_start=start, predicted_finish=finish))
+    position = 0
+    for job, start, finish in plan(device_id):
+        if job.state in WAITING_STATES:
+            position += 1
+            place, why = position, job.planned_reason[:PLAN_REASON_CHARS]
+        else:  # the running job has no place in line
+            place, why = job.plan_position, job.plan_reason
+        if (job.predicted_start, job.predicted_finish, job.plan_position, job.plan_reason) != (
+            start,
+            finish,
+            place,
+            why,
+        ):
+            changed.append(
+                Job(
+                    pk=job.pk,
+                    predicted_start=start,
+                    predicted_finish=finish,
+                    plan_position=place,
+                    plan_reason=why,
+                )
+            )
+            # A new place or reason is always written; times only when one moved by a second or more.
+            moved = moved or (job.plan_position, job.plan_reason) != (place, why)
             moved = moved or _moved(job.predicted_start, start) or _moved(job.predicted_finish, finish)
-    if moved:  # the whole plan, so the stored one is always one plan (a start is the finish before it)
-        Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish"])
-    plan_changed(device_id)
+    if not moved:
+        return 0
+    # The whole plan, so the stored one is always one plan (a start is the finish before it).
+    Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish", "plan_position", "plan_reason"])
+    return len(changed)
+
+
+#: ``Job.plan_reason``'s length.
+PLAN_REASON_CHARS = 200
 
 
 #: A replan whose times all moved less than this keeps the stored plan: a replan comes with every job start and

@@ -32,7 +32,7 @@ from django.utils import timezone
 from devices.capabilities import Capabilities
 from devices.models import Device
 from jobs.models import ACTIVE_STATES, Artifact, Job, JobEvent, JobState
-from jobs.selectors import PlanRow, plan_jobs, queue_plan_rows, running_job
+from jobs.selectors import PagePlan, running_job
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -255,13 +255,6 @@ class PlanEntry:
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
 
 
-def _plan_jobs(device: Device) -> tuple[Job | None, list[PlanRow]]:
-    """The running job (``running_job``'s, from the same read) and the waiting jobs in the order the scheduler
-    will run them, with their stored predictions (``PlanRow``: the entries drawn are read in full)."""
-    active, rows = queue_plan_rows(device)
-    return (active[0] if active else None), rows  # the first by started_at
-
-
 def summary_window(device: Device) -> dict[str, Any] | None:
     """The vault's nightly memory summaries for the plan (None when unknown or off) and the device's decision."""
     vault = Capabilities.from_dict(device.capabilities).vault
@@ -306,16 +299,18 @@ def queue_context(
     push sends; with ``page`` that page of the queue page (``pager``), and with ``summary`` also the first
     ``PLAN_SHOWN`` as ``summary`` (the admins' folded copy of the dashboard's plan)."""
     now = now or timezone.now()
-    running, jobs = _plan_jobs(device)
-    ends = [j.predicted_finish for j in jobs if j.predicted_finish] + (
-        [running.predicted_finish] if running and running.predicted_finish else []
-    )
+    plan = PagePlan(device)
+    running = plan.running
+    ends = [plan.end] if plan.end else []
+    if running and running.predicted_finish:
+        ends.append(running.predicted_finish)
     span_end = max(ends, default=None)
     total = (span_end - now).total_seconds() if span_end and span_end > now else 0.0
+    waiting = plan.waiting
 
     def entries(start: int, count: int) -> list[PlanEntry]:
         out = []
-        for i, job in enumerate(plan_jobs(jobs[start : start + count]), start=start + 1):
+        for i, job in enumerate(plan.jobs(start, count), start=start + 1):
             if job is None:  # deleted since the plan was read
                 continue
             label = job_title(job) if (job.shared or admin) else public_label(job)
@@ -327,7 +322,7 @@ def queue_context(
             out.append(e)
         return out
 
-    pager = _pager(len(jobs), page) if page is not None else None
+    pager = _pager(waiting, page) if page is not None else None
     shown = entries(pager["start"], QUEUE_PAGE_SIZE) if pager else entries(0, PLAN_SHOWN)
     ctx = {
         "device": device,
@@ -337,8 +332,8 @@ def queue_context(
         else "",
         "running_eta": eta_for(running, now=now) if running else None,
         "entries": shown,
-        "waiting": len(jobs),
-        "more": 0 if pager else len(jobs) - len(shown),
+        "waiting": waiting,
+        "more": 0 if pager else waiting - len(shown),
         "pager": pager,
         # Where the admins' buttons come back to (a cancel's plain POST): this page of the queue page.
         "queue_back": reverse("jobs-queue")
@@ -351,7 +346,7 @@ def queue_context(
     }
     if summary:
         head = shown[:PLAN_SHOWN] if pager and pager["page"] == 1 else entries(0, PLAN_SHOWN)
-        ctx["summary"] = {"entries": head, "more": len(jobs) - len(head)}
+        ctx["summary"] = {"entries": head, "more": waiting - len(head)}
     return ctx
 
 

@@ -106,6 +106,11 @@ class Job(models.Model):
     estimate_s = models.FloatField(null=True, blank=True)  # predicted render time
     predicted_start = models.DateTimeField(null=True, blank=True)
     predicted_finish = models.DateTimeField(null=True, blank=True)
+    # Where the stored plan puts a waiting job (1 = runs next) and why it waits there, stored with the predicted
+    # times by ``jobs.eta.plan_device``: the pages draw the plan from these (``jobs.selectors.PagePlan``)
+    # instead of ordering every waiting job again per page. NULL = not planned yet.
+    plan_position = models.PositiveIntegerField(null=True, blank=True, editable=False)
+    plan_reason = models.CharField(max_length=200, blank=True, default="", editable=False)
     created = models.DateTimeField(auto_now_add=True)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)

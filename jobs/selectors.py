@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import Q, QuerySet
+from django.db.models import F, Q, QuerySet
 from django.http import Http404
 
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, waiting_on
@@ -134,6 +134,59 @@ def queue_plan_rows(device: Any) -> tuple[list[Job], list[PlanRow]]:
         .values_list(*PlanRow.FIELDS)
     ]
     return _active_on(device_id), (_in_run_order(device, rows) if rows else [])
+
+
+class PagePlan:
+    """The device's plan as the pages draw it: the stored one (``jobs.eta.store_plan``: each waiting job's
+    ``plan_position`` and ``plan_reason`` beside its predicted times), read a page at a time.
+
+    Ordering every waiting job again for each page was most of a dashboard or a queue page (150 waiting jobs a
+    device: ~8 ms of ~12 per device); the planner stores the order with the times it already stores, so a page
+    reads a count and the entries it draws, and what it draws is one plan (a start is the finish before it).
+    While a waiting job has no place yet (submitted a moment ago, its replan not yet run), the queue is ordered
+    here instead, as the planner would.
+    """
+
+    def __init__(self, device: Any) -> None:
+        from django.db.models import Count, Max
+
+        from jobs.models import clamp_datetime
+
+        self.device = device
+        self.device_id = getattr(device, "pk", device)
+        self.active = _active_on(self.device_id)
+        stats = self._waiting().aggregate(
+            n=Count("pk"),
+            unplanned=Count("pk", filter=Q(plan_position__isnull=True)),
+            end=Max("predicted_finish"),
+        )
+        self.waiting: int = stats["n"]
+        self.end: dt.datetime | None = clamp_datetime(stats["end"]) if stats["end"] else None
+        self._rows: list[PlanRow] | None = None
+        if stats["unplanned"]:
+            self._rows = queue_plan_rows(device)[1]
+            self.waiting = len(self._rows)
+            self.end = max((r.predicted_finish for r in self._rows if r.predicted_finish), default=None)
+
+    @property
+    def running(self) -> Job | None:
+        return self.active[0] if self.active else None  # the first by started_at, as ``running_job``
+
+    def jobs(self, start: int, count: int) -> list[Job | None]:
+        """The waiting jobs at places ``start + 1`` … ``start + count``, each with its owner and ``plan_reason``
+        (None for one deleted since the plan was ordered here)."""
+        if count <= 0:
+            return []
+        if self._rows is not None:
+            return plan_jobs(self._rows[start : start + count])
+        return list(
+            self._waiting()
+            .select_related("owner")
+            .order_by(F("plan_position").asc(nulls_last=True), "created", "id")[start : start + count]
+        )
+
+    def _waiting(self) -> QuerySet[Job]:
+        return Job.objects.filter(device_id=self.device_id, state__in=WAITING_STATES)
 
 
 def plan_jobs(rows: list[PlanRow]) -> list[Job | None]:
