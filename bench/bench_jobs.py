@@ -114,6 +114,7 @@ def measure() -> None:
             *timed(lambda: client.get("/api/jobs?q=fox+river")),
         ),
         ("queue page (GET /jobs/queue/)", *timed(lambda: client.get("/jobs/queue/"))),
+        ("usage page (GET /usage/)", *timed(lambda: client.get("/usage/"))),
     ]
     count = Job.objects.count()
     table = "\n".join(

@@ -208,12 +208,18 @@ def _spans(
 ) -> list[tuple[int, Any, Any]]:
     """(owner id, start, end) of every device span ending after ``since``, the running ones (up to now) too."""
     rows = DeviceUse.objects.filter(ended__gt=since)
-    running = Job.objects.filter(state__in=ACTIVE_STATES, started_at__isnull=False)
     if owner_ids is not None:
         rows = rows.filter(owner_id__in=owner_ids)
-        running = running.filter(owner_id__in=owner_ids)
     out = [(o, s, e) for o, s, e in rows.values_list("owner_id", "started", "ended")]
-    out += [(o, s, now) for o, s in running.values_list("owner_id", "started_at") if s < now]
+    # The running jobs (one a device) by state alone, the person picked here: with the owner in the query SQLite
+    # walked the person's whole history on the owner's index (20 ms at 100k jobs, twice a usage page).
+    running = Job.objects.filter(state__in=ACTIVE_STATES, started_at__isnull=False).order_by()
+    wanted = None if owner_ids is None else set(owner_ids)
+    out += [
+        (o, s, now)
+        for o, s in running.values_list("owner_id", "started_at")
+        if s < now and (wanted is None or o in wanted)
+    ]
     return out
 
 
@@ -568,13 +574,24 @@ def usage_people(*, days: int = 7, now: dt.datetime | None = None) -> list[Perso
 def results_of(*, user: Any | None, limit: int = 50) -> list[Job]:
     """Finished jobs that keep result files, largest first, each with ``result_bytes`` and ``result_files``:
     ``user``'s own, or everyone's (``user=None``, admins)."""
-    qs = Job.objects.select_related("owner").exclude(state__in=ACTIVE_STATES)
+    # From the files' side: only jobs that keep files are read. Grouping every job of the person by all its
+    # columns to find them took 166 ms at 100k jobs (20k of one person's) for an empty list.
+    files = Artifact.objects.exclude(job__state__in=ACTIVE_STATES)
     if user is not None:
-        qs = qs.filter(owner_id=getattr(user, "pk", user))
-    qs = qs.annotate(result_bytes=Sum("artifacts__bytes"), result_files=Count("artifacts")).filter(
-        result_files__gt=0
+        files = files.filter(job__owner_id=getattr(user, "pk", user))
+    sizes = list(
+        files.values("job_id")
+        .annotate(b=Sum("bytes"), n=Count("pk"))
+        .order_by("-b", "-job_id")
+        .values_list("job_id", "b", "n")[:limit]
     )
-    return list(qs.order_by("-result_bytes", "-pk")[:limit])
+    jobs = Job.objects.select_related("owner").in_bulk([job_id for job_id, _b, _n in sizes])
+    out = []
+    for job_id, size, count in sizes:
+        if (job := jobs.get(job_id)) is not None:  # (deleted in between: left out)
+            job.result_bytes, job.result_files = size or 0, count
+            out.append(job)
+    return out
 
 
 __all__ = [

@@ -84,6 +84,25 @@ def test_the_usage_page_shows_my_limits(admin_user, member_client, member, devic
     assert "100 MB" in storage and "yours" in storage
 
 
+def test_results_are_listed_largest_first_with_their_files_and_only_the_persons_own(
+    member, other_member, device, media
+):
+    small = make_job(member, device, state="done", prompt="small")
+    big = make_job(member, device, state="failed", prompt="big")  # a failed job may keep files too
+    add_artifact(small, media, data=b"s" * 100)
+    add_artifact(big, media, data=b"b" * 900)
+    add_artifact(big, media, kind="image", name="preview.png", mime="image/png", data=b"p" * 50)
+    make_job(member, device, state="done", prompt="no files")
+    running = make_job(member, device, state="running", prompt="still running")
+    add_artifact(running, media, data=b"r" * 5000)  # a preview while it runs: not a result yet
+    add_artifact(make_job(other_member, device, state="done", prompt="theirs"), media, data=b"o" * 9000)
+    mine = quotas.results_of(user=member)
+    assert [(j.prompt, j.result_bytes, j.result_files) for j in mine] == [("big", 950, 2), ("small", 100, 1)]
+    assert [j.prompt for j in quotas.results_of(user=None)] == ["theirs", "big", "small"]
+    assert [j.prompt for j in quotas.results_of(user=None, limit=1)] == ["theirs"]
+    assert mine[0].owner == member  # read with the job
+
+
 # -- deleting results -------------------------------------------------------------------------------------------
 def test_deleting_results_asks_first_then_frees_storage_and_the_files(
     member_client, member, device, media, django_capture_on_commit_callbacks
