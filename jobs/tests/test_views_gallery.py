@@ -156,3 +156,22 @@ def test_a_many_word_search_is_one_query_for_the_cards(
     with django_assert_max_num_queries(8):  # the same budget as without a search
         html = member_client.get("/jobs/", {"q": "number dunes beach sunset kite " * 4}).content.decode()
     assert len(re.findall(r'id="job-\d+-card"', html)) == 10
+
+
+@pytest.mark.parametrize(
+    "data", [{}, {"kind": "video", "state": "done", "person": "mia", "device": "1"}, {"kind": "<b>"}]
+)
+def test_the_filters_selects_are_the_html_djangos_select_draws(member, device, data):
+    """The gallery's selects are ``LongSelect`` (no template per option): the page is the same as with Django's
+    (but the blank lines between its options)."""
+    from django import forms
+
+    from jobs.filters import GalleryFilterForm
+
+    form = GalleryFilterForm(data, user=member)
+    selects = [name for name, field in form.fields.items() if isinstance(field.widget, forms.Select)]
+    assert selects == ["kind", "state", "person", "device"]
+    for name in selects:
+        ours = str(form[name])
+        plain = form[name].as_widget(widget=forms.Select(choices=form.fields[name].choices))
+        assert re.sub(r"\s+", " ", ours) == re.sub(r"\s+", " ", plain) and "<option" in ours
