@@ -51,6 +51,7 @@ def video(member, device, **params):
     return job_submit(owner=member, device=device, kind="video", model_id=VIDEO, params=p)
 
 
+@pytest.mark.rhythm
 def test_it_notices_the_end_of_a_render_within_a_fraction_of_a_second(rhythm_engine, tiiny, pocket, member):
     from devices.emulator.catalog import video_render_seconds
 
@@ -66,6 +67,7 @@ def test_it_notices_the_end_of_a_render_within_a_fraction_of_a_second(rhythm_eng
     assert -0.1 < noticed - ended < 0.75, f"noticed {noticed - ended:.2f} s after the render ended"
 
 
+@pytest.mark.rhythm
 def test_a_watched_render_costs_the_device_at_most_one_request_a_second(rhythm_engine, tiiny, pocket, member):
     """Issue 13: from submit to done, its model load included, with someone watching the device (the status
     tick every 2 s). Requests are counted against the render's own length (device time / speed), not timed."""
@@ -94,6 +96,7 @@ def test_a_watched_render_costs_the_device_at_most_one_request_a_second(rhythm_e
     assert sent["POST /api/v1/models/{id}/launch"] == 1  # the load was part of it
 
 
+@pytest.mark.rhythm
 def test_a_short_3d_stage_is_not_left_waiting_for_a_full_poll(rhythm_engine, tiiny, pocket, member):
     from django.core.files.uploadedfile import SimpleUploadedFile
 
@@ -115,6 +118,7 @@ def test_a_short_3d_stage_is_not_left_waiting_for_a_full_poll(rhythm_engine, tii
     assert first < 1.0
 
 
+@pytest.mark.rhythm
 @pytest.mark.parametrize("quirks", ["none", "all"])
 def test_it_sends_the_first_request_after_a_load_at_once(rhythm_engine, tiiny, pocket, member, quirks):
     """A 5 s readiness window on the hub's side: the job does not sit it out, it sends and retries inside it.
