@@ -308,8 +308,8 @@ def store_plan(device_id: int) -> int:
         if job.state in WAITING_STATES:
             position += 1
             place, why = position, job.planned_reason[:PLAN_REASON_CHARS]
-        else:  # the running job has no place in line
-            place, why = job.plan_position, job.plan_reason
+        else:  # the running job has no place in line (nor one to come back to, should it be requeued)
+            place, why = None, ""
         if (job.predicted_start, job.predicted_finish, job.plan_position, job.plan_reason) != (
             start,
             finish,

@@ -40,6 +40,12 @@ def test_the_planner_stores_each_waiting_jobs_place_and_reason_as_the_scheduler_
     assert stored[c.pk][1] == "runs first: its model is already loaded"
     assert Job.objects.get(pk=running.pk).plan_position is None  # the running job has no place in line
     assert store_plan(device.pk) == 0  # nothing changed: nothing written
+    # Once it runs, a job gives its place up: requeued, it is ordered afresh, not put back where it was.
+    Job.objects.filter(pk=c.pk).update(state="running")
+    store_plan(device.pk)
+    assert Job.objects.get(pk=c.pk).plan_position is None
+    Job.objects.filter(pk=c.pk).update(state="queued")
+    assert PagePlan(device)._rows is not None  # not planned: ordered as the planner would
 
 
 def test_a_new_place_or_reason_is_written_even_when_no_time_moved(member, device):
