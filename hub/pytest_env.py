@@ -14,6 +14,12 @@ os.environ.setdefault("HUB_SECRET_KEY", "test-secret-key-not-for-production")
 os.environ["HUB_DEBUG"] = "0"
 os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
 
+# pytest-xdist's workers (make test runs the unit tests on two) inherit the first process's environment: each
+# gets its own Redis and database instead, so no two tests running at once share a key or a row.
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    os.environ.pop("HUB_TEST_REDIS_URL", None)
+    os.environ.pop("HUB_TEST_DB", None)
+
 _private = None
 if not os.environ.get("HUB_TEST_REDIS_URL"):
     from hub.redis_server import start_private_redis

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Everything the test suite needs, then the whole suite. Exits with pytest's status.
+# Everything the test suite needs, then the whole suite (in two pytest runs, below). Exits with the first failing run's status.
 # The suite starts its own private Redis (hub/pytest_env.py) and stops it at the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,4 +15,15 @@ if ! command -v chromium >/dev/null 2>&1; then
 fi
 
 mkdir -p var test-artifacts
-exec .venv/bin/python -m pytest "$@"
+if [ "$#" -gt 0 ]; then  # make test ARGS=…, or by hand: one pytest run as asked
+  exec .venv/bin/python -m pytest "$@"
+fi
+# The whole suite in two runs: the unit tests on two processes (pytest-xdist; each has its own Redis and
+# database, hub/pytest_env.py), then those that start real processes (worker, web server, emulator, Chromium)
+# one at a time, as they share the session's servers. Both run; the status is the first failure's.
+status=0
+echo "== unit tests (2 processes)"
+.venv/bin/python -m pytest -m "not integration and not browser" -n 2 || status=$?
+echo "== integration and browser tests"
+.venv/bin/python -m pytest -m "integration or browser" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+exit "$status"
