@@ -301,13 +301,14 @@ def store_plan(device_id: int) -> int:
     Returns how many jobs were written (0: the stored plan still holds)."""
     from jobs.models import WAITING_STATES, Job
 
+    reason_chars = Job._meta.get_field("plan_reason").max_length
     changed = []
     moved = False
     position = 0
     for job, start, finish in plan(device_id):
         if job.state in WAITING_STATES:
             position += 1
-            place, why = position, job.planned_reason[:PLAN_REASON_CHARS]
+            place, why = position, job.planned_reason[:reason_chars]
         else:  # the running job has no place in line (nor one to come back to, should it be requeued)
             place, why = None, ""
         if (job.predicted_start, job.predicted_finish, job.plan_position, job.plan_reason) != (
@@ -333,10 +334,6 @@ def store_plan(device_id: int) -> int:
     # The whole plan, so the stored one is always one plan (a start is the finish before it).
     Job.objects.bulk_update(changed, ["predicted_start", "predicted_finish", "plan_position", "plan_reason"])
     return len(changed)
-
-
-#: ``Job.plan_reason``'s length.
-PLAN_REASON_CHARS = 200
 
 
 #: A replan whose times all moved less than this keeps the stored plan: a replan comes with every job start and

@@ -6,7 +6,7 @@ import datetime as dt
 from typing import Any
 
 from django.contrib.auth import get_user_model
-from django.db.models import F, Q, QuerySet
+from django.db.models import Count, F, Max, Q, QuerySet
 from django.http import Http404
 
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, waiting_on
@@ -124,8 +124,8 @@ class PlanRow:
         self.plan_reason = ""
 
 
-def queue_plan_rows(device: Any) -> tuple[list[Job], list[PlanRow]]:
-    """``queue_plan`` for the pages: the active job(s) in full, the waiting ones as ``PlanRow`` in run order."""
+def waiting_plan_rows(device: Any) -> list[PlanRow]:
+    """The waiting part of ``queue_plan`` for the pages: each waiting job as a ``PlanRow``, in run order."""
     device_id = getattr(device, "pk", device)
     rows = [
         PlanRow(values)
@@ -133,7 +133,7 @@ def queue_plan_rows(device: Any) -> tuple[list[Job], list[PlanRow]]:
         .order_by()  # as waiting_on: the index's few rows, not the device's history by date
         .values_list(*PlanRow.FIELDS)
     ]
-    return _active_on(device_id), (_in_run_order(device, rows) if rows else [])
+    return _in_run_order(device, rows) if rows else []
 
 
 class PagePlan:
@@ -148,11 +148,8 @@ class PagePlan:
     """
 
     def __init__(self, device: Any) -> None:
-        from django.db.models import Count, Max
-
         from jobs.models import clamp_datetime
 
-        self.device = device
         self.device_id = getattr(device, "pk", device)
         self.active = _active_on(self.device_id)
         stats = self._waiting().aggregate(
@@ -164,7 +161,7 @@ class PagePlan:
         self.end: dt.datetime | None = clamp_datetime(stats["end"]) if stats["end"] else None
         self._rows: list[PlanRow] | None = None
         if stats["unplanned"]:
-            self._rows = queue_plan_rows(device)[1]
+            self._rows = waiting_plan_rows(device)
             self.waiting = len(self._rows)
             self.end = max((r.predicted_finish for r in self._rows if r.predicted_finish), default=None)
 

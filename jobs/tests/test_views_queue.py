@@ -200,7 +200,7 @@ def test_the_lists_answer_follows_the_same_rules_as_the_page(viewer_client, admi
 
 
 def test_the_pages_plan_reads_the_same_order_and_reasons_as_the_full_plan(member, other_member, device):
-    """The pages order the waiting jobs from a few columns each (``queue_plan_rows``) and read in full only the
+    """The pages order the waiting jobs from a few columns each (``waiting_plan_rows``) and read in full only the
     entries they draw: the same order, reasons and predictions as ``queue_plan``."""
     import datetime as dt
 
