@@ -18,12 +18,13 @@ mkdir -p var test-artifacts
 if [ "$#" -gt 0 ]; then  # make test ARGS=…, or by hand: one pytest run as asked
   exec .venv/bin/python -m pytest "$@"
 fi
-# The whole suite in two runs: the unit tests on two processes (pytest-xdist; each has its own Redis and
-# database, hub/pytest_env.py), then those that start real processes (worker, web server, emulator, Chromium)
-# one at a time, as they share the session's servers. Both run; the status is the first failure's.
+# The whole suite in two runs, each on two processes (pytest-xdist): the unit tests, then those that start real
+# processes (worker, web server, emulator, Chromium). Each xdist process has its own Redis and database
+# (hub/pytest_env.py) and starts its own servers, so no two tests running at once share a key, a row or a queue.
+# Both runs run; the status is the first failure's.
 status=0
 echo "== unit tests (2 processes)"
 .venv/bin/python -m pytest -m "not integration and not browser" -n 2 || status=$?
-echo "== integration and browser tests"
-.venv/bin/python -m pytest -m "integration or browser" || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
+echo "== integration and browser tests (2 processes)"
+.venv/bin/python -m pytest -m "integration or browser" -n 2 || { rc=$?; [ "$status" -ne 0 ] || status=$rc; }
 exit "$status"
