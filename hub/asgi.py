@@ -1,15 +1,17 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
-``get_asgi_application()`` runs first so the app registry is ready before routing imports consumers.
+``get_asgi_application()`` (Django's, with one thread hop per synchronous request: hub.handlers) runs first so
+the app registry is ready before routing imports consumers.
 """
 
 from __future__ import annotations
 
 import os
 
-from django.core.asgi import get_asgi_application
-
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+
+from hub.handlers import get_asgi_application
+
 django_asgi_app = get_asgi_application()
 
 from channels.auth import AuthMiddlewareStack  # noqa: E402
