@@ -40,4 +40,4 @@ chaos: $(STAMP)
 	$(PY) scripts/chaos.py --long
 
 clean:
-	rm -rf $(VENV) staticfiles var/run var/test-logs test-artifacts
+	rm -rf $(VENV) staticfiles var/run var/test-logs var/xdist test-artifacts

@@ -80,29 +80,68 @@ def viewer_client(viewer):
 
 # --- real processes ------------------------------------------------------------------------------------
 # Session-scoped: one ASGI server, worker and beat serve the whole run. Tests that use them also ask for
-# ``transactional_db`` so their rows are committed where those processes can read them.
-@pytest.fixture(scope="session")
-def live_worker(django_db_setup, django_db_blocker):
-    from hub.testing import session_procs, start_worker
+# ``transactional_db`` so their rows are committed where those processes can read them. The worker and beat
+# share the broker with the engine tests' own (jobs/tests/conftest.py), one set at a time: a test that asks
+# for them gets them running, started again if engine tests ran since (hub.testing.take_broker).
+_SESSION_CONSUMERS = ("live_worker", "live_beat")
 
+
+def _stop_session_consumers() -> None:
+    from hub.testing import session_procs
+
+    for name in _SESSION_CONSUMERS:
+        if (proc := session_procs.get(name)) is not None:
+            proc.stop()
+
+
+def _session_has_the_broker(django_db_blocker) -> None:
+    from hub.testing import session_procs, take_broker
+
+    take_broker("session", _stop_session_consumers)
     with django_db_blocker.unblock():
-        proc = start_worker("session")
-    session_procs["live_worker"] = proc
+        for name in _SESSION_CONSUMERS:
+            if (proc := session_procs.get(name)) is not None and not proc.alive():
+                proc.start_and_wait()
+
+
+def _session_process(name: str, start, django_db_blocker):
+    from hub.testing import session_procs
+
+    _session_has_the_broker(django_db_blocker)
+    with django_db_blocker.unblock():
+        proc = start()
+    session_procs[name] = proc
     yield proc
-    session_procs.pop("live_worker", None)
+    session_procs.pop(name, None)
     proc.stop()
 
 
 @pytest.fixture(scope="session")
-def live_beat(django_db_setup, django_db_blocker):
-    from hub.testing import session_procs, start_beat
+def _session_worker(django_db_setup, django_db_blocker):
+    from hub.testing import start_worker
 
-    with django_db_blocker.unblock():
-        proc = start_beat()
-    session_procs["live_beat"] = proc
-    yield proc
-    session_procs.pop("live_beat", None)
-    proc.stop()
+    yield from _session_process("live_worker", lambda: start_worker("session"), django_db_blocker)
+
+
+@pytest.fixture(scope="session")
+def _session_beat(django_db_setup, django_db_blocker):
+    from hub.testing import start_beat
+
+    yield from _session_process("live_beat", start_beat, django_db_blocker)
+
+
+@pytest.fixture
+def live_worker(_session_worker, django_db_blocker):
+    """The session's Celery worker, running."""
+    _session_has_the_broker(django_db_blocker)
+    return _session_worker
+
+
+@pytest.fixture
+def live_beat(_session_beat, django_db_blocker):
+    """The session's beat, running."""
+    _session_has_the_broker(django_db_blocker)
+    return _session_beat
 
 
 @pytest.fixture(scope="session")

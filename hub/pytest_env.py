@@ -14,11 +14,15 @@ os.environ.setdefault("HUB_SECRET_KEY", "test-secret-key-not-for-production")
 os.environ["HUB_DEBUG"] = "0"
 os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
 
-# pytest-xdist's workers (make test runs the unit tests on two) inherit the first process's environment: each
-# gets its own Redis and database instead, so no two tests running at once share a key or a row.
-if os.environ.get("PYTEST_XDIST_WORKER"):
+# pytest-xdist's workers (make test runs the tests on two) inherit the first process's environment: each gets
+# its own Redis and database instead, so no two tests running at once share a key or a row, and its own data
+# folder (results, uploads, the logs of the servers it starts): the two databases number their jobs alike, and
+# a job's files are kept by its number; a server's log is read to see it start.
+if _xdist_worker := os.environ.get("PYTEST_XDIST_WORKER"):
     os.environ.pop("HUB_TEST_REDIS_URL", None)
     os.environ.pop("HUB_TEST_DB", None)
+    _data = Path(os.environ.get("HUB_DATA_DIR", Path(__file__).resolve().parent.parent / "var"))
+    os.environ["HUB_DATA_DIR"] = str(_data / "xdist" / _xdist_worker)
 
 _private = None
 if not os.environ.get("HUB_TEST_REDIS_URL"):

@@ -25,9 +25,20 @@ from hub.redis_server import free_port
 
 BASE_DIR = Path(settings.BASE_DIR)
 
-#: The session-wide processes the root conftest started ("live_worker", "live_beat", "live_server_asgi"),
-#: so tests that need to be the broker's only consumers can pause them (see jobs/tests/conftest.py).
+#: The session-wide processes the root conftest started ("live_worker", "live_beat", "live_server_asgi").
 session_procs: dict[str, Proc] = {}
+
+#: Who consumes the broker now, and how to stop them: the session's worker and beat (the hub as ``make up`` runs
+#: it) or the engine tests' own (jobs/tests/conftest.py: short intervals; they kill and start workers and count
+#: on being the only consumers). One at a time, handed over per test, whatever order the tests run in.
+_broker_owner: list[tuple[str, Callable[[], None]]] = []
+
+
+def take_broker(owner: str, release: Callable[[], None]) -> None:
+    """Make ``owner`` the broker's consumer: the previous owner's processes are stopped (its ``release``)."""
+    if _broker_owner and _broker_owner[0][0] != owner:
+        _broker_owner.pop()[1]()
+    _broker_owner[:] = [(owner, release)]
 
 
 def test_database_url() -> str:
@@ -65,6 +76,7 @@ class Proc:
     log_path: Path
     process: subprocess.Popen | None = None
     extra: dict = field(default_factory=dict)
+    ready: str = ""  # the log line that says it is up (see ``start_and_wait``)
 
     def start(self) -> Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,6 +110,22 @@ class Proc:
     def kill(self) -> None:
         """Simulate a crash: SIGKILL, no cleanup."""
         self.stop(signal.SIGKILL)
+
+    def start_and_wait(self, *, timeout: float = 30.0) -> Proc:
+        """Start it and wait until its log says ``ready`` once more than before: the log is appended to across
+        restarts, so the line an earlier run wrote must not count."""
+        before = self.log_text().count(self.ready)
+        self.start()
+        wait_for(
+            lambda: self.log_text().count(self.ready) > before, timeout=timeout, what=self.name, proc=self
+        )
+        return self
+
+    def log_text(self) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
 
     def log_tail(self, lines: int = 40) -> str:
         try:
@@ -212,9 +240,9 @@ def start_worker(name: str = "w1", *, concurrency: int = 2, **env: str) -> Proc:
         ],
         child_env(**env),
         log_dir() / f"worker-{name}.log",
-    ).start()
-    wait_for(lambda: "ready." in proc.log_tail(200), timeout=30, what=f"worker {name}", proc=proc)
-    return proc
+        ready="ready.",
+    )
+    return proc.start_and_wait()
 
 
 def start_beat(**env: str) -> Proc:
@@ -224,9 +252,9 @@ def start_beat(**env: str) -> Proc:
         [sys.executable, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO", f"--schedule={schedule}"],
         child_env(**env),
         log_dir() / "beat.log",
-    ).start()
-    wait_for(lambda: "beat: Starting" in proc.log_tail(200), timeout=30, what="beat", proc=proc)
-    return proc
+        ready="beat: Starting",
+    )
+    return proc.start_and_wait()
 
 
 def run_async(coroutine_function, *args):

@@ -1,8 +1,9 @@
 """Fixtures for the job engine's integration tests: our own workers and beat, devices backed by emulators.
 
 The engine tests control workers (SIGKILL one mid-render, run two at once), so they must be the only consumers
-of the broker: if the session's ``live_worker``/``live_beat`` are running, they are stopped for the duration
-and started again afterwards. Short intervals reach the workers through their environment.
+of the broker: the ``engine`` fixture takes it from the session's ``live_worker``/``live_beat`` (stopped, and
+started again by the next test that asks for them: hub.testing.take_broker). Short intervals reach the workers
+through their environment.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from hub.testing import Proc, session_procs, start_beat, start_worker, wait_for
+from hub.testing import Proc, start_beat, start_worker, take_broker, wait_for
 
 ENGINE_ENV = {
     "JOBS_POLL_INTERVAL_S": "0.2",
@@ -42,6 +43,20 @@ class Engine:
             proc.stop()
         self.workers.clear()
 
+    def release(self) -> None:
+        """Stop every worker and the beat (another set of processes takes the broker, or the run ends)."""
+        self.stop_all()
+        if self.beat is not None:
+            self.beat.stop()
+
+    def take_broker(self) -> None:
+        """Be the broker's only consumers, with the beat running."""
+        take_broker("engine", self.release)
+        if self.beat is None:
+            self.beat = start_beat(**ENGINE_ENV)
+        elif not self.beat.alive():
+            self.beat.start_and_wait()
+
     def ensure(self, names: tuple[str, ...] = ("e1",)) -> None:
         for name in list(self.workers):
             if name not in names or not self.workers[name].alive():
@@ -55,32 +70,17 @@ class Engine:
 
 
 @pytest.fixture(scope="session")
-def engine_session(django_db_setup, django_db_blocker):
-    paused = [p for name in ("live_worker", "live_beat") if (p := session_procs.get(name)) and p.alive()]
-    for proc in paused:
-        proc.stop()
+def engine_session(django_db_setup):
     engine = Engine()
-    with django_db_blocker.unblock():
-        engine.beat = start_beat(**ENGINE_ENV)
     yield engine
-    engine.stop_all()
-    if engine.beat:
-        engine.beat.stop()
-    for proc in paused:  # give the session its processes back
-        marks = proc.log_tail(100000).count("ready.") + proc.log_tail(100000).count("beat: Starting")
-        proc.start()
-        wait_for(
-            lambda p=proc, m=marks: (
-                p.log_tail(100000).count("ready.") + p.log_tail(100000).count("beat: Starting") > m
-            ),
-            timeout=30,
-            what=f"{proc.name} again",
-        )
+    engine.release()
 
 
 @pytest.fixture
 def engine(engine_session, transactional_db):
-    """One worker (``e1``) running with short intervals; tests may start, kill and add more."""
+    """One worker (``e1``) and the engine's beat, running with short intervals; tests may start, kill and add
+    more workers."""
+    engine_session.take_broker()
     engine_session.ensure(("e1",))
     yield engine_session
     time.sleep(0.2)  # let in-flight tasks of this test settle before the database is flushed

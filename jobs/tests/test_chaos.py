@@ -37,15 +37,11 @@ def _driver():
 
 @pytest.fixture
 def alone(engine_session, transactional_db):
-    """No other worker or beat while the night runs; the engine tests get their beat back afterwards."""
-    from hub.testing import start_beat
-    from jobs.tests.conftest import ENGINE_ENV
+    """No other worker or beat while the night runs (the next engine test starts the engine's again)."""
+    from hub.testing import take_broker
 
-    engine_session.stop_all()
-    if engine_session.beat is not None:
-        engine_session.beat.stop()
-    yield
-    engine_session.beat = start_beat(**ENGINE_ENV)
+    take_broker("engine", engine_session.release)
+    engine_session.release()
 
 
 def _redis(chaos):
