@@ -1170,8 +1170,14 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
         Job.objects.filter(state__in=WAITING_STATES).values_list("device_id", flat=True).distinct()
     )
     for device_id in waiting_devices - busy:
-        device = Device.objects.filter(pk=device_id).only("state", "queue_paused").first()
-        if device is None or device.queue_paused or device.state in ("locked", "unreachable", "auth_failed"):
+        device = Device.objects.filter(pk=device_id).only("state", "queue_paused", "active_until").first()
+        if device is None or device.queue_paused or device.state == "auth_failed":
+            continue
+        if device.state in ("locked", "unreachable"):
+            # Jobs wait for it to come back, and the poller is what notices: at its fast rate, as when a job
+            # found the device away itself (the poller may have found it first, and no job tried it since).
+            if device.active_until is None or device.active_until <= now:
+                _watch_device(device_id)
             continue
         row = leases.get(device_id)
         if row and row.expires_at and row.expires_at >= now:

@@ -76,3 +76,28 @@ def test_a_stop_delivered_twice_stops_the_device_once(
     engine.reconcile()
     assert sent == [job.pk, job.pk]
     assert lease.lease_claim_stop(device.pk, job.pk)
+
+
+@pytest.mark.parametrize("away", ["unreachable", "locked"])
+def test_a_job_waiting_for_a_device_the_poller_found_away_has_it_polled_fast(member, device, away):
+    """The poller noticed the device was gone before any job tried it: the queued job must still have it looked
+    at every beat, or a device back from a power cut waited for the slow rhythm (30 s) before its queue moved."""
+    from devices.models import Device
+    from devices.services import POLL_FAST, device_poll_interval
+
+    Device.objects.filter(pk=device.pk).update(state=away, active_until=None)
+    make_job(member, device)
+    engine.reconcile()
+    now = timezone.now()
+    device.refresh_from_db()
+    assert device_poll_interval(device=device, watched=False, now=now) == POLL_FAST
+    assert device.active_until > now + dt.timedelta(minutes=20)
+
+    # Once its queue is empty, the poller goes back to its own rhythm when that window ends (nothing renews it).
+    Device.objects.filter(pk=device.pk).update(active_until=now - dt.timedelta(seconds=1))
+    from jobs.models import Job
+
+    Job.objects.filter(device=device).update(state="cancelled")
+    engine.reconcile()
+    device.refresh_from_db()
+    assert device.active_until < timezone.now()
