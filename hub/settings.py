@@ -11,6 +11,9 @@ import os
 from pathlib import Path
 
 import dj_database_url
+from redis import backoff as redis_backoff
+from redis import exceptions as redis_exceptions
+from redis.asyncio import retry as redis_retry
 
 from hub.env import (
     SettingError,
@@ -159,8 +162,18 @@ CHANNEL_LAYERS = {
         "BACKEND": "channels_redis.core.RedisChannelLayer",
         # redis-py 8 reads with a 5 s socket timeout by default, the same length as channels-redis's idle
         # blocking pop: every idle socket died on a 5 s beat. A longer read timeout still notices a dead Redis.
+        # A command that meets a dead pooled connection (Redis restarted since) is sent again on a new one, up to
+        # twice: without it, a websocket opened after a restart got a 500 on its handshake (its group_add).
         "CONFIG": {
-            "hosts": [{"address": REDIS_URL, "socket_timeout": 15, "socket_connect_timeout": 2}],
+            "hosts": [
+                {
+                    "address": REDIS_URL,
+                    "socket_timeout": 15,
+                    "socket_connect_timeout": 2,
+                    "retry": redis_retry.Retry(redis_backoff.ExponentialBackoff(cap=0.5, base=0.05), 2),
+                    "retry_on_error": [redis_exceptions.ConnectionError],
+                }
+            ],
             "capacity": 500,
             "expiry": 30,
             "prefix": "hub-ws:",
@@ -172,6 +185,8 @@ CACHES = {
         "BACKEND": "django.core.cache.backends.redis.RedisCache",
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "hub",
+        # (redis-py's synchronous pool checks a connection as it hands it out: one to a Redis restarted since is
+        # made again, unlike the channel layer's asyncio pool above; hub/tests/test_channel_layer_redis_restart.py)
         "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
     }
 }
