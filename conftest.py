@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 import redis as redis_lib
 from django.conf import settings
@@ -76,6 +78,30 @@ def other_client(other_member):
 @pytest.fixture
 def viewer_client(viewer):
     return _client_for(viewer)
+
+
+# --- the test database ---------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def django_db_setup(django_db_setup, django_db_blocker):
+    """pytest-django's, and before it drops a PostgreSQL test database: the connections of the servers the run
+    started (stopped just before) are let end, or ended. Their backends exit a moment after their processes do,
+    and the drop failed on them ("is being accessed by other users"), leaving the database behind."""
+    yield
+    from django.db import connection
+
+    if connection.vendor != "postgresql":
+        return
+    others = "FROM pg_stat_activity WHERE datname = current_database() AND pid <> pg_backend_pid()"
+    with django_db_blocker.unblock(), connection.cursor() as cursor:
+        deadline = time.monotonic() + 5
+        while True:
+            cursor.execute(f"SELECT count(*) {others}")
+            if not cursor.fetchone()[0]:
+                return
+            if time.monotonic() > deadline:
+                cursor.execute(f"SELECT pg_terminate_backend(pid, 5000) {others}")
+                return
+            time.sleep(0.1)
 
 
 # --- real processes ------------------------------------------------------------------------------------
