@@ -128,10 +128,7 @@ class Proc:
             return ""
 
     def log_tail(self, lines: int = 40) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except FileNotFoundError:
-            return ""
+        return "\n".join(self.log_text().splitlines()[-lines:])
 
 
 def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, proc: Proc | None = None) -> None:
