@@ -291,15 +291,17 @@ def queue_context(
     now: dt.datetime | None = None,
     page: int | None = None,
     summary: bool = False,
+    plan: PagePlan | None = None,
 ) -> dict[str, Any]:
     """The plan as a timeline: waiting jobs with their predicted start/finish and a bar on a shared axis.
 
     The plan (order, predictions, the axis, "queue clear") is the whole queue's; only the entries drawn are cut:
     without ``page`` the first ``PLAN_SHOWN`` and ``more`` (how many follow), what the dashboard shows and every
     push sends; with ``page`` that page of the queue page (``pager``), and with ``summary`` also the first
-    ``PLAN_SHOWN`` as ``summary`` (the admins' folded copy of the dashboard's plan)."""
+    ``PLAN_SHOWN`` as ``summary`` (the admins' folded copy of the dashboard's plan). ``plan``: the device's
+    :class:`PagePlan` when the page read several at once (``PagePlan.for_devices``)."""
     now = now or timezone.now()
-    plan = PagePlan(device)
+    plan = plan if plan is not None else PagePlan(device)
     running = plan.running
     ends = [plan.end] if plan.end else []
     if running and running.predicted_finish:
@@ -387,6 +389,13 @@ def sparkline(device_id: int, *, since: dt.datetime, until: dt.datetime | None =
 
     Reads the stored history only (10-second buckets for the last day, 5-minute ones before that).
     """
+    return sparklines([device_id], since=since, until=until)[device_id]
+
+
+def sparklines(
+    device_ids: list[int], *, since: dt.datetime, until: dt.datetime | None = None
+) -> dict[int, dict]:
+    """:func:`sparkline` of each device, from one read (a page showing several devices)."""
     from devices.models import DeviceMetric
 
     until = until or timezone.now()
@@ -395,13 +404,19 @@ def sparkline(device_id: int, *, since: dt.datetime, until: dt.datetime | None =
         if until - since <= dt.timedelta(hours=2) and timezone.now() - since < dt.timedelta(hours=23)
         else 300
     )
-    rows = list(
+    rows: dict[int, list[tuple]] = {pk: [] for pk in device_ids}
+    for device_id, *row in (
         DeviceMetric.objects.filter(
-            device_id=device_id, resolution=resolution, bucket__gte=since, bucket__lte=until
+            device_id__in=device_ids, resolution=resolution, bucket__gte=since, bucket__lte=until
         )
-        .order_by("bucket")
-        .values_list("bucket", "samples", "npu_util_sum", "npu_mem_sum")
-    )
+        .order_by("device_id", "bucket")
+        .values_list("device_id", "bucket", "samples", "npu_util_sum", "npu_mem_sum")
+    ):
+        rows[device_id].append(row)
+    return {pk: _spark(rows[pk], since, until) for pk in device_ids}
+
+
+def _spark(rows: list[tuple], since: dt.datetime, until: dt.datetime) -> dict[str, Any]:
     span = max((until - since).total_seconds(), 1.0)
 
     def points(index: int) -> str:

@@ -24,10 +24,10 @@ from hub.parsing import parse_id, parse_int
 from jobs.admission import Admission, form_admission
 from jobs.bookmarks import is_bookmarked
 from jobs.forms import JobForm, form_class_for
-from jobs.fragments import job_context, job_title, queue_context, sparkline
+from jobs.fragments import job_context, job_title, queue_context, sparkline, sparklines
 from jobs.kinds import kinds_for
 from jobs.models import Job, JobKind
-from jobs.selectors import can_manage
+from jobs.selectors import PagePlan, can_manage
 from jobs.services import share_link_url
 
 KIND_HINTS = {
@@ -480,21 +480,28 @@ RECENT_SHOWN = 8
 def dashboard_context(user: Any) -> dict[str, Any]:
     """Per device: card, gauges, sparkline, running job and plan; then the person's recent jobs.
 
-    About 6 queries per device plus 4; ``test_views_dashboard`` holds the budget.
+    The same 8 queries whatever the number of devices (their plans and sparklines are read together, see
+    ``PagePlan.for_devices``), plus one per device whose plan has entries; ``test_views_dashboard`` holds the
+    budget.
     """
     from devices.live import fragment_context
     from devices.selectors import device_list_for
 
     now = timezone.now()
+    devices = list(device_list_for(user).defer(None))
+    plans = PagePlan.for_devices(devices)
+    sparks = sparklines([d.pk for d in devices], since=now - dt.timedelta(hours=1), until=now)
     panels = []
-    for device in device_list_for(user).defer(None):
+    for device in devices:
         panel = fragment_context(device)
-        panel.update(queue_context(device, now=now))  # the everyone version, exactly what pushes send
-        panel["spark"] = sparkline(device.pk, since=now - dt.timedelta(hours=1), until=now)
+        # the everyone version, exactly what pushes send
+        panel.update(queue_context(device, now=now, plan=plans[device.pk]))
+        panel["spark"] = sparks[device.pk]
         panels.append(panel)
-    recent = list(
-        Job.objects.filter(owner=user).select_related("device").order_by("-created", "-id")[:RECENT_SHOWN]
-    )
+    recent = list(Job.objects.filter(owner=user).order_by("-created", "-id")[:RECENT_SHOWN])
+    shown = {d.pk: d for d in devices}  # every device is on the page: a join would build each again per job
+    for job in recent:
+        job.device = shown.get(job.device_id) or job.device
     return {
         "panels": panels,
         "recent": [{"job": j, "title": job_title(j)} for j in recent],

@@ -83,7 +83,7 @@ def _active_on(device_id: int) -> list[Job]:
     return list(
         Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES)
         .select_related("owner")
-        .order_by("started_at")
+        .order_by("started_at", "id")
     )
 
 
@@ -136,6 +136,13 @@ def waiting_plan_rows(device: Any) -> list[PlanRow]:
     return _in_run_order(device, rows) if rows else []
 
 
+_WAITING_STATS = {
+    "n": Count("pk"),
+    "unplanned": Count("pk", filter=Q(plan_position__isnull=True)),
+    "end": Max("predicted_finish"),
+}
+
+
 class PagePlan:
     """The device's plan as the pages draw it: the stored one (``jobs.eta.store_plan``: each waiting job's
     ``plan_position`` and ``plan_reason`` beside its predicted times), read a page at a time.
@@ -147,16 +154,15 @@ class PagePlan:
     here instead, as the planner would.
     """
 
-    def __init__(self, device: Any) -> None:
+    def __init__(self, device: Any, *, active: list[Job] | None = None, stats: dict | None = None) -> None:
+        """``active`` and ``stats`` (count, unplanned, end of the waiting jobs), when given, are this device's
+        part of :meth:`for_devices`' reads; otherwise they are read here."""
         from jobs.models import clamp_datetime
 
         self.device_id = getattr(device, "pk", device)
-        self.active = _active_on(self.device_id)
-        stats = self._waiting().aggregate(
-            n=Count("pk"),
-            unplanned=Count("pk", filter=Q(plan_position__isnull=True)),
-            end=Max("predicted_finish"),
-        )
+        self.active = _active_on(self.device_id) if active is None else active
+        if stats is None:
+            stats = self._waiting().aggregate(**_WAITING_STATS)
         self.waiting: int = stats["n"]
         self.end: dt.datetime | None = clamp_datetime(stats["end"]) if stats["end"] else None
         self._rows: list[PlanRow] | None = None
@@ -165,6 +171,31 @@ class PagePlan:
             self.waiting = len(self._rows)
             self.end = max((r.predicted_finish for r in self._rows if r.predicted_finish), default=None)
 
+    @classmethod
+    def for_devices(cls, devices: list[Any]) -> dict[int, PagePlan]:
+        """The plans of several devices (a page showing each), from two reads whatever their number: their
+        active jobs, and their waiting jobs' count and end (per device, these were two reads each)."""
+        ids = [getattr(d, "pk", d) for d in devices]
+        active: dict[int, list[Job]] = {pk: [] for pk in ids}
+        for job in (
+            Job.objects.filter(device_id__in=ids, state__in=ACTIVE_STATES)
+            .select_related("owner")
+            .order_by("started_at", "id")
+        ):
+            active[job.device_id].append(job)
+        none = {"n": 0, "unplanned": 0, "end": None}
+        stats = {
+            row.pop("device_id"): row
+            for row in Job.objects.filter(device_id__in=ids, state__in=WAITING_STATES)
+            .order_by()
+            .values("device_id")
+            .annotate(**_WAITING_STATS)
+        }
+        return {
+            pk: cls(device, active=active[pk], stats=stats.get(pk, none))
+            for pk, device in zip(ids, devices, strict=True)
+        }
+
     @property
     def running(self) -> Job | None:
         return self.active[0] if self.active else None  # the first by started_at, as ``running_job``
@@ -172,7 +203,7 @@ class PagePlan:
     def jobs(self, start: int, count: int) -> list[Job | None]:
         """The waiting jobs at places ``start + 1`` … ``start + count``, each with its owner and ``plan_reason``
         (None for one deleted since the plan was ordered here)."""
-        if count <= 0:
+        if count <= 0 or start >= self.waiting:  # (nothing waiting there: no read)
             return []
         if self._rows is not None:
             return plan_jobs(self._rows[start : start + count])

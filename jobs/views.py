@@ -44,7 +44,7 @@ from jobs.pages import (
     swapped_fields_form,
     uploads_for_try,
 )
-from jobs.selectors import can_manage, job_by_share_token, job_for
+from jobs.selectors import PagePlan, can_manage, job_by_share_token, job_for
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -313,9 +313,13 @@ def queue(request: HttpRequest) -> HttpResponse:
         device = get_object_or_404(Device, pk=paged)
         ctx = queue_context(device, admin=admin, page=page)
         return render(request, f"{PARTS}#device-queue", {**ctx, "more": 0})
+    shown = list(Device.objects.order_by("name"))
+    plans = PagePlan.for_devices(shown)
     devices = [
-        queue_context(d, admin=admin, page=page if paged in (None, d.pk) else 1, summary=admin)
-        for d in Device.objects.order_by("name")
+        queue_context(
+            d, admin=admin, page=page if paged in (None, d.pk) else 1, summary=admin, plan=plans[d.pk]
+        )
+        for d in shown
     ]
     watch = ",".join(f"queue:{q['device'].pk}" for q in devices if q["pager"]["page"] == 1)
     return render(request, "jobs/queue.html", {"devices": devices, "watch": watch})

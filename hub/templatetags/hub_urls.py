@@ -26,7 +26,9 @@ register = template.Library()
 
 
 @functools.lru_cache(maxsize=8192)
-def _kept(view_name: str, args: tuple, kwargs: tuple, current_app: str | None, urlconf: str | None, prefix: str):
+def _kept(
+    view_name: str, args: tuple, kwargs: tuple, current_app: str | None, urlconf: str | None, prefix: str
+):
     """``reverse`` for one key. ``prefix`` is in the key only: reverse reads the active one itself."""
     return reverse(view_name, args=args, kwargs=dict(kwargs), current_app=current_app, urlconf=urlconf)
 
@@ -35,13 +37,17 @@ def _plain(values) -> bool:
     return all(type(v) in (int, str) for v in values)
 
 
-def reverse_kept(view_name: str, args: list, kwargs: dict, current_app: str | None, urlconf, prefix: str) -> str:
+def reverse_kept(
+    view_name: str, args: list, kwargs: dict, current_app: str | None, urlconf, prefix: str
+) -> str:
     if not (isinstance(view_name, str) and _plain(args) and _plain(kwargs.values())):
         return reverse(view_name, args=args, kwargs=kwargs, current_app=current_app)
     return _kept(view_name, tuple(args), tuple(sorted(kwargs.items())), current_app, urlconf, prefix)
 
 
-_RENDER = object()  # this render's current app, URLconf and prefix, in its render context (read once a render)
+_RENDER = (
+    object()
+)  # this render's current app, URLconf and prefix, in its render context (read once a render)
 
 
 def _render_env(context) -> tuple:

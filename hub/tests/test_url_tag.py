@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from django.template import Context, Template, engines
+from django.template import Template, engines
 from django.urls import NoReverseMatch, clear_script_prefix, reverse, set_script_prefix
 
 from hub.templatetags import hub_urls
@@ -72,7 +72,10 @@ def test_escaped_as_djangos_tag():
     url = reverse("accounts-invitation-accept", args=["a&b"])
     assert "&" in url
     assert render("{% url 'accounts-invitation-accept' t %}", t="a&b") == url.replace("&", "&amp;")
-    assert render("{% autoescape off %}{% url 'accounts-invitation-accept' t %}{% endautoescape %}", t="a&b") == url
+    assert (
+        render("{% autoescape off %}{% url 'accounts-invitation-accept' t %}{% endautoescape %}", t="a&b")
+        == url
+    )
 
 
 def test_a_changed_urlconf_empties_the_store(settings):

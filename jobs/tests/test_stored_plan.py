@@ -124,3 +124,42 @@ def test_pausing_the_queue_stores_the_reason_the_pages_show(
         "paused by an admin"
     }
     assert "Paused by an admin" in admin_client.get("/").content.decode()
+
+
+def _more_devices(n: int) -> list:
+    from devices.models import Device
+    from devices.services import device_register
+
+    out = []
+    for i in range(n):
+        d = device_register(
+            name=f"Pocket {i + 2}", kind="tiiny", base_url=f"http://127.0.0.{i + 2}:9", api_key="k"
+        )
+        Device.objects.filter(pk=d.pk).update(state=Device.State.ONLINE)
+        out.append(Device.objects.get(pk=d.pk))
+    return out
+
+
+def test_the_plans_of_several_devices_are_those_each_reads_alone(member, other_member, device):
+    busy, idle = _more_devices(2)
+    for d in (device, busy):
+        make_job(member, d, state="running", prompt=f"on {d.name}")
+        for i in range(3):
+            make_job(other_member, d, kind="image", prompt=f"waits {i} on {d.name}")
+        store_plan(d.pk)
+    with CaptureQueriesContext(connection) as ctx:
+        PagePlan.for_devices([device, busy, idle])
+    assert len(ctx.captured_queries) == 2  # the active jobs, the waiting jobs' counts and ends
+    make_job(member, busy, kind="image", prompt="not planned yet")  # ordered here, as the planner would
+    plans = PagePlan.for_devices([device, busy, idle])
+    for d in (device, busy, idle):
+        alone, together = PagePlan(d), plans[d.pk]
+        assert (together.waiting, together.end) == (alone.waiting, alone.end)
+        assert [j.pk for j in together.active] == [j.pk for j in alone.active]
+        assert together.running is None or together.running.owner == member  # the owner came with it
+        assert [j and j.pk for j in together.jobs(0, 10)] == [j and j.pk for j in alone.jobs(0, 10)]
+    assert plans[busy.pk].waiting == 4 and plans[device.pk].waiting == 3
+    assert plans[idle.pk].waiting == 0 and plans[idle.pk].running is None and plans[idle.pk].end is None
+    with CaptureQueriesContext(connection) as ctx:
+        assert plans[idle.pk].jobs(0, 8) == []
+    assert not ctx.captured_queries  # nothing waiting: nothing to read

@@ -108,3 +108,57 @@ def test_a_short_plan_shows_every_entry_and_no_more_line(member_client, member, 
         make_job(member, device, prompt=f"fox {i}")
     html = member_client.get("/").content.decode()
     assert html.count('class="plan-item"') == PLAN_SHOWN and "more waiting" not in html
+
+
+def test_its_queries_do_not_grow_with_the_devices(
+    member_client, member, device, django_assert_max_num_queries
+):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    from devices.models import Device
+    from devices.services import device_register
+
+    make_job(member, device, state="running")
+    make_job(member, device, prompt="waits")
+    with CaptureQueriesContext(connection) as one:
+        assert member_client.get("/").status_code == 200
+    for i in range(3):
+        d = device_register(
+            name=f"Pocket {i + 2}", kind="tiiny", base_url=f"http://127.0.0.{i + 2}:9", api_key="k"
+        )
+        Device.objects.filter(pk=d.pk).update(state=Device.State.ONLINE)
+        make_job(member, d, state="running")
+    # Three more devices, each running a job with nothing waiting: their plans and sparklines come with the
+    # first device's reads (a plan with entries adds the read of its entries).
+    with django_assert_max_num_queries(len(one.captured_queries)):
+        html = member_client.get("/").content.decode()
+    assert html.count('class="device-panel"') == 4
+
+
+def test_the_sparklines_of_several_devices_are_each_ones_own(device):
+    import datetime as dt
+
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+    from django.utils import timezone
+
+    from devices.models import DeviceMetric
+    from devices.services import device_register
+    from jobs.fragments import sparkline, sparklines
+
+    other = device_register(name="Other", kind="tiiny", base_url="http://127.0.0.2:9", api_key="k")
+    quiet = device_register(name="Quiet", kind="tiiny", base_url="http://127.0.0.3:9", api_key="k")
+    now = timezone.now().replace(microsecond=0)
+    for i in range(6):
+        at = now - dt.timedelta(seconds=10 * (6 - i))
+        DeviceMetric.objects.create(device=device, resolution=10, bucket=at, samples=2, npu_util_sum=20.0 * i)
+        DeviceMetric.objects.create(device=other, resolution=10, bucket=at, samples=1, npu_util_sum=90.0 - i)
+    since = now - dt.timedelta(hours=1)
+    with CaptureQueriesContext(connection) as ctx:
+        together = sparklines([device.pk, other.pk, quiet.pk], since=since, until=now)
+    assert len(ctx.captured_queries) == 1
+    for d in (device, other, quiet):
+        assert together[d.pk] == sparkline(d.pk, since=since, until=now)
+    assert together[device.pk]["last_util"] == 50 and together[other.pk]["peak_util"] == 90
+    assert together[quiet.pk]["points"] == "" and together[quiet.pk]["last_util"] is None
