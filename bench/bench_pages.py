@@ -44,6 +44,8 @@ ALONE = int(os.environ.get("BENCH_ALONE", "20"))
 THINK_S = (1.0, 5.0)
 TARGET_MS = 100.0
 PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/bench_pages")
+FLOOR_PATH = ("the hub's lightest signed-in answer (GET /favicon.ico)", "/favicon.ico", None)
+FLOOR_BODY = b"<p>" + b"x" * 26_000 + b"</p>"  # about a dashboard's size
 PAGES = [
     ("dashboard (GET /)", "/", "Queue plan"),
     ("queue (GET /jobs/queue/)", "/jobs/queue/", "Queue plan"),
@@ -142,6 +144,35 @@ def _server_version(backend: str) -> str:
     return "SQLite " + sqlite3.sqlite_version
 
 
+def _get(client, path: str, expect: str | None) -> float:
+    """One request; its time from sending to the last byte, in ms (a wrong answer stops the bench)."""
+    started = time.perf_counter()
+    resp = client.get(path)
+    ms = (time.perf_counter() - started) * 1000
+    if resp.status_code != 200 or (expect is not None and expect not in resp.text):
+        raise RuntimeError(f"GET {path}: {resp.status_code} {resp.text[:300]!r}")
+    return ms
+
+
+def back_to_back(clients: list, path: str, expect: str | None) -> dict:
+    """Every client asks ``path`` BURST_EACH times, each time the moment its answer arrives."""
+    times: list[float] = []
+    errors: list[BaseException] = []
+
+    def hammer(i: int) -> None:
+        try:
+            for _ in range(BURST_EACH):
+                times.append(_get(clients[i], path, expect))
+        except BaseException as exc:  # noqa: BLE001 - reported after the run
+            errors.append(exc)
+
+    started = time.perf_counter()
+    _threads(hammer)
+    if errors:
+        raise RuntimeError(f"{len(errors)} client errors, first: {errors[0]!r}")
+    return {"ms": times, "rps": len(times) / (time.perf_counter() - started)}
+
+
 def measure(base: str, cookies: list[str]) -> dict:
     import httpx
 
@@ -149,23 +180,14 @@ def measure(base: str, cookies: list[str]) -> dict:
         httpx.Client(base_url=base, cookies={"sessionid": c}, timeout=60, follow_redirects=False)
         for c in cookies
     ]
-
-    def get(client: httpx.Client, path: str, expect: str) -> float:
-        started = time.perf_counter()
-        resp = client.get(path)
-        ms = (time.perf_counter() - started) * 1000
-        if resp.status_code != 200 or expect not in resp.text:
-            raise RuntimeError(f"GET {path}: {resp.status_code} {resp.text[:300]!r}")
-        return ms
-
     for client in clients:  # warm: every session and connection once on every page
         for _name, path, expect in PAGES:
-            get(client, path, expect)
+            _get(client, path, expect)
     out: dict = {"alone": {}, "browse": {}, "burst": {}, "load": {}}
 
     out["load"]["alone"] = os.getloadavg()[0]
     for name, path, expect in PAGES:
-        out["alone"][name] = [get(clients[0], path, expect) for _ in range(ALONE)]
+        out["alone"][name] = [_get(clients[0], path, expect) for _ in range(ALONE)]
 
     out["load"]["browse"] = os.getloadavg()[0]
     samples: dict[str, list[float]] = {name: [] for name, _p, _e in PAGES}
@@ -178,34 +200,92 @@ def measure(base: str, cookies: list[str]) -> dict:
         try:
             while time.monotonic() < stop_at:
                 name, path, expect = rng.choice(PAGES)
-                samples[name].append(get(clients[i], path, expect))
+                samples[name].append(_get(clients[i], path, expect))
                 time.sleep(rng.uniform(*THINK_S))
         except BaseException as exc:  # noqa: BLE001 - reported after the run
             errors.append(exc)
 
     _threads(person)
+    if errors:
+        raise RuntimeError(f"{len(errors)} client errors, first: {errors[0]!r}")
     out["browse"] = samples
     out["load"]["browse_end"] = os.getloadavg()[0]
 
     for name, path, expect in PAGES:
-        burst: list[float] = []
-
-        def hammer(i: int, path=path, expect=expect, burst=burst) -> None:
-            try:
-                for _ in range(BURST_EACH):
-                    burst.append(get(clients[i], path, expect))
-            except BaseException as exc:  # noqa: BLE001
-                errors.append(exc)
-
-        started = time.perf_counter()
-        _threads(hammer)
-        out["burst"][name] = {"ms": burst, "rps": len(burst) / (time.perf_counter() - started)}
+        out["burst"][name] = back_to_back(clients, path, expect)
     out["load"]["burst_end"] = os.getloadavg()[0]
+    name, path, expect = FLOOR_PATH
+    out["floor"] = {
+        "alone": [_get(clients[0], path, expect) for _ in range(ALONE)],
+        "burst": back_to_back(clients, path, expect),
+    }
     for client in clients:
         client.close()
-    if errors:
-        raise RuntimeError(f"{len(errors)} client errors, first: {errors[0]!r}")
     return out
+
+
+# -- the floor: a bare ASGI app served as the hub is ---------------------------------------------------------------
+async def floor_app(scope, receive, send) -> None:
+    """Answers every request with FLOOR_BODY and does nothing else."""
+    if scope["type"] != "http":
+        return
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/html; charset=utf-8")],
+        }
+    )
+    await send({"type": "http.response.body", "body": FLOOR_BODY})
+
+
+def serve_floor(port: int) -> None:
+    """``floor_app`` under ``hub.webserver``'s socket, uvicorn settings and worker count."""
+    from uvicorn.supervisors import Multiprocess
+
+    from hub import webserver
+
+    settings = webserver.config("127.0.0.1", port, webserver.workers())
+    settings.app = "bench_pages:floor_app"
+    Multiprocess(settings, sockets=[webserver.listening_socket("127.0.0.1", port)]).run()
+
+
+def measure_floor() -> dict:
+    import httpx
+
+    from hub.redis_server import free_port
+
+    port = free_port()
+    server = subprocess.Popen(
+        [sys.executable, __file__, "--floor-server", str(port)], cwd=BASE, start_new_session=True
+    )
+    try:
+        base = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(base, timeout=1).status_code == 200
+            except httpx.HTTPError:
+                return False
+
+        deadline = time.monotonic() + 30
+        while not up():
+            if time.monotonic() > deadline or server.poll() is not None:
+                raise RuntimeError("the floor server did not answer within 30 s")
+            time.sleep(0.1)
+        clients = [httpx.Client(base_url=base, timeout=60) for _ in range(CLIENTS)]
+        for client in clients:
+            _get(client, "/", None)
+        out = {
+            "alone": [_get(clients[0], "/", None) for _ in range(ALONE)],
+            "burst": back_to_back(clients, "/", None),
+        }
+        for client in clients:
+            client.close()
+        return out
+    finally:
+        os.killpg(server.pid, 15)
+        server.wait(timeout=30)
 
 
 def _threads(target) -> None:
@@ -226,7 +306,11 @@ def verdict(ms: float) -> str:
     return "ok" if ms <= TARGET_MS else "**MISSED**"
 
 
-def report(results: list[dict]) -> str:
+def _b2b(burst: dict) -> str:
+    return f"{statistics.median(burst['ms']):.0f} / {p95(burst['ms']):.0f} ms, {burst['rps']:.1f}"
+
+
+def report(results: list[dict], floor: dict | None) -> str:
     from hub import webserver
 
     lines = [
@@ -248,8 +332,7 @@ def report(results: list[dict]) -> str:
             lines.append(
                 f"| {r['server']} | {name} | {statistics.median(alone):.0f} / {p95(alone):.0f} ms | "
                 f"{len(browse)}, {statistics.median(browse):.0f} / {p95(browse):.0f} ms | {verdict(p95(browse))} | "
-                f"{statistics.median(burst['ms']):.0f} / {p95(burst['ms']):.0f} ms, {burst['rps']:.1f} | "
-                f"{verdict(p95(burst['ms']))} |"
+                f"{_b2b(burst)} | {verdict(p95(burst['ms']))} |"
             )
     loads = "; ".join(
         f"{r['server']}: {r['load']['alone']:.2f} alone, {r['load']['browse']:.2f}-{r['load']['browse_end']:.2f} "
@@ -257,12 +340,32 @@ def report(results: list[dict]) -> str:
         for r in results
     )
     lines.append(f"\n1-minute load average on this shared 2-core box: {loads}.")
+    lines += [
+        "\n**The floor: what this box allows 20 clients back to back, whatever the page.** The same client "
+        "threads, the same load, the same server settings and workers:\n",
+        "| server | answer | alone p50 / p95 | 20 back to back: p50 / p95, req/s |",
+        "|---|---|---|---|",
+    ]
+    if floor is not None:
+        lines.append(
+            f"| bare ASGI app, no Django | {len(FLOOR_BODY) // 1000} KB of HTML | "
+            f"{statistics.median(floor['alone']):.1f} / {p95(floor['alone']):.1f} ms | {_b2b(floor['burst'])} |"
+        )
+    for r in results:
+        f = r["floor"]
+        lines.append(
+            f"| the hub on {r['server']} | {FLOOR_PATH[0]} | {statistics.median(f['alone']):.1f} / "
+            f"{p95(f['alone']):.1f} ms | {_b2b(f['burst'])} |"
+        )
     return "\n".join(lines)
 
 
 def main() -> None:
     if len(sys.argv) == 3 and sys.argv[1] == "--backend":
         print(json.dumps(run_backend(sys.argv[2])))
+        return
+    if len(sys.argv) == 3 and sys.argv[1] == "--floor-server":
+        serve_floor(int(sys.argv[2]))
         return
     results, skipped = [], []
     backends = os.environ.get("BENCH_BACKENDS", "sqlite,postgresql").split(",")
@@ -276,7 +379,8 @@ def main() -> None:
         if child.returncode != 0:
             raise SystemExit(f"{backend}: exit {child.returncode}\n{child.stderr[-3000:]}")
         results.append(json.loads(child.stdout.strip().splitlines()[-1]))
-    print(report(results) + "".join(f"\n\n**{line}**" for line in skipped))
+    floor = measure_floor() if os.environ.get("BENCH_FLOOR", "1") == "1" else None
+    print(report(results, floor) + "".join(f"\n\n**{line}**" for line in skipped))
 
 
 def _pg_unreachable() -> str:
