@@ -197,9 +197,52 @@ def decode_cursor(cursor: str) -> tuple[dt.datetime, int] | None:
     return created, pk
 
 
+@dataclass(frozen=True)
+class GalleryCard:
+    """Everything a gallery card shows (``jobs/_fragments.html#job-card``), and nothing else: it is the key the
+    card's drawing is kept under (``{% kept %}``), so a card is drawn again exactly when one of these changes."""
+
+    pk: int
+    state: str
+    state_label: str
+    kind: str
+    kind_label: str
+    is_final: bool
+    owner_id: int
+    owner: str
+    created: dt.datetime
+    shared: bool
+    title: str
+    thumb_url: str = ""
+    thumb_width: int = 0
+    thumb_height: int = 0
+    bookmarked: bool = False
+
+    @classmethod
+    def of(cls, job: Job, *, thumb_url: str = "", bookmarked: bool = False) -> GalleryCard:
+        w, h = THUMB_SIZE if thumb_url else (0, 0)
+        return cls(
+            pk=job.pk,
+            state=job.state,
+            state_label=job.get_state_display(),
+            kind=job.kind,
+            kind_label=job.get_kind_display(),
+            is_final=job.is_final,
+            owner_id=job.owner_id,
+            owner=str(job.owner),
+            created=job.created,
+            shared=job.shared,
+            title=job_title(job, limit=90),
+            thumb_url=thumb_url,
+            thumb_width=w,
+            thumb_height=h,
+            bookmarked=bookmarked,
+        )
+
+
 @dataclass
 class GalleryPage:
-    cards: list[dict[str, Any]]
+    cards: list[GalleryCard]
     next_url: str = ""
     is_first: bool = True
     extra: dict[str, Any] = field(default_factory=dict)
@@ -219,16 +262,16 @@ def gallery_page(user: Any, form: GalleryFilterForm, *, cursor: str = "") -> Gal
     more = len(jobs) > PAGE_SIZE
     jobs = jobs[:PAGE_SIZE]
     marks = bookmarked_ids(user, [j.pk for j in jobs]) if jobs else set()
-    cards = []
-    for job in jobs:
-        thumb = None
-        if job.state == JobState.DONE and job.thumbs:
-            a = job.thumbs[0]
-            w, h = THUMB_SIZE
-            thumb = {"url": reverse("jobs-file", args=[job.pk, a.pk]), "width": w, "height": h}
-        cards.append(
-            {"job": job, "title": job_title(job, limit=90), "thumb": thumb, "bookmarked": job.pk in marks}
+    cards = [
+        GalleryCard.of(
+            job,
+            thumb_url=reverse("jobs-file", args=[job.pk, job.thumbs[0].pk])
+            if job.state == JobState.DONE and job.thumbs
+            else "",
+            bookmarked=job.pk in marks,
         )
+        for job in jobs
+    ]
     next_url = ""
     if more:
         params = form.data.copy() if hasattr(form.data, "copy") else {}
