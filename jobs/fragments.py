@@ -255,6 +255,53 @@ class PlanEntry:
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
 
 
+@dataclass(frozen=True)
+class PlanItem:
+    """One entry of the plan as one person sees it (``jobs/_fragments.html#plan-item``): everything it shows and
+    nothing else, so it is also the key its drawing is kept under (``{% kept %}``, hub.templatetags.hub_kept)."""
+
+    pk: int
+    owner_id: int
+    kind: str
+    shared: bool
+    label: str  # ``plan_label`` for the person it is drawn for
+    owner: str
+    start: dt.datetime | None
+    finish: dt.datetime | None
+    when: str
+    not_before: dt.datetime | None
+    first: bool  # moved to the front by an admin
+    reason: str
+    offset_pct: float
+    width_pct: float
+    position: int
+    paged: bool  # on a page of the queue page (its own element ids)
+
+    @classmethod
+    def of(cls, entry: PlanEntry, viewer: Any, *, paged: bool) -> PlanItem:
+        from jobs.templatetags.plan_labels import plan_label
+
+        job = entry.job
+        return cls(
+            pk=job.pk,
+            owner_id=job.owner_id,
+            kind=job.kind,
+            shared=job.shared,
+            label=plan_label(job, viewer),
+            owner=str(job.owner),
+            start=entry.start,
+            finish=entry.finish,
+            when=job.when,
+            not_before=job.not_before,
+            first=job.priority > 0,
+            reason=getattr(job, "plan_reason", "") or "",
+            offset_pct=entry.offset_pct,
+            width_pct=entry.width_pct,
+            position=entry.position,
+            paged=paged,
+        )
+
+
 def summary_window(device: Device) -> dict[str, Any] | None:
     """The vault's nightly memory summaries for the plan (None when unknown or off) and the device's decision."""
     vault = Capabilities.from_dict(device.capabilities).vault
@@ -318,8 +365,8 @@ def queue_context(
             label = job_title(job) if (job.shared or admin) else public_label(job)
             e = PlanEntry(job, label, job.predicted_start, job.predicted_finish, position=i)
             if total and e.start and e.finish:
-                e.offset_pct = round(max(0.0, (e.start - now).total_seconds()) / total * 100, 2)
-                e.width_pct = round(max(1.5, (e.finish - max(e.start, now)).total_seconds() / total * 100), 2)
+                e.offset_pct = round(max(0.0, (e.start - now).total_seconds()) / total * 100, 1)
+                e.width_pct = round(max(1.5, (e.finish - max(e.start, now)).total_seconds() / total * 100), 1)
                 e.width_pct = min(e.width_pct, 100 - e.offset_pct)
             out.append(e)
         return out

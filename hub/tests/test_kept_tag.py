@@ -71,7 +71,9 @@ def test_no_stand_in_is_left_and_a_prompt_cannot_carry_the_token():
     html = hub_kept.draw_kept(CARD, c, "secret")
     assert hub_kept.CSRF_STAND_IN not in html and TOKENS.findall(html) == ["secret"]
     assert "csrf csrfmiddlewaretoken value" in html
-    assert hub_kept.draw_kept(CARD, c, "").count('value=""') == 1  # no token (no request): an empty one
+    # No token (a push, drawn without a request): no token field, as Django's tag draws none.
+    assert hub_kept.draw_kept(CARD, c, "") == get_template(CARD).render({"c": c})
+    assert TOKENS.findall(get_template(CARD).render({"c": c})) == []
 
 
 def test_each_person_gets_their_own_token_and_it_works(member, other_member, device):
@@ -90,3 +92,23 @@ def test_each_person_gets_their_own_token_and_it_works(member, other_member, dev
         assert response.status_code == 302  # accepted: the token is this session's
         assert Bookmark.objects.filter(user=person, job=job).exists()
     assert tokens[0] != tokens[1]
+
+
+def test_a_plan_entry_drawn_for_one_person_is_never_shown_to_another(member, other_member, device):
+    from jobs.eta import store_plan
+
+    hub_kept._drawn.cache_clear()
+    private = make_job(member, device, prompt="my secret birthday song", kind="music")
+    store_plan(device.pk)
+    pages = {}
+    for person in (member, other_member, member, other_member):  # each drawn, then reused, in turn
+        client = Client()
+        client.force_login(person)
+        for url in ("/", "/jobs/queue/"):
+            html = client.get(url).content.decode()
+            assert f'id="plan-{private.pk}"' in html or f'id="page-plan-{private.pk}"' in html
+            pages.setdefault(person.username, []).append(html)
+    assert all("my secret birthday song" in html for html in pages[member.username])
+    assert not any("my secret birthday song" in html for html in pages[other_member.username])
+    assert all(f"Music by {member}" in html for html in pages[other_member.username])
+    assert hub_kept._drawn.cache_info().hits  # the second round was drawn from what was kept

@@ -22,3 +22,12 @@ def plan_label(job: Any, viewer: Any = None) -> str:
         return ""
     person = viewer if getattr(viewer, "is_authenticated", False) else None  # missing from the context: None
     return job_title(job) if plan_shows_prompt(person, job) else public_label(job)
+
+
+@register.simple_tag
+def plan_item(entry: Any, viewer: Any = None, pager: Any = None) -> Any:
+    """``{% plan_item e user pager as item %}``: the plan entry ``e`` as ``viewer`` sees it (``PlanItem``)."""
+    from jobs.fragments import PlanItem
+
+    person = viewer if getattr(viewer, "is_authenticated", False) else None
+    return PlanItem.of(entry, person, paged=bool(pager))
