@@ -126,7 +126,7 @@ def job_fragments(job: Job) -> list[str]:
         render_to_string(f"{DETAIL}#job-status", ctx),
         render_to_string(f"{DETAIL}#job-events", ctx),
         render_to_string(f"{DETAIL}#job-result", ctx),
-        render_to_string(f"{PARTS}#job-row", ctx),
+        render_to_string(f"{PARTS}#job-row", {"c": JobRow.of(job, oob=True)}),
     ]
 
 
@@ -201,7 +201,7 @@ def actions_variants(job: Job) -> list[tuple[str, list[str], list[str]]]:
 
 
 def render_job_row(job: Job) -> str:
-    return render_to_string(f"{PARTS}#job-row", {"job": job, "title": job_title(job), "oob": True})
+    return render_to_string(f"{PARTS}#job-row", {"c": JobRow.of(job, oob=True)})
 
 
 def recent_jobs(owner_id: int) -> list[Job]:
@@ -217,7 +217,7 @@ def recent_jobs(owner_id: int) -> list[Job]:
 
 def render_my_jobs(owner: Any, *, jobs: list[Job] | None = None) -> str:
     jobs = recent_jobs(owner.pk) if jobs is None else jobs
-    ctx = {"recent": [{"job": j, "title": job_title(j)} for j in jobs], "user": owner, "oob": True}
+    ctx = {"recent": [JobRow.of(j) for j in jobs], "user": owner, "oob": True}
     return render_to_string("dashboard.html#my-jobs", ctx)
 
 
@@ -253,6 +253,44 @@ class PlanEntry:
     offset_pct: float = 0.0  # where the bar starts on the timeline
     width_pct: float = 0.0
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
+
+
+@dataclass(frozen=True)
+class JobRow:
+    """A row of a person's job list (``jobs/_fragments.html#job-row``: the dashboard's recent jobs, and the row a
+    push of the job replaces): everything it shows, the key its drawing is kept under (``{% kept %}``)."""
+
+    pk: int
+    owner_id: int
+    state: str
+    state_label: str
+    kind: str
+    kind_label: str
+    device: str
+    created: dt.datetime
+    title: str
+    active: bool
+    progress: str  # as drawn (whole percent)
+    oob: bool = False
+
+    @classmethod
+    def of(cls, job: Job, *, oob: bool = False) -> JobRow:
+        from django.template.defaultfilters import floatformat
+
+        return cls(
+            pk=job.pk,
+            owner_id=job.owner_id,
+            state=job.state,
+            state_label=job.get_state_display(),
+            kind=job.kind,
+            kind_label=job.get_kind_display(),
+            device=job.device.name,
+            created=job.created,
+            title=job_title(job),
+            active=job.is_active,
+            progress=floatformat(job.progress, 0),
+            oob=oob,
+        )
 
 
 @dataclass(frozen=True)

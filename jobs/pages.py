@@ -24,7 +24,7 @@ from hub.parsing import parse_id, parse_int
 from jobs.admission import Admission, form_admission
 from jobs.bookmarks import is_bookmarked
 from jobs.forms import JobForm, form_class_for
-from jobs.fragments import job_context, job_title, queue_context, sparkline, sparklines
+from jobs.fragments import JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.kinds import kinds_for
 from jobs.models import Job, JobKind
 from jobs.selectors import PagePlan, can_manage
@@ -498,13 +498,16 @@ def dashboard_context(user: Any) -> dict[str, Any]:
         panel.update(queue_context(device, now=now, plan=plans[device.pk]))
         panel["spark"] = sparks[device.pk]
         panels.append(panel)
-    recent = list(Job.objects.filter(owner=user).order_by("-created", "-id")[:RECENT_SHOWN])
+    # (as the pushes' list, jobs.fragments.recent_jobs: one deleted through /v1 is gone from it)
+    recent = list(
+        Job.objects.filter(owner=user, hidden_at__isnull=True).order_by("-created", "-id")[:RECENT_SHOWN]
+    )
     shown = {d.pk: d for d in devices}  # every device is on the page: a join would build each again per job
     for job in recent:
         job.device = shown.get(job.device_id) or job.device
     return {
         "panels": panels,
-        "recent": [{"job": j, "title": job_title(j)} for j in recent],
+        "recent": [JobRow.of(j) for j in recent],
         # Nothing to watch (no device, no job) keeps the plain socket: the live wire still works.
         "watch": ",".join(
             [f"device:{p['device'].pk},queue:{p['device'].pk}" for p in panels]

@@ -162,3 +162,16 @@ def test_the_sparklines_of_several_devices_are_each_ones_own(device):
         assert together[d.pk] == sparkline(d.pk, since=since, until=now)
     assert together[device.pk]["last_util"] == 50 and together[other.pk]["peak_util"] == 90
     assert together[quiet.pk]["points"] == "" and together[quiet.pk]["last_util"] is None
+
+
+def test_a_job_deleted_through_v1_leaves_my_recent_jobs_as_it_leaves_their_push(member_client, member, device):
+    from django.utils import timezone
+
+    from jobs.fragments import render_my_jobs
+    from jobs.models import Job
+
+    kept = make_job(member, device, state="done", prompt="a kept fox")
+    gone = make_job(member, device, state="done", prompt="a deleted owl")
+    Job.objects.filter(pk=gone.pk).update(hidden_at=timezone.now())
+    for html in (member_client.get("/").content.decode(), render_my_jobs(member)):
+        assert f'id="job-{kept.pk}-row"' in html and f'id="job-{gone.pk}-row"' not in html
