@@ -256,6 +256,41 @@ class PlanEntry:
 
 
 @dataclass(frozen=True)
+class QueueRow:
+    """One waiting job in the admins' controls (``jobs/_fragments.html#qa-item``: its buttons, the page they
+    come back to): everything it shows, the key its drawing is kept under (``{% kept %}``)."""
+
+    pk: int
+    device_id: int
+    label: str
+    kind_label: str
+    owner: str
+    finish: dt.datetime | None
+    position: int
+    last: bool  # the last of the whole queue: it can't move down
+    page: int  # the queue page's page it is on (its forms send it back)
+    back: str  # where a plain cancel comes back to
+
+    moves = MOVES  # (a class constant, not a field: the same for every row)
+
+    @classmethod
+    def of(cls, entry: PlanEntry, *, device_id: int, page: int, waiting: int, back: str) -> QueueRow:
+        job = entry.job
+        return cls(
+            pk=job.pk,
+            device_id=device_id,
+            label=entry.label,
+            kind_label=job.get_kind_display(),
+            owner=str(job.owner),
+            finish=entry.finish,
+            position=entry.position,
+            last=entry.position == waiting,
+            page=page,
+            back=back,
+        )
+
+
+@dataclass(frozen=True)
 class JobRow:
     """A row of a person's job list (``jobs/_fragments.html#job-row``: the dashboard's recent jobs, and the row a
     push of the job replaces): everything it shows, the key its drawing is kept under (``{% kept %}``)."""

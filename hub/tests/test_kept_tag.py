@@ -112,3 +112,26 @@ def test_a_plan_entry_drawn_for_one_person_is_never_shown_to_another(member, oth
     assert not any("my secret birthday song" in html for html in pages[other_member.username])
     assert all(f"Music by {member}" in html for html in pages[other_member.username])
     assert hub_kept._drawn.cache_info().hits  # the second round was drawn from what was kept
+
+
+def test_the_admins_controls_carry_each_admins_own_token_and_page(admin, device, member):
+    from jobs.eta import store_plan
+    from jobs.fragments import QUEUE_PAGE_SIZE
+
+    jobs = [make_job(member, device, kind="image", prompt=f"picture {i}") for i in range(QUEUE_PAGE_SIZE + 2)]
+    store_plan(device.pk)
+    client = Client(enforce_csrf_checks=True)
+    client.force_login(admin)
+    for page in (1, 2, 1):  # drawn, then the same rows again from what was kept
+        html = client.get(f"/jobs/queue/?device={device.pk}&page={page}").content.decode()
+        tokens = set(TOKENS.findall(html))
+        assert len(tokens) == 1
+        assert ('name="page" value="2"' in html) == (page == 2)  # each row's forms send their page back
+    token = tokens.pop()
+    last = jobs[-1]
+    assert client.post(f"/jobs/{jobs[0].pk}/run-next/", {"csrfmiddlewaretoken": token}).status_code in (
+        200,
+        302,
+    )
+    html = client.get(f"/jobs/queue/?device={device.pk}&page=2").content.decode()
+    assert f'id="qa-job-{last.pk}"' in html

@@ -31,3 +31,12 @@ def plan_item(entry: Any, viewer: Any = None, pager: Any = None) -> Any:
 
     person = viewer if getattr(viewer, "is_authenticated", False) else None
     return PlanItem.of(entry, person, paged=bool(pager))
+
+
+@register.simple_tag
+def queue_row(entry: Any, device: Any, pager: Any, waiting: int, back: str) -> Any:
+    """``{% queue_row e device pager waiting queue_back as row %}``: an entry of the admins' controls."""
+    from jobs.fragments import QueueRow
+
+    page = pager["page"] if pager else 1
+    return QueueRow.of(entry, device_id=device.pk, page=page, waiting=waiting, back=back)

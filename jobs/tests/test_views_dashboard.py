@@ -164,7 +164,9 @@ def test_the_sparklines_of_several_devices_are_each_ones_own(device):
     assert together[quiet.pk]["points"] == "" and together[quiet.pk]["last_util"] is None
 
 
-def test_a_job_deleted_through_v1_leaves_my_recent_jobs_as_it_leaves_their_push(member_client, member, device):
+def test_a_job_deleted_through_v1_leaves_my_recent_jobs_as_it_leaves_their_push(
+    member_client, member, device
+):
     from django.utils import timezone
 
     from jobs.fragments import render_my_jobs
