@@ -114,14 +114,14 @@ def test_a_plan_entry_drawn_for_one_person_is_never_shown_to_another(member, oth
     assert hub_kept._drawn.cache_info().hits  # the second round was drawn from what was kept
 
 
-def test_the_admins_controls_carry_each_admins_own_token_and_page(admin, device, member):
+def test_the_admins_controls_carry_each_admins_own_token_and_page(admin_user, device, member):
     from jobs.eta import store_plan
     from jobs.fragments import QUEUE_PAGE_SIZE
 
     jobs = [make_job(member, device, kind="image", prompt=f"picture {i}") for i in range(QUEUE_PAGE_SIZE + 2)]
     store_plan(device.pk)
     client = Client(enforce_csrf_checks=True)
-    client.force_login(admin)
+    client.force_login(admin_user)
     for page in (1, 2, 1):  # drawn, then the same rows again from what was kept
         html = client.get(f"/jobs/queue/?device={device.pk}&page={page}").content.decode()
         tokens = set(TOKENS.findall(html))
