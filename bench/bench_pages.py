@@ -257,7 +257,11 @@ def measure_floor() -> dict:
 
     port = free_port()
     server = subprocess.Popen(
-        [sys.executable, __file__, "--floor-server", str(port)], cwd=BASE, start_new_session=True
+        [sys.executable, __file__, "--floor-server", str(port)],
+        cwd=BASE,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,  # uvicorn's line per request
     )
     try:
         base = f"http://127.0.0.1:{port}"
