@@ -480,9 +480,9 @@ RECENT_SHOWN = 8
 def dashboard_context(user: Any) -> dict[str, Any]:
     """Per device: card, gauges, sparkline, running job and plan; then the person's recent jobs.
 
-    The same 8 queries whatever the number of devices (their plans and sparklines are read together, see
-    ``PagePlan.for_devices``), plus one per device whose plan has entries; ``test_views_dashboard`` holds the
-    budget.
+    7 queries whatever the number of devices (the session, the person, the devices, then their active jobs, plan
+    counts and sparklines read together: ``PagePlan.for_devices``, ``sparklines``; my recent jobs), plus one per
+    device whose plan has entries; ``test_views_dashboard`` holds the budget.
     """
     from devices.live import fragment_context
     from devices.selectors import device_list_for
