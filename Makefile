@@ -34,6 +34,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff format --check hub devices jobs notify
 
 bench: $(STAMP)
+	@scripts/need-chromium.sh "make bench"
 	@$(PY) scripts/bench.py
 
 chaos: $(STAMP)
