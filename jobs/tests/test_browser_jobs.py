@@ -126,8 +126,9 @@ def test_a_glb_result_loads_in_model_viewer(signed_in_page, member, pocket, live
     wait_job(job, timeout=90)
     page = signed_in_page(member)
     page.goto(f"/jobs/{job.pk}/")
-    page.wait_for_function("() => customElements.get('model-viewer') !== undefined", timeout=20000)
-    page.wait_for_function("() => document.querySelector('model-viewer').loaded === true", timeout=30000)
+    # A 1 MB module: on a loaded 2-core box (CI, two processes) defining it once took over 20 s.
+    page.wait_for_function("() => customElements.get('model-viewer') !== undefined", timeout=60000)
+    page.wait_for_function("() => document.querySelector('model-viewer').loaded === true", timeout=60000)
     save_screenshot(page, "job-3d")
 
 
