@@ -45,9 +45,8 @@ def reverse_kept(
     return _kept(view_name, tuple(args), tuple(sorted(kwargs.items())), current_app, urlconf, prefix)
 
 
-_RENDER = (
-    object()
-)  # this render's current app, URLconf and prefix, in its render context (read once a render)
+#: Where a render keeps its current app, URLconf and script prefix (in its render context: read once a render).
+_RENDER = object()
 
 
 def _render_env(context) -> tuple:
