@@ -80,8 +80,13 @@ def queue_plan(device: Any) -> list[Job]:
 
 
 def _active_on(device_id: int) -> list[Job]:
-    return list(
-        Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES)
+    return list(_active_jobs(device_id=device_id))
+
+
+def _active_jobs(**where: Any) -> QuerySet[Job]:
+    """Active jobs (``where`` narrows them to devices), each with its owner, the first started first."""
+    return (
+        Job.objects.filter(state__in=ACTIVE_STATES, **where)
         .select_related("owner")
         .order_by("started_at", "id")
     )
@@ -177,11 +182,7 @@ class PagePlan:
         active jobs, and their waiting jobs' count and end (per device, these were two reads each)."""
         ids = [getattr(d, "pk", d) for d in devices]
         active: dict[int, list[Job]] = {pk: [] for pk in ids}
-        for job in (
-            Job.objects.filter(device_id__in=ids, state__in=ACTIVE_STATES)
-            .select_related("owner")
-            .order_by("started_at", "id")
-        ):
+        for job in _active_jobs(device_id__in=ids):
             active[job.device_id].append(job)
         none = {"n": 0, "unplanned": 0, "end": None}
         stats = {

@@ -29,8 +29,9 @@ def plan_item(entry: Any, viewer: Any = None, pager: Any = None) -> Any:
     """``{% plan_item e user pager as item %}``: the plan entry ``e`` as ``viewer`` sees it (``PlanItem``)."""
     from jobs.fragments import PlanItem
 
-    person = viewer if getattr(viewer, "is_authenticated", False) else None
-    return PlanItem.of(entry, person, paged=bool(pager))
+    return PlanItem.of(
+        entry, viewer, paged=bool(pager)
+    )  # (its label is plan_label's: viewer as plan_label takes it)
 
 
 @register.simple_tag
