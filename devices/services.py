@@ -27,6 +27,7 @@ from devices.clients.tiiny import Reading, RunningModels
 from devices.crypto import KeyUnreadable
 from devices.metrics import Sample, metric_add
 from devices.models import Device
+from hub import pagecache
 
 logger = logging.getLogger("devices")
 
@@ -176,11 +177,13 @@ def device_set_state(
     )
     if not changed:
         Device.objects.filter(pk=device_id).update(**changes)
-    elif state == Device.State.LOCKED:
+        return False
+    transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
+    if state == Device.State.LOCKED:
         from notify.services import device_locked  # household notifications, after commit; never raise here
 
         transaction.on_commit(lambda: device_locked(device_id=device_id, since=now), robust=True)
-    return bool(changed)
+    return True
 
 
 def device_note_loaded(*, device_id: int, model_id: str) -> None:
@@ -300,6 +303,7 @@ def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
     Device.objects.filter(pk=device_id).update(
         capabilities=caps.to_dict(), capabilities_at=timezone.now(), versions=caps.versions
     )
+    transaction.on_commit(pagecache.changed)  # e.g. the queue page's vault window (hub.pagecache)
 
 
 # -- talking to the device (never inside a transaction) ----------------------------------------------------

@@ -73,6 +73,7 @@ INSTALLED_APPS = [
 
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
+    "hub.pagecache.ChangesMiddleware",  # a POST, PUT, PATCH or DELETE: pages kept so far are drawn again
     "csp.middleware.CSPMiddleware",
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
@@ -88,6 +89,9 @@ MIDDLEWARE = [
     "django_htmx.middleware.HtmxMiddleware",
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out sign-in into the lockout page
 ]
+
+# How long a page drawn for a browser may be shown to it again while nothing changed (hub.pagecache); 0: never.
+HUB_PAGE_CACHE_S = env_float("HUB_PAGE_CACHE_S", 5.0, minimum=0)
 
 ROOT_URLCONF = "hub.urls"
 ASGI_APPLICATION = "hub.asgi.application"

@@ -104,6 +104,7 @@ def _schedule(
 
 def flush(pending: Pending) -> None:
     """Send what ``pending`` collected: replan first, then each job once, then each queue once."""
+    from hub import pagecache
     from jobs import broadcast
     from jobs.eta import plan_device
 
@@ -124,6 +125,8 @@ def flush(pending: Pending) -> None:
         t2 = time.monotonic()
         for device_id in sorted(pending.queues):
             broadcast.broadcast_queue(device_id)
+        if pending.jobs or pending.queues:  # not for ticks alone: pages kept a few seconds show them late
+            pagecache.changed()
     finally:
         _flushing.reset(token)
         t3 = time.monotonic()  # what live updates cost, beside the engine's steps (HUB_DEBUG_LOGGERS=jobs)

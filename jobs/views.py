@@ -21,6 +21,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from devices.models import Device
 from devices.selectors import device_get_for
 from hub.accounts.decorators import admin_required, member_required
+from hub.pagecache import kept_page
 from hub.parsing import parse_id, parse_int
 from jobs import services
 from jobs.admission import Admission, RequestInvalid, check_form, submit_checked
@@ -286,6 +287,7 @@ def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpR
 
 # -- gallery & history ------------------------------------------------------------------------------------------
 @require_GET
+@kept_page
 def gallery(request: HttpRequest) -> HttpResponse:
     form = GalleryFilterForm(request.GET, user=request.user)
     page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
@@ -299,6 +301,7 @@ def gallery(request: HttpRequest) -> HttpResponse:
 
 # -- queue control ----------------------------------------------------------------------------------------------
 @require_GET
+@kept_page
 def queue(request: HttpRequest) -> HttpResponse:
     """Everyone sees every device's queue, ``QUEUE_PAGE_SIZE`` entries a page; admins also get the controls.
 
@@ -427,6 +430,7 @@ def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
 
 # -- the dashboard (the jobs app builds it: jobs.pages.dashboard_context) ------------------------------------
 @require_GET
+@kept_page
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
     from jobs.pages import dashboard_context

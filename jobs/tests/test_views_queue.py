@@ -3,6 +3,7 @@ from __future__ import annotations
 import pytest
 from django.test import Client
 
+from hub import pagecache
 from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 
@@ -80,6 +81,7 @@ def test_the_plan_shows_admins_the_vaults_summary_window_and_the_devices_decisio
     html = admin_client.get("/jobs/queue/").content.decode()
     assert "Memory summaries 23:00–05:00 with Qwen3.6-35B-A3B-turbo · renders won't unload it" in html
     Device.objects.filter(pk=device.pk).update(may_evict_summary_model=True)
+    pagecache.changed()  # what the admin's POST does (hub.pagecache.ChangesMiddleware): the page is drawn again
     assert "renders may unload it" in admin_client.get("/jobs/queue/").content.decode()
     for client in (member_client, viewer_client):  # jargon for admins: not even hidden in the page
         assert "Memory summaries" not in client.get("/jobs/queue/").content.decode()
