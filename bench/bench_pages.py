@@ -5,7 +5,9 @@ plan stored as the hub keeps it), a private Redis and the hub's own web server (
 HUB_WEB_WORKERS uvicorn workers, as ``make up`` runs it). 20 clients, each a thread with its own signed-in session
 (4 per person) and its own keep-alive connection, then ask for the pages over HTTP; a time is from sending the request to the last byte of the answer.
 
-Three loads per database:
+Three loads per database, each run twice, against a server of its own: as ``make up`` runs it (a page drawn for a
+browser is shown to that browser again while nothing changed, for up to HUB_PAGE_CACHE_S; ``hub.pagecache``), and
+with every page drawn for every request (HUB_PAGE_CACHE_S=0: what drawing costs at 100k jobs):
 - one client alone (what one page costs the server);
 - 20 people browsing: each client opens one of the three pages at random, reads it for 1-5 s (uniform, seeded),
   and opens another (the ``20 concurrent signed-in clients`` of issue 13, with a person's pace);
@@ -46,6 +48,10 @@ TARGET_MS = 100.0
 PG_URL = os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.1:5432/bench_pages")
 FLOOR_PATH = ("the hub's lightest signed-in answer (GET /favicon.ico)", "/favicon.ico", None)
 FLOOR_BODY = b"<p>" + b"x" * 26_000 + b"</p>"  # about a dashboard's size
+# The server as ``make up`` runs it (a page drawn for a browser is shown to it again while nothing changed, for up
+# to HUB_PAGE_CACHE_S, hub.pagecache), then with every page drawn for every request: what drawing costs.
+MODES = [("kept", {}), ("drawn", {"HUB_PAGE_CACHE_S": "0"})]
+MODE_NAMES = {"kept": "as `make up` runs it", "drawn": "every page drawn (HUB_PAGE_CACHE_S=0)"}
 PAGES = [
     ("dashboard (GET /)", "/", "Queue plan"),
     ("queue (GET /jobs/queue/)", "/jobs/queue/", "Queue plan"),
@@ -99,8 +105,12 @@ def run_backend(backend: str) -> dict:
             client.force_login(people[i % len(people)])
             cookies.append(client.cookies["sessionid"].value)
         connection.close()
-        web = start_asgi_server()
-        result = measure(web.extra["url"], cookies)
+        result = {}
+        for mode, env in MODES:
+            web = start_asgi_server(**env)
+            result[mode] = measure(web.extra["url"], cookies)
+            web.stop()
+            web = None
         result.update(backend=backend, built_s=built_s, jobs=TOTAL, server=_server_version(backend))
         return result
     finally:
@@ -327,22 +337,33 @@ def report(results: list[dict], floor: dict | None) -> str:
         f"{THINK_S[0]:g}-{THINK_S[1]:g} s, opens another ({BROWSE_S:g} s). *20 back to back*: each asks again as "
         f"soon as its answer arrives ({BURST_EACH} each, 20 requests always in flight). Target: p95 ≤ "
         f"{TARGET_MS:.0f} ms.\n",
-        "| database | page | alone p50 / p95 | 20 browsing: n, p50 / p95 | verdict | 20 back to back: p50 / p95, req/s | verdict |",
-        "|---|---|---|---|---|---|---|",
+        "Each database is measured twice, with a server of its own each time: *as `make up` runs it*, where a "
+        "page drawn for a browser is shown to that browser again while nothing changed, for up to "
+        "`HUB_PAGE_CACHE_S` (5 s; `hub.pagecache`), and with *every page drawn* for every request "
+        "(`HUB_PAGE_CACHE_S=0`): what drawing the page costs at 100k jobs.\n",
+        "| database | server | page | alone p50 / p95 | 20 browsing: n, p50 / p95 | verdict "
+        "| 20 back to back: p50 / p95, req/s | verdict |",
+        "|---|---|---|---|---|---|---|---|",
     ]
     for r in results:
-        for name, _path, _expect in PAGES:
-            alone, browse, burst = r["alone"][name], r["browse"][name], r["burst"][name]
-            lines.append(
-                f"| {r['server']} | {name} | {statistics.median(alone):.0f} / {p95(alone):.0f} ms | "
-                f"{len(browse)}, {statistics.median(browse):.0f} / {p95(browse):.0f} ms | {verdict(p95(browse))} | "
-                f"{_b2b(burst)} | {verdict(p95(burst['ms']))} |"
-            )
+        for mode, _env in MODES:
+            m = r[mode]
+            for name, _path, _expect in PAGES:
+                alone, browse, burst = m["alone"][name], m["browse"][name], m["burst"][name]
+                lines.append(
+                    f"| {r['server']} | {MODE_NAMES[mode]} | {name} | "
+                    f"{statistics.median(alone):.0f} / {p95(alone):.0f} ms | "
+                    f"{len(browse)}, {statistics.median(browse):.0f} / {p95(browse):.0f} ms | "
+                    f"{verdict(p95(browse))} | {_b2b(burst)} | {verdict(p95(burst['ms']))} |"
+                )
     loads = "; ".join(
-        f"{r['server']}: {r['load']['alone']:.2f} alone, {r['load']['browse']:.2f}-{r['load']['browse_end']:.2f} "
-        f"browsing, {r['load']['burst_end']:.2f} after back to back (built in {r['built_s']:.0f} s)"
+        f"{r['server']}, {MODE_NAMES[mode]}: {r[mode]['load']['alone']:.2f} alone, "
+        f"{r[mode]['load']['browse']:.2f}-{r[mode]['load']['browse_end']:.2f} browsing, "
+        f"{r[mode]['load']['burst_end']:.2f} after back to back"
         for r in results
+        for mode, _env in MODES
     )
+    loads += "; built in " + ", ".join(f"{r['built_s']:.0f} s ({r['server']})" for r in results)
     lines.append(f"\n1-minute load average on this shared 2-core box: {loads}.")
     lines += [
         "\n**The floor: what this box allows 20 clients back to back, whatever the page.** The same client "
@@ -356,7 +377,7 @@ def report(results: list[dict], floor: dict | None) -> str:
             f"{statistics.median(floor['alone']):.1f} / {p95(floor['alone']):.1f} ms | {_b2b(floor['burst'])} |"
         )
     for r in results:
-        f = r["floor"]
+        f = r["kept"]["floor"]
         lines.append(
             f"| the hub on {r['server']} | {FLOOR_PATH[0]} | {statistics.median(f['alone']):.1f} / "
             f"{p95(f['alone']):.1f} ms | {_b2b(f['burst'])} |"
