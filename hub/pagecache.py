@@ -65,9 +65,9 @@ def changed() -> None:
     """Something a page may show changed (and is committed): no drawing kept so far is served again."""
     try:
         cache.set(GENERATION_KEY, secrets.token_hex(8), timeout=None)
-    except (
-        Exception
-    ):  # Redis down: reads fail too and nothing is served; back within seconds: the age bounds it
+    except Exception:
+        # Redis down: the reads fail too, so nothing is served from the store. If it is back within seconds,
+        # the age limit bounds what is served late.
         logger.warning("could not mark the kept pages stale", exc_info=True)
 
 
