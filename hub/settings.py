@@ -90,6 +90,9 @@ MIDDLEWARE = [
     "axes.middleware.AxesMiddleware",  # last: turns a locked-out sign-in into the lockout page
 ]
 
+# Threads of each web process that run requests' synchronous work (hub.handlers.Lanes): requests served at once.
+HUB_WEB_THREADS = env_int("HUB_WEB_THREADS", 8, minimum=1, maximum=64)
+
 # How long a page drawn for a browser may be shown to it again while nothing changed (hub.pagecache); 0: never.
 HUB_PAGE_CACHE_S = env_float("HUB_PAGE_CACHE_S", 5.0, minimum=0)
 
@@ -123,12 +126,12 @@ TEMPLATES = [
 WEB_SERVER_PROCESS = os.environ.get("HUB_WEB_SERVER_PROCESS", "")
 DATABASE_URL = env_url("DATABASE_URL", None, schemes=("sqlite", "postgres", "postgresql"))
 if DATABASE_URL:
-    # No persistent connections under ASGI (Django's docs say so; CONN_MAX_AGE stays 0 for every engine): each
-    # request runs its sync code in a thread of its own (asgiref's ThreadSensitiveContext), so a kept connection
-    # was never reused and outlived its thread until the garbage collector came. Measured on PostgreSQL, 20
-    # clients on one web process held 99 connections (the server's limit is 100) and 55 a second later; with
-    # several web processes the hub ran out ("too many clients"). Closed at the end of each request (or Celery
-    # task), they are as many as the requests at work.
+    # No persistent PostgreSQL connections (CONN_MAX_AGE 0; the web server pools them, below). Under Django's own
+    # ASGI handler each request ran in a thread of its own, so a kept connection was never reused and outlived its
+    # thread until the garbage collector came: 20 clients on one web process held 99 connections (the server's
+    # limit is 100). The hub's handler runs requests in lanes that live as long as the process (hub.handlers), so
+    # on SQLite the web server keeps one connection a lane (below); everywhere else connections close at the end
+    # of each request (or Celery task) and are as many as the requests at work.
     DATABASES = {"default": dj_database_url.parse(DATABASE_URL, conn_max_age=0)}
     if DATABASES["default"]["ENGINE"] == "django.db.backends.postgresql" and WEB_SERVER_PROCESS:
         # Who is who in pg_stat_activity: the web server's connections carry its name and pid.
@@ -159,6 +162,10 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     # Tests share their database with a real worker and ASGI server in other processes: use a file.
     # (hub.pytest_env gives each test run its own file, so two runs on one machine never collide.)
     DATABASES["default"]["TEST"] = {"NAME": env_str("HUB_TEST_DB", str(DATA_DIR / "test-hub.sqlite3"))}
+    if WEB_SERVER_PROCESS:
+        # The web server runs requests in lanes, threads that live as long as it does (hub.handlers): each keeps
+        # its connection from one request to the next instead of opening it (and its PRAGMAs) for every request.
+        DATABASES["default"]["CONN_MAX_AGE"] = None
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 # --- Redis: broker, channel layer, cache --------------------------------------------------------------
@@ -188,7 +195,7 @@ CHANNEL_LAYERS = {
 }
 CACHES = {
     "default": {
-        "BACKEND": "django.core.cache.backends.redis.RedisCache",
+        "BACKEND": "hub.cache.RedisCache",  # connections pooled per process, not per request
         "LOCATION": REDIS_URL,
         "KEY_PREFIX": "hub",
         # (redis-py's synchronous pool checks a connection as it hands it out: one to a Redis restarted since is

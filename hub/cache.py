@@ -1,0 +1,40 @@
+"""Django's Redis cache with one connection pool per server and process, not one per request.
+
+Django keeps its cache objects per *context* (``asgiref.local.Local``), and under ASGI every request has a
+context of its own: each request made a new ``RedisCache``, with a new connection pool and so a new TCP
+connection to Redis, left for the garbage collector to close. Measured in-process on a kept page (one cache
+read: ``hub.pagecache.generation``), the request's synchronous part took 3.8 ms with a connection of its own
+against 1.5 ms with a pooled one. Here the pools are the process's: every cache object of the same server and
+options shares one (redis-py's pool is thread-safe and starts afresh after a fork).
+"""
+
+from __future__ import annotations
+
+import threading
+
+from django.core.cache.backends.redis import RedisCache as DjangoRedisCache
+from django.core.cache.backends.redis import RedisCacheClient as DjangoRedisCacheClient
+
+_pools: dict[tuple, object] = {}
+_lock = threading.Lock()
+
+
+class RedisCacheClient(DjangoRedisCacheClient):
+    def _get_connection_pool(self, write):
+        server = self._servers[self._get_connection_pool_index(write)]
+        key = (server, self._pool_class, tuple(sorted((k, repr(v)) for k, v in self._pool_options.items())))
+        pool = _pools.get(key)
+        if pool is None:
+            with _lock:
+                pool = _pools.get(key)
+                if pool is None:
+                    pool = _pools[key] = self._pool_class.from_url(server, **self._pool_options)
+        return pool
+
+
+class RedisCache(DjangoRedisCache):
+    """``django.core.cache.backends.redis.RedisCache``, its connections pooled per process (see above)."""
+
+    def __init__(self, server, params):
+        super().__init__(server, params)
+        self._class = RedisCacheClient
