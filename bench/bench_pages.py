@@ -327,7 +327,7 @@ def verdict(ms: float) -> str:
 
 def _b2b(burst: dict) -> str:
     return (
-        f"{statistics.median(burst['ms']):.0f} / {p95(burst['ms']):.0f} ms, {burst['rps']:.1f} "
+        f"{statistics.median(burst['ms']):.0f} / {p95(burst['ms']):.1f} ms, {burst['rps']:.1f} "
         f"(n {len(burst['ms'])}; first asks p95 {p95(burst['first']):.0f} ms)"
     )
 
