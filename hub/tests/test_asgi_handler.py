@@ -47,8 +47,11 @@ def _session(user) -> str:
 async def _get(app, path: str, session: str = "", csrf: str = "") -> dict:
     """The answer, once the app is done with the request (its response closed, as a server waits for)."""
     headers = [(b"host", b"127.0.0.1")]
-    if session:
-        headers.append((b"cookie", f"sessionid={session}; csrftoken={csrf}".encode()))
+    cookies = "; ".join(
+        f"{name}={value}" for name, value in (("sessionid", session), ("csrftoken", csrf)) if value
+    )
+    if cookies:
+        headers.append((b"cookie", cookies.encode()))
     communicator = HttpCommunicator(app, "GET", path, headers=headers)
     response = await communicator.get_response(timeout=20)
     await communicator.wait(timeout=20)
