@@ -19,17 +19,22 @@ _pools: dict[tuple, object] = {}
 _lock = threading.Lock()
 
 
+def _shared_pool(server: str, pool_class, options: dict):
+    """The process's pool for ``server`` with these options, made on first use."""
+    key = (server, pool_class, tuple(sorted((k, repr(v)) for k, v in options.items())))
+    with _lock:
+        if key not in _pools:
+            _pools[key] = pool_class.from_url(server, **options)
+        return _pools[key]
+
+
 class RedisCacheClient(DjangoRedisCacheClient):
     def _get_connection_pool(self, write):
-        server = self._servers[self._get_connection_pool_index(write)]
-        key = (server, self._pool_class, tuple(sorted((k, repr(v)) for k, v in self._pool_options.items())))
-        pool = _pools.get(key)
-        if pool is None:
-            with _lock:
-                pool = _pools.get(key)
-                if pool is None:
-                    pool = _pools[key] = self._pool_class.from_url(server, **self._pool_options)
-        return pool
+        # Django's, but the pool it keeps for each server is the process's, looked up once per client.
+        index = self._get_connection_pool_index(write)
+        if index not in self._pools:
+            self._pools[index] = _shared_pool(self._servers[index], self._pool_class, self._pool_options)
+        return self._pools[index]
 
 
 class RedisCache(DjangoRedisCache):
