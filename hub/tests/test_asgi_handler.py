@@ -194,9 +194,8 @@ async def test_pages_read_the_cache_without_a_redis_connection_each(member, monk
     import redis
 
     session = await sync_to_async(_session)(member)
-    await _get(
-        django_asgi_app, "/", session, "c" * 32
-    )  # the pool's first connection (a kept page reads Redis)
+    # The pool's first connection (a kept page reads Redis).
+    await _get(django_asgi_app, "/", session, "c" * 32)
     connects = []
     real = redis.Connection._connect  # the socket's connect: the pool calls connect() on every checkout
     monkeypatch.setattr(redis.Connection, "_connect", lambda self: connects.append(1) or real(self))
