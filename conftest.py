@@ -11,6 +11,7 @@ from django.conf import settings
 PASSWORD = "correct horse battery staple"
 
 pytest_plugins = [p for p in ("devices.emulator.fixtures",) if __import__("importlib").util.find_spec(p)]
+pytest_plugins.append("jobs.tests.ui_fixtures")  # the device and media fixtures, for every app's tests
 pytest_plugins.append("hub.tests.leakguard")  # no device key or API token in any answer, frame or log
 
 

@@ -88,9 +88,9 @@ def main() -> None:
 
 
 def measure() -> None:
-    from jobs.eta import plan
+    from jobs.core.scheduler import next_job, snapshot_for
     from jobs.models import waiting_on
-    from jobs.scheduler import next_job, snapshot_for
+    from jobs.queue.eta import plan
 
     started = time.perf_counter()
     people, devices = build()

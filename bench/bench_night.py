@@ -194,7 +194,7 @@ def run_hub(emulator, device, people) -> tuple[Timeline, list, float]:
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from jobs.models import Job
-    from jobs.services import job_submit
+    from jobs.queue.services import job_submit
 
     emulator.reset(quirks=NIGHT_QUIRKS, speed=SPEED)
     sampler = Sampler(emulator.base_url)
@@ -327,7 +327,7 @@ def run_naive(emulator) -> tuple[Timeline, list, float]:
 def first_use_trials(emulator) -> list[tuple[str, str, float, int]]:
     """(quirks, strategy, seconds from ready to the first answer, projected to device time) per trial."""
     from devices.clients.tiiny import TiinyClient
-    from jobs.runners import tiiny as runners
+    from jobs.kinds.runners import tiiny as runners
 
     speed = 10.0
     grace = WINDOW_S / speed
@@ -358,7 +358,7 @@ async def viewers_rate(
     import websockets
 
     from jobs.models import Job
-    from jobs.services import job_submit
+    from jobs.queue.services import job_submit
 
     async with httpx.AsyncClient(base_url=base, timeout=10) as client:
         page = await client.get("/accounts/login/")
@@ -431,7 +431,7 @@ def settle(device, since: float) -> None:
 def warm_up(emulator, device, people) -> None:
     """One 2 s video at the night's speed: the shape's history is then what the whole night leaves behind."""
     from jobs.models import Job
-    from jobs.services import job_submit
+    from jobs.queue.services import job_submit
 
     job = job_submit(
         owner=people[0],
@@ -812,7 +812,7 @@ def report(trials, hub, naive, rates, took) -> None:
     on_w = statistics.median(t for qq, s, t in trials if s == "wait")
     print(
         f"\nKept: **{'send at once' if on_o <= on_w else 'wait the window'}** "
-        "(`jobs.runners.tiiny.OPTIMISTIC_FIRST_USE`).\n"
+        "(`jobs.kinds.runners.tiiny.OPTIMISTIC_FIRST_USE`).\n"
     )
     print(f"_(whole bench {took:.0f} s)_")
 

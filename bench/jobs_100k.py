@@ -55,8 +55,8 @@ def build(total: int, *, predictions: bool = True) -> tuple[list, list]:
 
 
 def store_plans(devices: list) -> None:
-    """What ``jobs.eta.plan_device`` stores, without its push (no websocket is listening while we build)."""
-    from jobs.eta import store_plan
+    """What ``jobs.queue.eta.plan_device`` stores, without its push (no websocket is listening while we build)."""
+    from jobs.queue.eta import store_plan
 
     for device in devices:
         store_plan(device.pk)

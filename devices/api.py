@@ -20,8 +20,8 @@ from devices.models import Device, DeviceMetric
 from devices.selectors import device_capabilities, device_gauges, device_list_for, device_loaded_models
 from hub.api_auth import require_scope
 from hub.parsing import parse_id
-from jobs.api import ERRORS
-from jobs.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
+from jobs.doors.api import ERRORS
+from jobs.kinds.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
 
 router = Router(tags=["devices"])
 
@@ -89,7 +89,7 @@ def device_get(request: HttpRequest, device_id: str):
 def device_caps(request: HttpRequest, device_id: str):
     """Its models, video options (canvases, steps, max seconds), 3D stages, voices per speech model, and the
     job kinds `POST /api/jobs` accepts for it now (as the device last reported them)."""
-    from jobs.kinds import kinds_for
+    from jobs.kinds.table import kinds_for
 
     require_scope(request, "read")
     device = _device(request, device_id)

@@ -37,7 +37,7 @@ class Device(models.Model):
     night_start = models.TimeField(default=dt.time(23, 0))
     night_end = models.TimeField(default=dt.time(7, 0))
     time_zone = models.CharField(max_length=64, default=_default_time_zone)
-    #: may hub renders unload the chat model the vault's nightly memory summaries use (jobs.scheduler)
+    #: may hub renders unload the chat model the vault's nightly memory summaries use (jobs.core.scheduler)
     may_evict_summary_model = models.BooleanField(default=False)
 
     state = models.CharField(max_length=20, choices=State.choices, default=State.UNKNOWN)

@@ -1,6 +1,6 @@
 """The hub's REST API under /api/ (django-ninja; OpenAPI at /api/openapi.json, docs at /api/docs).
 
-One NinjaAPI; each app adds its router (``jobs.api``, ``devices.api``). Scripts authenticate with a personal
+One NinjaAPI; each app adds its router (``jobs.doors.api``, ``devices.api``). Scripts authenticate with a personal
 token (``Authorization: Bearer …``), the browser with its session (CSRF checked) — ``hub.api_auth``.
 
 Every error is JSON ``{"detail": "…", "errors": {field: [messages]}?}`` with a 4xx status: the services'
@@ -23,10 +23,10 @@ from ninja.errors import ValidationError as NinjaValidationError
 from devices.api import router as devices_router
 from hub.api_auth import API_AUTH
 from hub.ratelimit import RateLimited
-from jobs.admission import RequestInvalid
-from jobs.api import pydantic_errors
-from jobs.api import queue_router as jobs_queue_router
-from jobs.api import router as jobs_router
+from jobs.doors.api import pydantic_errors
+from jobs.doors.api import queue_router as jobs_queue_router
+from jobs.doors.api import router as jobs_router
+from jobs.queue.admission import RequestInvalid
 
 api = NinjaAPI(
     title="Tiiny Hub API",

@@ -29,7 +29,7 @@ def close_redis_channels_despite_a_dead_brpop() -> None:
     new Redis client, whose settings come from the released transport (None), and the worker stops with
     "Unrecoverable error: AttributeError: 'NoneType' object has no attribute 'hostname'". It happens when the
     loss is noticed on another socket first (the remote-control pub/sub) while the task channel waits in BRPOP
-    holding messages: 2 of 3 runs of jobs/tests/test_broker_down.py before this.
+    holding messages: 2 of 3 runs of jobs/tests/queue/test_broker_down.py before this.
 
     The read is only a drain (a dead socket has nothing left to give), so a connection error there no longer
     stops the rest of the close: the restore runs during ``collect()``, while the transport is still there, as

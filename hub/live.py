@@ -2,7 +2,7 @@
 
 Producers call :func:`push` with a rendered fragment: a whole element with a stable id and
 ``hx-swap-oob="true"``, so duplicates or out-of-order arrivals are harmless. (Job and queue fragments come only
-from ``jobs.broadcast``, which only ``jobs.transitions`` calls, after commit.)
+from ``jobs.live.broadcast``, which only ``jobs.core.transitions`` calls, after commit.)
 
 **Topics** are what a page asks to watch (``/ws/hub/?watch=device:3,queue:3,job:7``): exactly the elements it
 shows, so every fragment that reaches it has a target. Each topic kind names a fixed set of elements, and

@@ -225,7 +225,7 @@ def _queue_families(names: dict[int, str]) -> Iterator[GaugeMetricFamily]:
         "Predicted seconds until the device has finished its running and waiting jobs (from the stored plan).",
         labels=["device"],
     )
-    # One query over (device, state): the jobs_device_state_idx index. The plan (jobs.eta.plan_device) stores
+    # One query over (device, state): the jobs_device_state_idx index. The plan (jobs.queue.eta.plan_device) stores
     # every active and waiting job's predicted finish; the latest one is when the queue drains. A job the
     # plan has not reached yet adds its estimate.
     rows = {

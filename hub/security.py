@@ -37,7 +37,7 @@ class SecurityHeadersMiddleware(MiddlewareMixin):
     A page or htmx fragment rendered for a signed-in person holds their prompts and jobs: no shared
     cache may keep it, and the browser should not keep it on disk or show it again from history after
     they sign out. A view that chose its own caching keeps it: result files revalidate
-    (``private, no-cache`` with an ETag, jobs.downloads), icons are public. Static files never get here
+    (``private, no-cache`` with an ETag, jobs.files.downloads), icons are public. Static files never get here
     (WhiteNoise answers them earlier in MIDDLEWARE).
     """
 

@@ -235,7 +235,7 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG or not _COLLECTED
-# Uploads (3D source images, start frames) are bounded; see jobs.forms for per-field limits.
+# Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
@@ -406,7 +406,7 @@ if HUB_HTTPS:  # a scraper on the inside speaks plain HTTP, like the /healthz pr
 # then the answer is a 504 naming the job (it stays queued; fetch it from /api/jobs/<id>).
 HUB_V1_WAIT_S = env_float("HUB_V1_WAIT_S", 900.0, minimum=1.0)
 
-# --- The hub's public address (share links; jobs.services.share_link_url) ------------------------------------
+# --- The hub's public address (share links; jobs.queue.services.share_link_url) ------------------------------------
 # e.g. https://hub.example.lan or http://192.168.1.20:8000. When set, read-only share links are built on it
 # instead of the address the request came in on (127.0.0.1 on the hub's own machine, or a proxy's inside).
 from urllib.parse import urlsplit as _urlsplit  # noqa: E402 - this block stays at the end of the file

@@ -7,8 +7,8 @@ from django.urls import include, path
 from hub import metrics as hub_metrics
 from hub import views
 from hub.api import api
-from jobs import views as jobs_views
-from jobs.v1 import v1
+from jobs.doors import views as jobs_views
+from jobs.doors.v1 import v1
 from notify import views as notify_views
 
 
@@ -21,7 +21,7 @@ def _token_door(ninja_api):
 
 
 urlpatterns = [
-    path("", jobs_views.dashboard, name="dashboard"),  # the jobs app builds it (jobs.pages)
+    path("", jobs_views.dashboard, name="dashboard"),  # the jobs app builds it (jobs.doors.pages)
     path("live-wire/", views.live_wire, name="hub-live-wire"),
     path("healthz", views.healthz, name="healthz"),
     path("health/", views.health_page, name="hub-health"),  # the admins' readable status page
@@ -33,7 +33,7 @@ urlpatterns = [
     path("jobs/", include("jobs.urls")),
     path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)
     path("sw.js", notify_views.service_worker, name="notify-sw"),  # at the root: its scope is the whole hub
-    path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.quota_views)
+    path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.doors.quota_views)
     path("api/", _token_door(api)),
     path("v1/", _token_door(v1)),
     path("admin/", admin.site.urls),

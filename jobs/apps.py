@@ -9,7 +9,7 @@ class JobsConfig(AppConfig):
 
     def ready(self) -> None:
         from hub import live
-        from jobs import live as jobs_live
+        from jobs.live import topics as jobs_live
 
         live.register_topic("job", jobs_live.job_topic)
         live.register_topic("queue", jobs_live.queue_topic)

@@ -4,7 +4,7 @@ States (see ../shared/design/architecture.md):
     queued → scheduled (waiting for its window) → preparing (model load) → submitted → running → collecting → done
     plus failed, cancelled and interrupted (the render was lost on the device, or the hub lost a blocking/stream call;
     requeued once automatically).
-Every transition is a compare-and-set UPDATE (``jobs.services``) plus a JobEvent with a monotonic ``seq``.
+Every transition is a compare-and-set UPDATE (``jobs.queue.services``) plus a JobEvent with a monotonic ``seq``.
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ class Job(models.Model):
     predicted_start = models.DateTimeField(null=True, blank=True)
     predicted_finish = models.DateTimeField(null=True, blank=True)
     # Where the stored plan puts a waiting job (1 = runs next) and why it waits there, stored with the predicted
-    # times by ``jobs.eta.plan_device``: the pages draw the plan from these (``jobs.selectors.PagePlan``)
+    # times by ``jobs.queue.eta.plan_device``: the pages draw the plan from these (``jobs.core.selectors.PagePlan``)
     # instead of ordering every waiting job again per page. NULL = not planned yet.
     plan_position = models.PositiveIntegerField(null=True, blank=True, editable=False)
     plan_reason = models.CharField(max_length=200, blank=True, default="", editable=False)
@@ -131,7 +131,7 @@ class Job(models.Model):
     # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
     # no longer listed anywhere (``jobs_visible_to`` leaves it out).
     hidden_at = models.DateTimeField(null=True, blank=True)
-    # The idempotency key it was submitted with (hashed with the owner, ``jobs.services.job_submit``): the same
+    # The idempotency key it was submitted with (hashed with the owner, ``jobs.queue.services.job_submit``): the same
     # form posted twice, or an API call retried, finds this job instead of queuing another. NULL = none given.
     submit_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
 
@@ -217,7 +217,7 @@ class Artifact(models.Model):
         MESH = "mesh", "3D model"
         IMAGE = "image", "Image"
         SIDECAR = "sidecar", "Sidecar"  # e.g. MiniMax-H3's WAV track beside the MP4
-        THUMB = "thumb", "Thumbnail"  # the gallery's picture of the result (``jobs.thumbnails``)
+        THUMB = "thumb", "Thumbnail"  # the gallery's picture of the result (``jobs.files.thumbnails``)
 
     job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="artifacts")
     kind = models.CharField(max_length=10, choices=Kind.choices)
@@ -238,7 +238,7 @@ class Artifact(models.Model):
 class DeviceLease(models.Model):
     """One job at a time per device, model loads included. Expires, so a crashed worker can't keep it.
 
-    Taken and renewed with conditional UPDATEs (``jobs.lease``); the row exists once per device.
+    Taken and renewed with conditional UPDATEs (``jobs.core.lease``); the row exists once per device.
     """
 
     device = models.OneToOneField(
@@ -285,7 +285,7 @@ class Bookmark(models.Model):
         return f"{self.user_id} ★ {self.job_id}"
 
 
-# -- quotas and fair use (``jobs.quotas``) ------------------------------------------------------------------------
+# -- quotas and fair use (``jobs.quotas.services``) ------------------------------------------------------------------------
 #: A person's override that means "no limit for them", whatever the household default says.
 UNLIMITED = -1
 QUOTA_FIELDS = ("device_minutes_per_day", "device_minutes_per_week", "max_queued", "storage_mb")
@@ -331,7 +331,7 @@ class PersonQuota(models.Model):
 class DeviceUse(models.Model):
     """One span a job held a device, as the hub measured it: from the claim (model load included) to the
     release of the lease (render, download and clean-up done). Written once per span by the engine
-    (``jobs.engine.end_job``); a job that is re-queued, interrupted or retried has one row per run. Quotas and
+    (``jobs.queue.engine.end_job``); a job that is re-queued, interrupted or retried has one row per run. Quotas and
     the Usage page add these up; the row outlives the job (deleting a job does not give its time back)."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

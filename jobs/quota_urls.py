@@ -1,10 +1,10 @@
-"""The Usage page, deleting results, and the admins' limit forms (``jobs.quota_views``), under /usage/."""
+"""The Usage page, deleting results, and the admins' limit forms (``jobs.doors.quota_views``), under /usage/."""
 
 from __future__ import annotations
 
 from django.urls import path
 
-from jobs import quota_views
+from jobs.doors import quota_views
 
 urlpatterns = [
     path("", quota_views.usage, name="usage"),

@@ -1,4 +1,4 @@
-"""Celery tasks: thin, id-taking ways into ``jobs.engine``. Each is safe to run twice (CAS claims inside)."""
+"""Celery tasks: thin, id-taking ways into ``jobs.queue.engine``. Each is safe to run twice (CAS claims inside)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ logger = logging.getLogger("jobs.tasks")
 @shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
 def dispatch(device_id: int) -> int | None:
     """Short: take the device lease, pick the next job, claim it (queued → preparing), start its runner."""
-    from jobs.engine import dispatch_device
+    from jobs.queue.engine import dispatch_device
 
     return dispatch_device(device_id)
 
@@ -23,7 +23,7 @@ def run_job(job_id: int) -> None:
 
     Its time limits are set per call by dispatch from the job's estimate (a long render needs a long limit).
     """
-    from jobs.engine import run
+    from jobs.queue.engine import run
 
     run(job_id)
 
@@ -31,14 +31,14 @@ def run_job(job_id: int) -> None:
 @shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
 def poll_job(job_id: int, ticket: int) -> None:
     """One poll of a poll-style job; only the holder of the current ticket polls, then it re-enqueues itself."""
-    from jobs.engine import poll
+    from jobs.queue.engine import poll
 
     poll(job_id, ticket)
 
 
 @shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
 def recover_job(job_id: int) -> None:
-    from jobs.engine import recover
+    from jobs.queue.engine import recover
 
     recover(job_id)
 
@@ -46,7 +46,7 @@ def recover_job(job_id: int) -> None:
 @shared_task(ignore_result=True, soft_time_limit=400, time_limit=460)
 def cancel_on_device(job_id: int) -> None:
     """Stop a cancelled render on the device (for video: DELETE, then stop the model — slow), free the device."""
-    from jobs.engine import cancel_on_device as run_cancel
+    from jobs.queue.engine import cancel_on_device as run_cancel
 
     run_cancel(job_id)
 
@@ -54,24 +54,24 @@ def cancel_on_device(job_id: int) -> None:
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def reconcile() -> dict[str, int]:
     """Beat, every few seconds: revive dead poll chains, recover jobs whose worker died, start idle queues."""
-    from jobs.engine import reconcile as run_reconcile
+    from jobs.queue.engine import reconcile as run_reconcile
 
     return run_reconcile()
 
 
 @shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
 def plan(device_id: int) -> None:
-    from jobs.eta import plan_device
+    from jobs.queue.eta import plan_device
 
     plan_device(device_id)
 
 
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def sweep_thumbnails() -> int:
-    """Beat: queue the thumbnails whose task was lost (``jobs.thumbnails.missing_recent``). Returns how many."""
+    """Beat: queue the thumbnails whose task was lost (``jobs.files.thumbnails.missing_recent``). Returns how many."""
     from django.utils import timezone
 
-    from jobs.thumbnails import missing_recent
+    from jobs.files.thumbnails import missing_recent
 
     ids = missing_recent(now=timezone.now())
     for job_id in ids:
@@ -82,8 +82,8 @@ def sweep_thumbnails() -> int:
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def make_thumbnail(job_id: int) -> None:
     """The gallery thumbnail of a done job, made after the device is free for the next one."""
+    from jobs.files.thumbnails import thumbnail_for_job
     from jobs.models import Job
-    from jobs.thumbnails import thumbnail_for_job
 
     job = Job.objects.filter(pk=job_id).select_related("owner").first()
     if job is not None:

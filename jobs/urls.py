@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs import views
+from jobs.doors import views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),

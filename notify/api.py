@@ -25,9 +25,9 @@ from pydantic import BaseModel
 
 from hub.api_auth import require_scope
 from hub.ratelimit import RateLimited
-from jobs.admission import RequestInvalid
-from jobs.filters import decode_cursor, encode_cursor
-from jobs.schemas import ErrorOut
+from jobs.doors.filters import decode_cursor, encode_cursor
+from jobs.kinds.schemas import ErrorOut
+from jobs.queue.admission import RequestInvalid
 from notify import selectors, services
 from notify.forms import ChannelForm
 from notify.models import EVENT_FLAGS, Channel, Delivery

@@ -1,6 +1,6 @@
 """Schemas of ``/api/notify`` (django-ninja / pydantic): what goes in, what comes out.
 
-As in ``jobs.schemas``, input schemas carry **types only** and forbid unknown fields. Whether a value is
+As in ``jobs.kinds.schemas``, input schemas carry **types only** and forbid unknown fields. Whether a value is
 acceptable (an email address, a URL Apprise knows, a name of at most 100 characters, which events a household
 channel hears) is ``notify.forms.ChannelForm``'s and ``notify.services``' business, so the API answers with the
 page's own messages. Secrets go in (``url``, ``secret``) and never come out: answers carry ``display``, the masked
@@ -14,7 +14,7 @@ import datetime as dt
 from ninja import Schema
 from pydantic import Field
 
-from jobs.schemas import Strict
+from jobs.kinds.schemas import Strict
 
 _EVENTS_PERSONAL = "Your channels: `on_done`, `on_failed`, `on_started`."
 _EVENTS_HOUSEHOLD = "Household channels: `on_queue_empty`, `on_device_locked`."

@@ -1,6 +1,6 @@
 """Notifications: every change to channels and deliveries goes through here.
 
-The flow (see ``jobs.transitions.job_transition`` and ``devices.services.device_set_state`` for the two hooks):
+The flow (see ``jobs.core.transitions.job_transition`` and ``devices.services.device_set_state`` for the two hooks):
 
 1. After the job's transition committed, :func:`job_entered` maps the state to an event (done, failed,
    started) and calls :func:`notify_event`, which writes one pending Delivery per channel that wants it and
@@ -266,7 +266,7 @@ def channel_rekey_all() -> tuple[int, int]:
 
 # -- events ----------------------------------------------------------------------------------------------------
 def job_entered(*, job_id: int, state: str, seq: int) -> None:
-    """The hook ``jobs.transitions.job_transition`` calls after commit. Never raises."""
+    """The hook ``jobs.core.transitions.job_transition`` calls after commit. Never raises."""
     try:
         event = STATE_EVENTS.get(state)
         if event:
@@ -468,7 +468,7 @@ def build_message(delivery: Delivery) -> senders.Message:
     data: dict[str, Any] = {}
     path = "/notify/"
     if job is not None and event in PERSONAL_EVENTS:
-        from jobs.fragments import job_title
+        from jobs.live.fragments import job_title
 
         title_text = job_title(job, limit=80)
         path = f"/jobs/{job.pk}/"

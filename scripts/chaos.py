@@ -4,7 +4,7 @@
 Real parts only: a private Redis, a throw-away SQLite database, the web server (all its processes), two Celery workers and
 beat as OS processes, the Tiiny emulator and two TensorSharp emulators over loopback HTTP. Three people queue a
 mixed night (video, 3D, music, image, speech on the Tiiny; video and an image edit on TensorSharp) through the
-REST API with their own tokens, and through ``jobs.admission`` (the page's path) for uploads.
+REST API with their own tokens, and through ``jobs.queue.admission`` (the page's path) for uploads.
 
 Meanwhile, from a seeded RNG (printed, so a failing night can be replayed with ``--seed``):
 
@@ -27,7 +27,7 @@ Then it checks, and prints on one screen (exit status 1 on any violation):
 * every done job's files download through the web server with the owner's token, matching the Artifact's sha256.
 
 ``--long`` is a bigger night with more faults (a few minutes) and writes its summary into bench/RESULTS.md.
-The short night is what ``jobs/tests/test_chaos.py`` runs in ``make test``, through ``run_chaos``.
+The short night is what ``jobs/tests/queue/test_chaos.py`` runs in ``make test``, through ``run_chaos``.
 """
 
 from __future__ import annotations
@@ -193,7 +193,7 @@ def plan_night(opts: Options, rng: random.Random) -> list[Submission]:
             data = {"model": SONG, "caption": f"a folk song about {text()} [{tag}]", "lyrics": "la la"}
             data.update(generation_type="mixed", seconds=20)
             sub = Submission(n, tag, owner, "tiiny", "music", data)
-        else:  # 3D: an upload, so through the page's path (jobs.admission), keyed by its tag
+        else:  # 3D: an upload, so through the page's path (jobs.queue.admission), keyed by its tag
             data = {"model": MESH, "simplify": True, "texture": True, "seed": rng.randrange(1, 2**30)}
             sub = Submission(n, tag, owner, "tiiny", "mesh", data, files={"image": _png()}, via="service")
         subs.append(sub)
@@ -645,7 +645,7 @@ class Night:
     def _submit_service(self, sub: Submission, device: Any) -> None:
         from django.core.files.uploadedfile import SimpleUploadedFile
 
-        from jobs.admission import RequestInvalid, check_request, submit_checked
+        from jobs.queue.admission import RequestInvalid, check_request, submit_checked
 
         files = {k: SimpleUploadedFile(f"{k}.png", v, "image/png") for k, v in sub.files.items()}
         user = self.users[sub.owner]

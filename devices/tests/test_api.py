@@ -12,7 +12,6 @@ from django.utils import timezone
 from devices.metrics import Sample, metric_add
 from devices.models import Device
 from hub.accounts.tokens import token_create
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import TTS, VIDEO
 
 pytestmark = pytest.mark.django_db

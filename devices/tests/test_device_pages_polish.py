@@ -12,7 +12,6 @@ from devices.capabilities import Capabilities, ModelCap, TensorSharpCap
 from devices.models import Device
 from devices.selectors import device_list_for, device_model_rows, model_label
 from devices.services import device_register
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import MESH, VIDEO
 
 pytestmark = pytest.mark.django_db

@@ -63,8 +63,8 @@ def test_it_forgets_its_models_after_a_power_cycle_and_leaves_a_foreign_load_alo
 
 def test_it_forgets_what_a_slow_video_stop_unloaded(tiiny, c, pocket):
     """Cancelling a video stops the video model; on the device that stop is slow and unloads every model."""
+    from jobs.kinds.runners.tiiny import TiinyVideoRunner
     from jobs.models import Job
-    from jobs.runners.tiiny import TiinyVideoRunner
 
     tiiny.set_quirks(["slow_stop_cleanup_failed"])
     _hub_loads(c, pocket, IMAGE)

@@ -7,7 +7,7 @@ The partial is drawn with a context of its own holding only ``c`` (the value) an
 token: no request, no user, no context processors, nothing from the page around it. What it draws is then a
 function of the value, the template, the time zone and the language active for the render, and those four are
 the key. The value must be hashable and hold everything the partial shows (a frozen dataclass of plain fields,
-e.g. ``jobs.filters.GalleryCard``); anything else the partial reads is not there, and draws as nothing. The
+e.g. ``jobs.doors.filters.GalleryCard``); anything else the partial reads is not there, and draws as nothing. The
 CSRF token, the one thing that differs per request, is put in after, from the page's context.
 
 What is kept lives in each process (an LRU of ``KEPT_MAX`` drawings, ~1 KB each); templates don't change while

@@ -124,14 +124,14 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-queue-move": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400", "shared": "same"},
     "jobs-queue-run-next": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS, "shared": "same"},
     "jobs-file": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
-    # A job's inputs and live preview (jobs.inputs): the world's jobs have none, so whoever may see the job
-    # gets a 404 like everyone else; jobs/tests/test_thumbnails.py holds the 200s (owner, admin, shared, link).
+    # A job's inputs and live preview (jobs.files.inputs): the world's jobs have none, so whoever may see the job
+    # gets a 404 like everyone else; jobs/tests/files/test_thumbnails.py holds the 200s (owner, admin, shared, link).
     "jobs-input": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
     "jobs-public-input": {"GET": "404 404 404 404 404", "POST": PUBLIC_NO},
     "jobs-preview": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
     # a finished job's box is empty (200): it takes itself off the page
     "jobs-preview-box": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
-    # -- quotas and usage (jobs.quota_views): everyone's own usage page; results deleted by their owner or an
+    # -- quotas and usage (jobs.doors.quota_views): everyone's own usage page; results deleted by their owner or an
     # admin (a confirmation page, then the POST); the limit forms of the People page are admins' only
     "usage": {"GET": EVERYONE, "POST": NO},
     "usage-results-delete": {

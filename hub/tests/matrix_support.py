@@ -60,7 +60,7 @@ def _declared_methods(callback: Any) -> set[str]:
             ):
                 found.update(value)  # require_http_methods(["GET", "POST"]) keeps its list in a closure
             elif isinstance(value, dict) and value and all(isinstance(m, str) and m.isupper() for m in value):
-                found.update(value)  # jobs.v1.door(GET="read", POST="submit")
+                found.update(value)  # jobs.doors.v1.door(GET="read", POST="submit")
         todo.append(getattr(fn, "__wrapped__", None))
     return {m for m in found if m in {"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"}}
 
@@ -148,7 +148,7 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
     from devices.models import Device
     from devices.services import device_register
     from hub.accounts.tokens import token_create
-    from jobs.services import job_share_link
+    from jobs.queue.services import job_share_link
     from jobs.tests.ui_fixtures import add_artifact, capabilities, make_job
 
     tag = uuid.uuid4().hex[:12]

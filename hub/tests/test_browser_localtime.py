@@ -17,8 +17,7 @@ from django.utils import timezone
 
 from conftest import PASSWORD, save_screenshot
 from hub.accounts.services import user_update_settings
-from jobs.tests.test_browser_jobs import LIVE, off_loop
-from jobs.tests.ui_fixtures import *  # noqa: F403
+from jobs.tests.doors.test_browser_jobs import LIVE, off_loop
 from jobs.tests.ui_fixtures import hold_device, make_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -57,8 +56,8 @@ def _server(at: dt.datetime, fmt: str, zone) -> str:
 
 
 def test_a_pushed_event_time_shows_in_tokyo_time(tokyo_page, member, device):
+    from jobs.core.transitions import job_note
     from jobs.models import JobEvent
-    from jobs.transitions import job_note
 
     job = make_job(member, device, state="running", prompt="a crane over the bay")
     hold_device(device)
@@ -81,8 +80,8 @@ def test_a_pushed_event_time_shows_in_tokyo_time(tokyo_page, member, device):
 
 
 def test_a_pushed_job_row_shows_its_tokyo_date_the_day_after_the_hub_s(tokyo_page, member, device):
+    from jobs.core.transitions import job_note
     from jobs.models import Job
-    from jobs.transitions import job_note
 
     job = make_job(member, device, state="running", prompt="a late-night render")
     created = dt.datetime(2026, 11, 29, 22, 30, tzinfo=dt.UTC)  # Sunday night in UTC, Monday morning in Tokyo

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import save_screenshot
-from jobs.tests.ui_fixtures import *  # noqa: F403 - the device fixture (a row with realistic capabilities)
+from jobs.tests.ui_fixtures import make_job
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
@@ -87,7 +87,6 @@ def test_wide_screens_keep_the_links_in_the_bar(signed_in_page, admin_user):
 
 
 def test_a_long_label_wraps_inside_its_gallery_card(signed_in_page, member, device):
-    from jobs.tests.ui_fixtures import make_job
 
     job = make_job(member, device, state="done", prompt="a_kite_over_the_sunset_with_no_spaces_at_all_" * 3)
     page = signed_in_page(member, width=390, height=844)

@@ -92,7 +92,7 @@ def test_it_runs_the_named_loggers_at_debug_level(tmp_path):
            "HUB_DEBUG_LOGGERS": "jobs, devices.clients"}  # fmt: skip
     code = (
         "import logging, django; django.setup(); "
-        "print([logging.getLogger(n).getEffectiveLevel() for n in ('jobs.engine', 'devices.clients', 'hub')])"
+        "print([logging.getLogger(n).getEffectiveLevel() for n in ('jobs.queue.engine', 'devices.clients', 'hub')])"
     )
     result = subprocess.run(
         [sys.executable, "-c", code],

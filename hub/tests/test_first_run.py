@@ -21,7 +21,6 @@ from django.conf import settings
 from django.test import Client
 
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 
 BASE = Path(__file__).resolve().parents[2]

@@ -98,8 +98,8 @@ def form_field_names() -> list[str]:
 
     import devices.forms  # noqa: F401 - imported for their Form subclasses
     import hub.accounts.forms  # noqa: F401
-    import jobs.filters
-    import jobs.forms  # noqa: F401
+    import jobs.doors.filters
+    import jobs.kinds.forms  # noqa: F401
 
     names: set[str] = set(EXTRA_NAMES)
     todo = list(django.forms.Form.__subclasses__())
@@ -243,7 +243,7 @@ def api_operations() -> list[tuple[str, str, list[str]]]:
 
 
 def v1_operations() -> list[tuple[str, str, list[str]]]:
-    from jobs import v1
+    from jobs.doors import v1
 
     names = sorted(v1.IMAGE_FIELDS | v1.SPEECH_FIELDS | getattr(v1, "VIDEO_FIELDS", set()))
     return [

@@ -1,5 +1,5 @@
 """``{% kept %}`` (hub.templatetags.hub_kept): a partial drawn once per value, then reused with the page's CSRF
-token; the gallery's cards are drawn this way (jobs.filters.GalleryCard)."""
+token; the gallery's cards are drawn this way (jobs.doors.filters.GalleryCard)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from django.test import Client
 from django.utils import timezone
 
 from hub.templatetags import hub_kept
-from jobs.filters import GalleryCard
+from jobs.doors.filters import GalleryCard
 from jobs.models import Bookmark
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
@@ -95,7 +94,7 @@ def test_each_person_gets_their_own_token_and_it_works(member, other_member, dev
 
 
 def test_a_plan_entry_drawn_for_one_person_is_never_shown_to_another(member, other_member, device):
-    from jobs.eta import store_plan
+    from jobs.queue.eta import store_plan
 
     hub_kept._drawn.cache_clear()
     private = make_job(member, device, prompt="my secret birthday song", kind="music")
@@ -115,8 +114,8 @@ def test_a_plan_entry_drawn_for_one_person_is_never_shown_to_another(member, oth
 
 
 def test_the_admins_controls_carry_each_admins_own_token_and_page(admin_user, device, member):
-    from jobs.eta import store_plan
-    from jobs.fragments import QUEUE_PAGE_SIZE
+    from jobs.live.fragments import QUEUE_PAGE_SIZE
+    from jobs.queue.eta import store_plan
 
     jobs = [make_job(member, device, kind="image", prompt=f"picture {i}") for i in range(QUEUE_PAGE_SIZE + 2)]
     store_plan(device.pk)

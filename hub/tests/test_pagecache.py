@@ -12,7 +12,6 @@ from django.test import Client
 from django.test.utils import CaptureQueriesContext
 
 from hub import pagecache
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
@@ -85,7 +84,7 @@ def test_any_change_through_the_web_draws_every_kept_page_again(member, other_me
 
 
 def test_the_engines_changes_draw_the_pages_again(member, device, django_capture_on_commit_callbacks):
-    from jobs.transitions import job_transition
+    from jobs.core.transitions import job_transition
 
     job = make_job(member, device, state="queued", prompt="a copper kettle")
     client = _signed_in(member)

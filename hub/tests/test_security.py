@@ -15,7 +15,6 @@ from django.test import Client
 
 from conftest import PASSWORD
 from hub.accounts.models import User
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import add_artifact, make_job
 
 pytestmark = pytest.mark.django_db
@@ -52,7 +51,7 @@ def test_the_policy_lets_the_live_socket_media_and_model_viewer_work(member_clie
 
 
 def test_the_login_page_and_the_public_share_page_carry_it_too(member, device):
-    from jobs.services import job_share_link
+    from jobs.queue.services import job_share_link
 
     assert directives(Client().get("/accounts/login/"))["script-src"] == SCRIPTS
     job = job_share_link(job=make_job(member, device, state="done"), by=member, enable=True)
@@ -99,7 +98,7 @@ def test_the_template_check_itself_catches_each_form():
 
 
 def test_copy_fields_select_through_the_static_script(member_client, member, device):
-    from jobs.services import job_share_link
+    from jobs.queue.services import job_share_link
 
     job = job_share_link(job=make_job(member, device, state="done"), by=member, enable=True)
     html = member_client.get(f"/jobs/{job.pk}/").content.decode()

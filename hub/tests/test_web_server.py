@@ -331,7 +331,7 @@ def test_on_postgresql_a_waiting_v1_call_leaves_the_pool_to_the_other_pages(memb
     import time
 
     from jobs.models import Job
-    from jobs.tests.test_v1 import token_for
+    from jobs.tests.doors.test_v1 import token_for
     from jobs.tests.ui_fixtures import IMAGE
 
     _needs_postgresql()

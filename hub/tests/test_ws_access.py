@@ -13,7 +13,6 @@ from django.conf import settings
 from django.test import Client
 
 from hub.testing import run_async
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import hold_device, make_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
@@ -67,7 +66,7 @@ class Socket:
 
 
 def test_a_member_stops_receiving_a_job_once_its_owner_makes_it_private(member, other_member, device):
-    from jobs.transitions import job_note
+    from jobs.core.transitions import job_note
 
     job = make_job(member, device, state="running", prompt="a shared fox", shared=True)
     hold_device(device)  # no background reconcile "recovers" the running row mid-test
@@ -93,7 +92,7 @@ def test_a_member_stops_receiving_a_job_once_its_owner_makes_it_private(member, 
 
 def test_an_admin_demoted_to_member_leaves_the_admins_group_at_once(admin_user, member, device):
     from conftest import _person
-    from jobs.broadcast import broadcast_queue
+    from jobs.live.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
     hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
@@ -142,7 +141,7 @@ def test_every_socket_of_a_deactivated_person_is_closed(admin_user, member, devi
 
 
 def test_signing_out_closes_that_sessions_sockets_only(member, device):
-    from jobs.broadcast import broadcast_job
+    from jobs.live.broadcast import broadcast_job
 
     job = make_job(member, device, state="running", prompt="my own fox")
     hold_device(device)
@@ -203,7 +202,7 @@ def test_a_viewers_device_card_push_carries_no_address_while_the_admin_sees_it(a
 
 def test_a_role_changed_in_the_admin_site_reaches_open_sockets_at_once(admin_user, member, device):
     from conftest import _person
-    from jobs.broadcast import broadcast_queue
+    from jobs.live.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
     hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
@@ -241,7 +240,7 @@ def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member,
     from django.contrib.sessions.models import Session
 
     from hub.accounts.models import User
-    from jobs.broadcast import broadcast_queue
+    from jobs.live.broadcast import broadcast_queue
 
     make_job(member, device, prompt="my private birthday surprise")
     hold_device(device)  # no background dispatch of the queued job (its plan pushes would race the test's)
@@ -272,7 +271,7 @@ def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member,
 def test_each_members_plan_names_their_own_jobs_by_prompt_and_no_other_socket_gets_it(
     admin_user, member, other_member, viewer, device
 ):
-    from jobs.transitions import job_set, job_ticked, job_transition, plan_changed
+    from jobs.core.transitions import job_set, job_ticked, job_transition, plan_changed
 
     hold_device(device)
     first = make_job(member, device, prompt="the moonlit fox of mia")
@@ -321,7 +320,7 @@ def test_admin_only_words_reach_admins_sockets_only(admin_user, member, viewer, 
     from devices.capabilities import Capabilities, VaultCap
     from devices.live import device_push
     from devices.models import Device
-    from jobs.broadcast import broadcast_queue
+    from jobs.live.broadcast import broadcast_queue
 
     hold_device(device)
     caps = Capabilities.from_dict(device.capabilities)
@@ -372,8 +371,8 @@ def test_a_queue_socket_gets_the_glance_and_admins_the_first_page_of_controls(
     """Over the whole stack: everyone's queue socket gets the dashboard's glance (the next ``PLAN_SHOWN`` and the
     "more" line) and no private prompt, admins the controls for the queue page's first page; a prompt on a later
     page of the controls goes to nobody."""
-    from jobs import fragments
-    from jobs.broadcast import broadcast_queue
+    from jobs.live import fragments
+    from jobs.live.broadcast import broadcast_queue
 
     monkeypatch.setattr(fragments, "QUEUE_PAGE_SIZE", fragments.PLAN_SHOWN + 1)
     hold_device(device)

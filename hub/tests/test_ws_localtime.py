@@ -18,15 +18,14 @@ from django.conf import settings
 from hub.accounts.services import user_update_settings
 from hub.testing import run_async
 from hub.tests.test_ws_access import ORIGIN, Socket, signed_in
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import hold_device, make_job
 
 pytestmark = [pytest.mark.django_db(transaction=True), pytest.mark.integration]
 
 
 def test_a_pushed_time_carries_its_instant_and_is_the_same_html_for_every_zone(member, other_member, device):
+    from jobs.core.transitions import job_note
     from jobs.models import JobEvent
-    from jobs.transitions import job_note
 
     assert settings.TIME_ZONE == "UTC"
     user_update_settings(user=member, display_name="", email="", time_zone="Asia/Tokyo")

@@ -104,7 +104,7 @@ def test_every_topic_kind_has_a_declaration():
 
 def test_the_websocket_matrix(world):
     from devices.live import device_push
-    from jobs.broadcast import broadcast_job, broadcast_queue
+    from jobs.live.broadcast import broadcast_job, broadcast_queue
     from jobs.models import Job
     from jobs.tests.ui_fixtures import hold_device
 

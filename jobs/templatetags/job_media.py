@@ -6,8 +6,8 @@ from typing import Any
 
 from django import template
 
-from jobs.inputs import job_inputs
-from jobs.previews import preview_version, streams_previews
+from jobs.files.inputs import job_inputs
+from jobs.files.previews import preview_version, streams_previews
 
 register = template.Library()
 

@@ -1,6 +1,6 @@
 """``{{ job|plan_label:user }}``: how the queue plan and the running-now card name a job for one person.
 
-The rule is ``jobs.selectors.plan_shows_prompt``; the page passes the person it is rendered for (``user``), a
+The rule is ``jobs.core.selectors.plan_shows_prompt``; the page passes the person it is rendered for (``user``), a
 push the person it goes to, or None for the version everyone else gets.
 """
 
@@ -15,8 +15,8 @@ register = template.Library()
 
 @register.filter
 def plan_label(job: Any, viewer: Any = None) -> str:
-    from jobs.fragments import job_title, public_label
-    from jobs.selectors import plan_shows_prompt
+    from jobs.core.selectors import plan_shows_prompt
+    from jobs.live.fragments import job_title, public_label
 
     if job is None or job == "":
         return ""
@@ -27,7 +27,7 @@ def plan_label(job: Any, viewer: Any = None) -> str:
 @register.simple_tag
 def plan_item(entry: Any, viewer: Any = None, pager: Any = None) -> Any:
     """``{% plan_item e user pager as item %}``: the plan entry ``e`` as ``viewer`` sees it (``PlanItem``)."""
-    from jobs.fragments import PlanItem
+    from jobs.live.fragments import PlanItem
 
     return PlanItem.of(
         entry, viewer, paged=bool(pager)
@@ -37,7 +37,7 @@ def plan_item(entry: Any, viewer: Any = None, pager: Any = None) -> Any:
 @register.simple_tag
 def queue_row(entry: Any, device: Any, pager: Any, waiting: int, back: str) -> Any:
     """``{% queue_row e device pager waiting queue_back as row %}``: an entry of the admins' controls."""
-    from jobs.fragments import QueueRow
+    from jobs.live.fragments import QueueRow
 
     page = pager["page"] if pager else 1
     return QueueRow.of(entry, device_id=device.pk, page=page, waiting=waiting, back=back)

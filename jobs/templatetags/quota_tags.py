@@ -1,4 +1,4 @@
-"""``{% people_quota as quota %}``: the People page's quota section reads its rows here (``jobs.quota_views``),
+"""``{% people_quota as quota %}``: the People page's quota section reads its rows here (``jobs.doors.quota_views``),
 so the People view itself (``hub.accounts``) needs to know nothing about quotas."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ register = template.Library()
 
 @register.simple_tag(takes_context=True)
 def people_quota(context: Any) -> dict[str, Any]:
-    from jobs.quota_views import people_quota_context
+    from jobs.doors.quota_views import people_quota_context
 
     request = context.get("request")
     return people_quota_context(getattr(request, "user", None))

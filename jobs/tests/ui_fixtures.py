@@ -1,7 +1,8 @@
 """Fixtures for the UI's view tests: a device with realistic capabilities and jobs made directly as rows.
 
-View tests don't need the engine: they build ``Job`` rows in the states a page must show. Import the fixtures
-into a test module with ``from jobs.tests.ui_fixtures import *  # noqa: F403``.
+View tests don't need the engine: they build ``Job`` rows in the states a page must show. The fixtures
+(``device``, ``media``) reach every test through the root conftest's ``pytest_plugins``; the helpers and constants
+are imported by name.
 """
 
 from __future__ import annotations
@@ -78,11 +79,11 @@ def hold_device(device, job=None, *, minutes: int = 10) -> None:
     ``running`` row that no worker holds (interrupted, then queued again), dispatch a queued job to the fake
     address, and push what it changed, racing the test's own pushes (and its "skip unchanged" memory in Redis).
     Holding the device's poll claim and its lease far ahead keeps all of that away (a lease held for no job is
-    nobody's to recover: ``jobs.engine.recover`` leaves the job alone; give ``job`` when the test needs the
+    nobody's to recover: ``jobs.queue.engine.recover`` leaves the job alone; give ``job`` when the test needs the
     lease to be that job's).
     """
     from devices.services import device_claim_poll
-    from jobs.lease import lease_acquire
+    from jobs.core.lease import lease_acquire
 
     ahead = timezone.now() + dt.timedelta(minutes=minutes)
     assert device_claim_poll(device_id=device.pk, now=ahead)
@@ -172,18 +173,3 @@ def add_artifact(
 def media(settings, tmp_path):
     settings.MEDIA_ROOT = tmp_path / "media"
     return settings.MEDIA_ROOT
-
-
-__all__ = [
-    "PNG",
-    "VIDEO",
-    "MESH",
-    "TTS",
-    "MUSIC",
-    "IMAGE",
-    "device",
-    "make_job",
-    "add_artifact",
-    "media",
-    "capabilities",
-]

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import save_screenshot
 from jobs.tests.conftest import make_device
-from jobs.tests.test_browser_jobs import LIVE, _usable_broker_pool, off_loop, submit_video  # noqa: F401
+from jobs.tests.doors.test_browser_jobs import LIVE, _usable_broker_pool, off_loop, submit_video  # noqa: F401
 from notify.models import Delivery
 from notify.services import channel_create
 
@@ -148,7 +148,7 @@ def test_a_push_reaches_the_service_worker_which_shows_it(signed_in_page, member
 def test_my_job_finishing_notifies_beeps_and_lists_its_delivery(
     signed_in_page, member, admin_user, pocket, tiiny, live_worker, live_server_asgi, receiver
 ):
-    from jobs.services import queue_pause, queue_resume
+    from jobs.queue.services import queue_pause, queue_resume
 
     hook = receiver([200])
     off_loop(channel_create, owner=member, kind="webhook", name="My hook", url=f"{hook.url}/in")

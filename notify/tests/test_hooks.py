@@ -1,14 +1,13 @@
-"""The two hooks: a job's transition (jobs.transitions, after commit) and a device becoming locked
+"""The two hooks: a job's transition (jobs.core.transitions, after commit) and a device becoming locked
 (devices.services.device_set_state). A failing channel never touches the job, its result or the queue."""
 
 from __future__ import annotations
 
 import pytest
 
+from jobs.core.transitions import job_transition
 from jobs.models import Job
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
-from jobs.transitions import job_transition
 from notify.models import Delivery
 from notify.services import channel_create, delivery_attempt
 

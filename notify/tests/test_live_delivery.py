@@ -26,7 +26,7 @@ def pocket(tiiny):
 
 
 def _submit(owner, device, prompt):
-    from jobs.services import job_submit
+    from jobs.queue.services import job_submit
     from jobs.tests.ui_fixtures import VIDEO
 
     params = {"prompt": prompt, "size": "832x480", "seconds": 2, "steps": 4}

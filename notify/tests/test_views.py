@@ -8,7 +8,6 @@ import json
 import pytest
 
 from hub.tests.leakguard import register_key
-from jobs.tests.ui_fixtures import *  # noqa: F403
 from jobs.tests.ui_fixtures import make_job
 from notify.models import Channel, Delivery
 from notify.services import channel_create

@@ -14,7 +14,6 @@ from django.utils import timezone
 from hub.accounts.middleware import TimeZoneMiddleware
 from hub.accounts.services import user_update_settings
 from jobs.models import Job
-from jobs.tests.ui_fixtures import *  # noqa: F403 - the device fixture (a row with realistic capabilities)
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db

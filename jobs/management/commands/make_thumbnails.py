@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
 
+from jobs.files.thumbnails import backfill
 from jobs.models import Job, JobState
-from jobs.thumbnails import backfill
 
 
 class Command(BaseCommand):

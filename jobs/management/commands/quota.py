@@ -1,5 +1,5 @@
 """``python manage.py quota USERNAME [--device-minutes-per-day N] …``: set a person's limits, print them and
-their usage. The rules are ``jobs.quotas``'; this is one more way in."""
+their usage. The rules are ``jobs.quotas.services``'; this is one more way in."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from django.contrib.auth import get_user_model
 from django.core.exceptions import ValidationError
 from django.core.management.base import BaseCommand, CommandError
 
-from jobs import quotas
 from jobs.models import QUOTA_FIELDS, UNLIMITED
+from jobs.quotas import services as quotas
 
 OPTIONS = {
     "device_minutes_per_day": "--device-minutes-per-day",

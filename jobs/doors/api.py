@@ -1,0 +1,663 @@
+"""REST routes for jobs (``/api/jobs``) and the per-device queue plan (``/api/devices/{id}/plan``).
+
+Thin, like the pages: an access-checking selector first (``jobs_visible_to`` / ``job_for``: no existence
+leak), the request validated by the same form the page uses (``jobs.queue.admission``), one service call. Scopes:
+GET needs ``read``, POST needs ``submit``; anything that queues a job also passes the rate limit.
+Errors are turned into JSON by the handlers in ``hub.api``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.exceptions import RequestDataTooBig
+from django.core.files import File
+from django.db.models import Prefetch, Q
+from django.http import Http404, HttpRequest, HttpResponse
+from django.urls import reverse
+from django.utils.text import capfirst
+from ninja import Query, Router
+from ninja.errors import HttpError
+from ninja.responses import Status
+from pydantic import ValidationError as PydanticValidationError
+
+from devices.models import Device
+from devices.selectors import device_default
+from hub.api_auth import require_scope
+from hub.parsing import parse_id
+from hub.ratelimit import check_submit
+from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, running_job
+from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
+from jobs.kinds.forms import form_class_for
+from jobs.kinds.schemas import (
+    FILE_FIELDS,
+    CancelIn,
+    ErrorOut,
+    JobDetailOut,
+    JobListOut,
+    PlanOut,
+    ShareIn,
+    SubmittedOut,
+    fields_schema,
+    submit_body_openapi,
+)
+from jobs.live.fragments import eta_for, job_title, public_label
+from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
+from jobs.queue import services
+from jobs.queue.admission import RequestInvalid, check_form, form_for, submit_request
+
+router = Router(tags=["jobs"])
+queue_router = Router(tags=["queue"])
+
+READ, SUBMIT = "read", "submit"
+ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 413: ErrorOut, 422: ErrorOut}
+SUBMIT_ERRORS = {**ERRORS, 415: ErrorOut, 429: ErrorOut}
+EVENTS_SHOWN = 200
+
+
+# Ids go through hub.parsing.parse_id: int() would accept "²", " 12" or "١٢", and a 10,000-digit id must not
+# reach the database (SQLite raises OverflowError past 2**63).
+def _job(request: HttpRequest, job_id: str) -> Job:
+    pk = parse_id(job_id)
+    if pk is None:
+        raise Http404("No such job.")
+    return job_for(request.user, pk)
+
+
+def _invalid(field: str, message: str) -> RequestInvalid:
+    return RequestInvalid({field: [message]})
+
+
+# -- output ---------------------------------------------------------------------------------------------------
+def _abs(request: HttpRequest, path: str) -> str:
+    return request.build_absolute_uri(path)
+
+
+def _public_params(params: dict[str, Any]) -> dict[str, Any]:
+    """The parameters as the job page shows them: stored input files by name, never a server path."""
+    out = dict(params or {})
+    if isinstance(out.get("files"), dict):
+        out["files"] = {k: str(v).rsplit("/", 1)[-1] for k, v in out["files"].items()}
+    return out
+
+
+def job_out(request: HttpRequest, job: Job) -> dict[str, Any]:
+    error = None
+    if job.state in (JobState.FAILED, JobState.INTERRUPTED) and (job.error_code or job.error_human):
+        error = {
+            "code": job.error_code or "error",
+            "message": job.error_human or "The device reported an error.",
+            "detail": job.error_detail,
+        }
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "state": job.state,
+        "state_label": job.get_state_display(),
+        "device": job.device_id,
+        "device_name": job.device.name,
+        "owner": job.owner.username,
+        "model": job.model_id,
+        "prompt": job.prompt,
+        "params": _public_params(job.params),
+        "when": job.when,
+        "not_before": job.not_before,
+        "polite": job.polite,
+        "shared": job.shared,
+        "progress": round(job.progress, 1),
+        "phase": job.phase,
+        "estimate_s": job.estimate_s,
+        "predicted_start": job.predicted_start,
+        "predicted_finish": job.predicted_finish,
+        "created": job.created,
+        "started_at": job.started_at,
+        "finished_at": job.finished_at,
+        "error": error,
+        "cancel_reason": job.cancel_reason,
+        "url": _abs(request, reverse("jobs-detail", args=[job.pk])),
+        "api_url": _abs(request, reverse("api:job_get", args=[job.pk])),
+    }
+
+
+def job_detail_out(request: HttpRequest, job: Job) -> dict[str, Any]:
+    job = (
+        Job.objects.select_related("owner", "device")
+        .prefetch_related(
+            Prefetch("events", queryset=JobEvent.objects.order_by("seq")),
+            Prefetch("artifacts", queryset=Artifact.objects.order_by("id")),
+        )
+        .get(pk=job.pk)
+    )
+    events = list(job.events.all())[-EVENTS_SHOWN:]
+    return {
+        **job_out(request, job),
+        "eta": eta_for(job),
+        "events": [{"seq": e.seq, "at": e.at, "state": e.state, "message": e.message} for e in events],
+        "artifacts": [
+            {
+                "id": a.pk,
+                "kind": a.kind,
+                "name": a.name,
+                "mime": a.mime,
+                "bytes": a.bytes,
+                "sha256": a.sha256,
+                "created": a.created,
+                "download_url": _abs(request, reverse("api:job_artifact", args=[job.pk, a.pk])),
+                "web_url": _abs(request, reverse("jobs-file", args=[job.pk, a.pk])),
+            }
+            for a in job.artifacts.all()
+        ],
+    }
+
+
+# -- reading a request body -------------------------------------------------------------------------------------
+def _guard_size(request: HttpRequest) -> None:
+    """Refuse a body over DATA_UPLOAD_MAX_MEMORY_SIZE before reading it (multipart files included: the
+    forms accept at most 10 MB per file, so anything bigger is refused anyway, just later and at more cost)."""
+    limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
+    try:
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+    except ValueError:
+        length = 0
+    if limit is not None and length > limit:
+        raise RequestDataTooBig("too big")
+
+
+def read_body(request: HttpRequest, *, files_allowed: bool) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The request's fields and files: a JSON object, or multipart/form-data (urlencoded too) with files."""
+    _guard_size(request)
+    ctype = (request.content_type or "").lower()
+    if ctype in ("multipart/form-data", "application/x-www-form-urlencoded"):
+        data: dict[str, Any] = {}
+        for key in request.POST:
+            values = request.POST.getlist(key)
+            if len(values) > 1:
+                raise _invalid(key, "Give this field once.")
+            data[key] = values[0]
+        files = {}
+        for key in request.FILES:
+            if len(request.FILES.getlist(key)) > 1:
+                raise _invalid(key, "Give one file.")
+            files[key] = request.FILES[key]
+        if files and not files_allowed:
+            raise _invalid(next(iter(files)), "This request takes no file.")
+        return data, files
+    if ctype not in ("application/json", "text/plain", ""):
+        raise HttpError(
+            415, f"Unsupported Content-Type {ctype!r}: send application/json or multipart/form-data."
+        )
+    if not request.body:
+        return {}, {}
+    try:
+        data = json.loads(request.body)
+    except ValueError as exc:  # JSONDecodeError, UnicodeDecodeError, and a number of over 4,300 digits
+        raise HttpError(400, f"The request body is not valid JSON ({exc}).") from None
+    except RecursionError:  # json.loads of ~1,000 nested arrays or objects (found by hub/tests/test_fuzz.py)
+        raise HttpError(400, "The request body is nested too deeply to be a job.") from None
+    if not isinstance(data, dict):
+        raise HttpError(400, 'The request body must be a JSON object, e.g. {"kind": "video", …}.')
+    return data, {}
+
+
+def _check_fields(
+    form_fields: set[str], data: dict[str, Any], files: dict[str, Any], *, what: str, json_body: bool
+) -> None:
+    """Unknown fields are refused by name (a typo must not be dropped silently); files only in multipart."""
+    errors: dict[str, list[str]] = {}
+    allowed = sorted(f for f in form_fields if f not in FILE_FIELDS)
+    file_fields = sorted(f for f in form_fields if f in FILE_FIELDS)
+    for key in data:
+        if key in FILE_FIELDS and key in form_fields and json_body:
+            errors[key] = ["This is a file: send the request as multipart/form-data with the file in it."]
+        elif key not in form_fields:
+            errors[key] = [f"Unknown field for {what}; its fields are: {', '.join(allowed)}."]
+    for key in files:
+        if key not in form_fields or key not in FILE_FIELDS:
+            hint = f"its files are: {', '.join(file_fields)}" if file_fields else "it takes no file"
+            errors[key] = [f"Unknown file for {what}; {hint}."]
+    if errors:
+        raise RequestInvalid(errors)
+
+
+def _typed(schema: type, data: dict[str, Any]) -> dict[str, Any]:
+    """JSON values checked for type by the pair's schema (strings, numbers, booleans where each belongs)."""
+    try:
+        model = schema.model_validate(data)
+    except PydanticValidationError as exc:
+        raise RequestInvalid(pydantic_errors(exc.errors())) from None
+    return {k: v for k, v in model.model_dump(exclude_unset=True).items() if v is not None}
+
+
+def pydantic_errors(errors: list[dict[str, Any]], *, skip: int = 0) -> dict[str, list[str]]:
+    """pydantic's error list as ``{field: [message]}`` (the shape every 422 of this API has)."""
+    out: dict[str, list[str]] = {}
+    for err in errors:
+        loc = [str(p) for p in err.get("loc", ())][skip:]
+        name = ".".join(loc) or "__all__"
+        kind = err.get("type", "")
+        if kind == "extra_forbidden":
+            message = "Unknown field."
+        elif kind == "missing":
+            message = "This field is required."
+        else:
+            message = str(err.get("msg", "Invalid value."))
+        out.setdefault(name, []).append(message)
+    return out
+
+
+def _device_for_submit(raw: Any) -> Device:
+    if raw in (None, ""):
+        device = device_default()
+        if device is None:
+            raise _invalid("device", "There is no device yet; an admin adds one first.")
+        return device
+    pk = parse_id(raw)
+    device = Device.objects.filter(pk=pk).first() if pk is not None else None
+    if device is None:
+        raise _invalid("device", f"No such device: {str(raw)[:40]!r}. GET /api/devices lists them.")
+    return device
+
+
+def _what(device: Device, kind: str) -> str:
+    return f"a {JobKind(kind).label.lower()} job on a {device.get_kind_display()}"
+
+
+def with_defaults(
+    request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
+) -> dict[str, Any]:
+    """Fields left out take the form's defaults, as the page pre-fills them (steps, format, "simplify" on…).
+
+    A checkbox the page shows ticked would otherwise read as unticked when a script leaves it out.
+    """
+    form = form_for(owner=request.user, device=device, kind=kind, data={"model": data.get("model")})
+    out = dict(data)
+    for name, field in form.fields.items():
+        if name in out or name in files or isinstance(field, forms.FileField):
+            continue
+        initial = field.initial() if callable(field.initial) else field.initial
+        if initial is not None:
+            out[name] = initial
+    return out
+
+
+def _validated(
+    request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
+) -> dict[str, Any]:
+    form = form_for(owner=request.user, device=device, kind=kind, data=None)
+    schema = fields_schema(device.kind, kind)
+    json_body = not (request.content_type or "").lower().startswith(("multipart/", "application/x-www"))
+    # ``lift_limits`` is on admins' forms only; anyone else's is refused by admission with a sentence that says why.
+    known = set(form.fields) | {"lift_limits"}
+    _check_fields(known, data, files, what=_what(device, kind), json_body=json_body)
+    # Multipart values are strings, the form's native input: the form's own messages judge them.
+    return _typed(schema, data) if (json_body and schema is not None) else data
+
+
+# -- jobs -----------------------------------------------------------------------------------------------------
+@router.post(
+    "",
+    url_name="job_submit",
+    response={201: SubmittedOut, 200: SubmittedOut, **SUBMIT_ERRORS},
+    openapi_extra=submit_body_openapi(),
+    summary="Submit a job",
+)
+def submit(request: HttpRequest):
+    """Queue a job of any kind on any device: JSON, or multipart/form-data when a file goes with it.
+
+    The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what the device offers);
+    fields left out take the form's defaults, as the page pre-fills them.
+    A request the device would turn down is a 422 naming the field and the reason, in the page's words.
+    With an `Idempotency-Key` header, sending the same key again (a retry) answers 200 with the job it queued.
+    """
+    require_scope(request, SUBMIT)
+    check_submit(request)
+    data, files = read_body(request, files_allowed=True)
+    kind = data.pop("kind", None)
+    device_raw = data.pop("device", None)
+    if not isinstance(kind, str) or kind not in JobKind.values:
+        shown = "missing" if kind is None else repr(kind)[:40]
+        raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
+    device = _device_for_submit(device_raw)
+    data = _validated(request, device=device, kind=kind, data=data, files=files)
+    data = with_defaults(request, device=device, kind=kind, data=data, files=files)
+    key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
+    job, admission = submit_request(
+        owner=request.user, device=device, kind=kind, data=data, files=files, idempotency_key=key
+    )
+    return Status(
+        200 if getattr(job, "idempotent_replay", False) else 201,
+        {
+            **job_detail_out(request, job),
+            "estimate_starts_at": admission.starts_at,
+            "estimate_ready_at": admission.ready_at,
+            "warnings": admission.warnings,
+        },
+    )
+
+
+def _filter_values(raw: str | None, allowed: dict[str, list[str]], name: str) -> list[str]:
+    values: list[str] = []
+    for part in (raw or "").split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if part not in allowed:
+            raise _invalid(name, f"Unknown {name} {part[:40]!r}; one of {', '.join(allowed)}.")
+        values.extend(allowed[part])
+    return values
+
+
+STATE_FILTERS = {
+    **{s: [s] for s in JobState.values},
+    **{g: [str(s) for s in v] for g, v in STATE_GROUPS.items()},
+}
+KIND_FILTERS = {k: [k] for k in JobKind.values}
+
+
+@router.get("", url_name="job_list", response={200: JobListOut, **ERRORS}, summary="List jobs")
+def job_list(
+    request: HttpRequest,
+    state: str | None = Query(
+        None, description="A state or a group (waiting, running, done, failed, cancelled); comma-separated."
+    ),
+    kind: str | None = Query(None, description="video, mesh, music, image, speech; comma-separated."),
+    device: str | None = Query(None, description="A device id."),
+    owner: str | None = Query(
+        None, description="A username (admins see everyone's; others what they may see)."
+    ),
+    q: str | None = Query(
+        None, max_length=200, description="Words the prompt must all hold, in any order, ignoring case."
+    ),
+    cursor: str | None = Query(None, description="The `next` of the previous page."),
+    limit: int = Query(24, ge=1, le=100),
+):
+    """The jobs you may see (your own, shared ones; everything for admins), newest first, in pages."""
+    require_scope(request, READ)
+    qs = jobs_visible_to(request.user)
+    if states := _filter_values(state, STATE_FILTERS, "state"):
+        qs = qs.filter(state__in=states)
+    if kinds := _filter_values(kind, KIND_FILTERS, "kind"):
+        qs = qs.filter(kind__in=kinds)
+    if device:
+        pk = parse_id(device)
+        if pk is None:
+            raise _invalid("device", "A device id is a whole number.")
+        qs = qs.filter(device_id=pk)
+    if owner:
+        qs = qs.filter(owner__username=owner)
+    if q:
+        qs = prompt_search(qs, q)  # the gallery's rule: every word, in any order
+    if cursor:
+        position = decode_cursor(cursor)
+        if position is None:
+            raise _invalid("cursor", "Not a cursor this API gave out; start again without it.")
+        created, pk = position
+        qs = qs.filter(Q(created__lt=created) | Q(created=created, pk__lt=pk))
+    jobs = list(qs.order_by("-created", "-id")[: limit + 1])
+    more = len(jobs) > limit
+    jobs = jobs[:limit]
+    return {
+        "items": [job_out(request, j) for j in jobs],
+        "next": encode_cursor(jobs[-1]) if more else None,
+    }
+
+
+@router.get("/{job_id}", url_name="job_get", response={200: JobDetailOut, **ERRORS}, summary="Get a job")
+def job_get(request: HttpRequest, job_id: str):
+    """Progress, ETA (`predicted_finish`, and `eta` while it runs), its story (events) and its files."""
+    require_scope(request, READ)
+    return job_detail_out(request, _job(request, job_id))
+
+
+@router.post(
+    "/{job_id}/cancel",
+    url_name="job_cancel",
+    response={200: JobDetailOut, **ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {"application/json": {"schema": CancelIn.model_json_schema()}},
+        }
+    },
+    summary="Cancel a job",
+)
+def job_cancel(request: HttpRequest, job_id: str):
+    """Cancel a waiting or running job (yours; admins: anyone's). The body is optional: `{"reason": "…"}`."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    # Read by hand, not as a ninja body parameter: a bare POST (no body at all) must work too.
+    data, _ = read_body(request, files_allowed=False)
+    payload = _typed(CancelIn, data)
+    reason = " ".join(str(payload.get("reason") or "").split())[:300]
+    services.job_cancel(job=job, by=request.user, reason=reason)
+    return job_detail_out(request, job)
+
+
+@router.post(
+    "/{job_id}/retry",
+    url_name="job_retry",
+    response={200: JobDetailOut, **SUBMIT_ERRORS},
+    summary="Retry a failed, cancelled or interrupted job",
+)
+def job_retry(request: HttpRequest, job_id: str):
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    check_submit(request)
+    return job_detail_out(request, services.job_retry(job=job, by=request.user))
+
+
+def _again_data(job: Job) -> dict[str, Any]:
+    """The job's settings as its form's fields (what the page's "run again" form is filled in with)."""
+    form_class = form_class_for(job.kind, job.device)
+    return {**form_class.fields_from_params(job.params or {}), "model": job.model_id, "polite": job.polite}
+
+
+def _stored_inputs(job: Job) -> dict[str, Any]:
+    """The job's input files, for the form to check again (``job_run_again`` reuses the stored copies)."""
+    out = {}
+    root = (Path(settings.MEDIA_ROOT) / "results").resolve()
+    for name, rel in ((job.params or {}).get("files") or {}).items():
+        path = (Path(settings.MEDIA_ROOT) / str(rel)).resolve()
+        if root in path.parents and path.is_file():
+            out[name] = File(open(path, "rb"), name=path.name)
+    return out
+
+
+@router.post(
+    "/{job_id}/again",
+    url_name="job_again",
+    response={201: JobDetailOut, **SUBMIT_ERRORS},
+    openapi_extra={
+        "requestBody": {
+            "required": False,
+            "content": {
+                "application/json": {
+                    "schema": {
+                        "type": "object",
+                        "description": "The form fields to change (as for POST /api/jobs, without device "
+                        "and kind); the rest is taken from the job. Input files are reused.",
+                        "additionalProperties": True,
+                    }
+                }
+            },
+        }
+    },
+    summary="Run a job again with changes",
+)
+def job_again(request: HttpRequest, job_id: str):
+    """A new job like this one (yours, or one you may see) with the changed fields; it is yours."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    check_submit(request)
+    changes, _ = read_body(request, files_allowed=False)
+    for key in ("device", "kind"):
+        if key in changes:
+            raise _invalid(key, "Run again keeps the device and the kind; submit a new job to change them.")
+    device = job.device
+    changes = _validated(request, device=device, kind=job.kind, data=changes, files={})
+    for key in FILE_FIELDS:
+        if key in changes:
+            raise _invalid(
+                key, "Run again reuses the job's input files; submit a new job to use another file."
+            )
+    data = {"when": "asap", **_again_data(job), **changes}
+    data = with_defaults(request, device=device, kind=job.kind, data=data, files={})
+    files = _stored_inputs(job)
+    try:
+        form = form_for(owner=request.user, device=device, kind=job.kind, data=data, files=files)
+        for field in form.fields.values():  # inputs are reused, as on the page
+            if isinstance(field, forms.FileField):
+                field.required = False
+        checked = check_form(form)
+    finally:
+        for f in files.values():
+            f.close()
+    new = services.job_run_again(
+        job=job,
+        by=request.user,
+        changes={**checked.params, "model_id": checked.model_id, **checked.schedule},
+    )
+    return Status(201, job_detail_out(request, new))
+
+
+@router.post(
+    "/{job_id}/share",
+    url_name="job_share",
+    response={200: JobDetailOut, **ERRORS},
+    summary="Share or unshare",
+)
+def job_share(request: HttpRequest, job_id: str, payload: ShareIn):
+    """`{"shared": true}` shares the job and its results with the household; false makes it private again."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    return job_detail_out(request, services.job_set_shared(job=job, by=request.user, shared=payload.shared))
+
+
+@router.api_operation(
+    ["GET", "HEAD"],
+    "/{job_id}/artifacts/{artifact_id}",
+    url_name="job_artifact",
+    response={206: None, 304: None, 416: None, **ERRORS},  # 200: openapi_extra below (one key, not two)
+    openapi_extra={
+        "responses": {
+            "200": {
+                "description": "The file (`Range` gets 206; `If-None-Match` 304).",
+                "content": {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}},
+            }
+        }
+    },
+    summary="Download a result file",
+)
+def job_artifact(request: HttpRequest, job_id: str, artifact_id: str, download: bool = False) -> HttpResponse:
+    """The file itself, as the job page serves it (ranges, caching). `?download=1` for an attachment."""
+    require_scope(request, READ)
+    job = _job(request, job_id)
+    pk = parse_id(artifact_id)
+    artifact = job.artifacts.select_related("job").filter(pk=pk).first() if pk is not None else None
+    if artifact is None:
+        raise Http404("No such file.")
+    from jobs.files.downloads import artifact_response
+
+    return artifact_response(request, artifact, inline=not download)
+
+
+# -- the queue plan -----------------------------------------------------------------------------------------------
+def waiting_because(job: Job, *, ahead: int, blocked: str) -> str:
+    """Why a waiting job has not started: the device's block, else the plan's own reason
+    (``jobs.core.scheduler.order_with_reasons``, the same words as the queue page), else its place in line."""
+    if blocked:
+        return blocked
+    if getattr(job, "plan_reason", ""):
+        return capfirst(job.plan_reason) + "."
+    if ahead:
+        return f"Behind {ahead} job{'s' if ahead != 1 else ''}."
+    return "Next in line: it starts as soon as the device is free."
+
+
+@queue_router.get(
+    "/devices/{device_id}/plan",
+    url_name="device_plan",
+    response={200: PlanOut, **ERRORS},
+    summary="A device's queue plan",
+)
+def device_plan(request: HttpRequest, device_id: str):
+    """The order the device will run its jobs in, each with predicted start and finish and why it waits.
+
+    Everyone sees the whole plan; another person's private job shows as e.g. “Video by mia”, without its
+    prompt (as on the queue page).
+    """
+    from jobs.core.scheduler import blocked_reason, snapshot_for
+
+    require_scope(request, READ)
+    pk = parse_id(device_id)
+    device = Device.objects.filter(pk=pk).first() if pk is not None else None
+    if device is None:
+        raise Http404("No such device.")
+    user = request.user
+    snap = snapshot_for(device.pk)
+    blocked = blocked_reason(snap)
+    running = running_job(device)
+    waiting = [j for j in queue_plan(device) if j.state in WAITING_STATES]
+
+    def seen(job: Job) -> tuple[str, str | None, str | None]:
+        if can_view(user, job):
+            return job_title(job), job.prompt, _abs(request, reverse("api:job_get", args=[job.pk]))
+        return public_label(job), None, None
+
+    rows = []
+    for i, job in enumerate(waiting):
+        label, prompt, url = seen(job)
+        rows.append(
+            {
+                "position": i + 1,
+                "id": job.pk,
+                "kind": job.kind,
+                "state": job.state,
+                "owner": job.owner.username,
+                "label": label,
+                "prompt": prompt,
+                "model": job.model_id,
+                "when": job.when,
+                "not_before": job.not_before,
+                "predicted_start": job.predicted_start,
+                "predicted_finish": job.predicted_finish,
+                "waiting_because": waiting_because(job, ahead=i + (1 if running else 0), blocked=blocked),
+                "url": url,
+            }
+        )
+    running_out = None
+    if running is not None:
+        label, prompt, url = seen(running)
+        running_out = {
+            "id": running.pk,
+            "kind": running.kind,
+            "state": running.state,
+            "owner": running.owner.username,
+            "label": label,
+            "prompt": prompt,
+            "progress": round(running.progress, 1),
+            "phase": running.phase,
+            "predicted_finish": running.predicted_finish,
+            "url": url,
+        }
+    ends = [j.predicted_finish for j in waiting if j.predicted_finish]
+    if running is not None and running.predicted_finish:
+        ends.append(running.predicted_finish)
+    return {
+        "device": device.pk,
+        "device_name": device.name,
+        "paused": device.queue_paused,
+        "blocked": blocked,
+        "night_start": device.night_start,
+        "night_end": device.night_end,
+        "running": running_out,
+        "jobs": rows,
+        "clear_at": max(ends) if ends else None,
+    }
+
+
+__all__ = ["parse_id", "pydantic_errors", "queue_router", "router"]

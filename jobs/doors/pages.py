@@ -1,0 +1,517 @@
+"""Context builders for the job pages (kept out of the views so each view stays a few lines)."""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import json
+import re
+import secrets
+import shutil
+import time
+from pathlib import Path
+from typing import Any
+
+from django import forms
+from django.conf import settings
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpRequest
+from django.utils import timezone
+
+from devices.models import Device
+from devices.selectors import device_default, device_list_for
+from hub.parsing import parse_id, parse_int
+from jobs.core.bookmarks import is_bookmarked
+from jobs.core.selectors import PagePlan, can_manage
+from jobs.kinds.forms import JobForm, form_class_for
+from jobs.kinds.table import kinds_for
+from jobs.live.fragments import JobRow, job_context, queue_context, sparkline, sparklines
+from jobs.models import Job, JobKind
+from jobs.queue.admission import Admission, form_admission
+from jobs.queue.services import share_link_url
+
+KIND_HINTS = {
+    JobKind.VIDEO: "A short clip from a prompt (up to 7 s).",
+    JobKind.MESH: "A 3D model (GLB) from one picture.",
+    JobKind.MUSIC: "A loop or a song.",
+    JobKind.IMAGE: "A picture from a prompt, or an edit of one.",
+    JobKind.SPEECH: "Text read aloud.",
+}
+PARAM_LABELS = {
+    "prompt": "Prompt",
+    "size": "Size",
+    "seconds": "Length",
+    "steps": "Steps",
+    "seed": "Seed",
+    "width": "Width",
+    "height": "Height",
+    "frames": "Frames",
+    "cfg": "Guidance",
+    "video_mode": "Mode",
+    "stages": "Stages",
+    "input": "Text",
+    "voice": "Voice",
+    "instruct": "Voice description",
+    "n": "Images",
+    "caption": "Description",
+    "generation_type": "Tracks",
+    "negative_prompt": "Avoid",
+    "response_format": "Format",
+    "inputs": "Inputs",
+}
+
+
+def _quoted(raw: str, limit: int = 40) -> str:
+    text = " ".join(str(raw).split())
+    return f"“{text[:limit]}…”" if len(text) > limit else f"“{text}”"
+
+
+def pick_device_and_kind(request: HttpRequest) -> tuple[Device | None, str, str]:
+    """The device (``?device=``, else the default one), a kind it can run (``?kind=``, else its first), and
+    what was wrong with the request ("" when nothing was).
+
+    A device or kind the request names but that doesn't exist is never replaced silently by the default: the
+    page says so ("No such device", "Unknown kind “bogus”") and offers the valid choices, and a POST queues
+    nothing. On a GET, a known kind the chosen device can't run falls back to its first kind without a word:
+    that is what the device picker sends when one switches from a Tiiny's speech form to a TensorSharp server.
+    """
+    data = request.POST if request.method == "POST" else request.GET
+    problems: list[str] = []
+    raw_device = data.get("device")
+    device = None
+    if raw_device not in (None, ""):
+        pk = parse_id(raw_device)
+        device = device_list_for(request.user).filter(pk=pk).first() if pk is not None else None
+        if device is None:
+            problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
+    device = device or device_default()
+    kinds = kinds_for(device) if device else []
+    raw_kind = data.get("kind") or ""
+    kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
+    if raw_kind and raw_kind not in kinds and device is not None:
+        if raw_kind not in JobKind.values:
+            problems.append(f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below.")
+        elif request.method == "POST":
+            label = JobKind(raw_kind).label.lower()
+            problems.append(f"{device.name} can't run {label} jobs right now; choose one of the kinds below.")
+    return device, kind, " ".join(problems)
+
+
+#: The per-form idempotency token (``templates/jobs/new.html``): random, URL-safe, bounded.
+SUBMIT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
+
+
+def submit_token_of(request: HttpRequest) -> str | None:
+    """The form's idempotency token from a POST, when it is one (anything else means "no token")."""
+    raw = request.POST.get("submit_token") if request.method == "POST" else None
+    return raw if isinstance(raw, str) and SUBMIT_TOKEN.fullmatch(raw) else None
+
+
+def new_submit_token() -> str:
+    return secrets.token_urlsafe(24)
+
+
+# What people decide first comes first; tuning knobs (seed, guidance, ...) come last.
+FIELD_ORDER = [
+    "model",
+    "prompt",
+    "caption",
+    "lyrics",
+    "input",
+    "voice",
+    "instruct",
+    "ref_audio",
+    "ref_text",
+    "image",
+    "video_mode",
+    "size",
+    "width",
+    "height",
+    "seconds",
+    "frames",
+    "steps",
+    "ts_steps",
+    "n",
+    "generation_type",
+    "start_image",
+    "end_image",
+    "simplify",
+    "texture",
+    "target_faces",
+    "response_format",
+    "language",
+    "negative_prompt",
+    "generate_audio",
+    "cfg",
+    "cfg_scale",
+    "seed",
+]
+
+
+def _arrange(form: JobForm) -> None:
+    form.order_fields([name for name in FIELD_ORDER if name in form.fields])
+    for name in ("prompt", "lyrics", "input"):
+        if name in form.fields:
+            form.fields[name].widget.attrs["rows"] = 4
+    size = form.fields.get("size")
+    if size is not None and not form.is_bound and not form.initial.get("size") and size.choices:
+        # Start from the cheapest canvas: the quickest render, and never one the hub would refuse.
+        size.initial = min((c for c, _ in size.choices), key=_area)
+
+
+def _area(size: str) -> int:
+    w, _, h = str(size).partition("x")
+    return parse_int(w, 0, minimum=0) * parse_int(h, 0, minimum=0)
+
+
+def fields_not_for(form: JobForm, kind: str, model: str, voice_spec: Any = None) -> set[str]:
+    """Fields the chosen model doesn't use, left out of the page (the form treats them as optional)."""
+    if kind == JobKind.MUSIC and hasattr(form, "_is_song"):
+        song = form._is_song(model)
+        return {"prompt", "steps", "cfg_scale"} if song else {"caption", "lyrics", "generation_type"}
+    if kind == JobKind.SPEECH and voice_spec is not None:
+        return {
+            "preset": {"instruct", "ref_audio", "ref_text"},
+            "instruct": {"ref_audio", "ref_text"},
+            "clone": {"instruct"},
+        }.get(voice_spec.mode, set())
+    return set()
+
+
+def _current_model(form: JobForm) -> str:
+    return form.chosen_model()
+
+
+# -- uploads kept between tries ---------------------------------------------------------------------------------
+# A browser can't pre-fill a file input, so a refused or invalid submit would make the person pick the picture
+# (or the voice recording) again. The page keeps each upload that passed its checks, keyed by the person and the
+# form's idempotency token (the token lives exactly as long as this filled-in form: it comes back with every
+# try and a new render gets a new one), and uses it when the next try of the same form sends no file for that
+# field. Queued (or abandoned for a day): the stash goes. Nobody else can reach it: the folder is named by a hash
+# of the owner and the token, and only ``job_new`` reads it, for the signed-in owner.
+STASH_TTL_S = 24 * 3600
+
+
+def _stash_dir(user: Any, token: str) -> Path:
+    digest = hashlib.sha256(f"{user.pk}:{token}".encode()).hexdigest()[:32]
+    return Path(settings.MEDIA_ROOT) / "stash" / str(user.pk) / digest
+
+
+def _stash_prune(root: Path) -> None:
+    cutoff = time.time() - STASH_TTL_S
+    for folder in root.glob("*/*"):
+        try:
+            if folder.stat().st_mtime < cutoff:
+                shutil.rmtree(folder, ignore_errors=True)
+        except OSError:
+            pass
+
+
+def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> None:
+    """Keep these (already checked) uploads for the next try of the form ``token`` names."""
+    if not token or not files:
+        return
+    folder = _stash_dir(user, token)
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, f in files.items():
+        f.seek(0)
+        (folder / f"{name}.bin").write_bytes(f.read())
+        f.seek(0)
+        meta = {
+            "name": str(getattr(f, "name", "") or name)[-120:],
+            "type": getattr(f, "content_type", "") or "",
+        }
+        (folder / f"{name}.json").write_text(json.dumps(meta))
+    _stash_prune(folder.parent.parent)
+
+
+def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[str, SimpleUploadedFile]:
+    """The uploads kept for the form ``token`` names, as fresh upload objects (the form checks them again)."""
+    if not token:
+        return {}
+    folder = _stash_dir(user, token)
+    out = {}
+    for name in names:
+        data, meta = folder / f"{name}.bin", folder / f"{name}.json"
+        try:
+            info = json.loads(meta.read_text())
+            out[name] = SimpleUploadedFile(
+                info.get("name") or name, data.read_bytes(), info.get("type") or ""
+            )
+        except (OSError, ValueError):
+            continue
+    return out
+
+
+def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None) -> None:
+    """Drop the kept uploads (all of them, or those ``names``)."""
+    if not token:
+        return
+    folder = _stash_dir(user, token)
+    if names is None:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for name in names:
+        for suffix in (".bin", ".json"):
+            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+
+
+def stash_listing(*, user: Any, token: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
+    """What is kept, without reading it: ``{field: {"name": file name, "kb": size}}``."""
+    if not token:
+        return {}
+    folder = _stash_dir(user, token)
+    out = {}
+    for name in names:
+        try:
+            info = json.loads((folder / f"{name}.json").read_text())
+            size = (folder / f"{name}.bin").stat().st_size
+        except (OSError, ValueError):
+            continue
+        out[name] = {"name": info.get("name") or name, "kb": max(1, round(size / 1024))}
+    return out
+
+
+def file_fields(form_or_class: Any) -> list[str]:
+    fields = form_or_class.fields if isinstance(form_or_class, forms.BaseForm) else form_or_class.base_fields
+    return [n for n, f in fields.items() if isinstance(f, forms.FileField)]
+
+
+def uploads_for_try(request: HttpRequest, form_class: type[JobForm]) -> dict[str, Any]:
+    """The files to bind a submitted form with: a new upload wins over a kept one, and a kept one the person
+    ticked "don't use it" is dropped."""
+    token = submit_token_of(request)
+    names = file_fields(form_class)
+    unstash = [n for n in request.POST.getlist("unstash") if n in names]
+    stash_forget(user=request.user, token=token, names=unstash)
+    wanted = [n for n in names if n not in request.FILES and n not in unstash]
+    return {**stashed_uploads(user=request.user, token=token, names=wanted), **request.FILES.dict()}
+
+
+def keep_uploads(request: HttpRequest, form: JobForm) -> None:
+    """After a try that queued nothing (or before the fields are swapped for another model's): keep the uploads
+    that passed their checks for the next try, drop those that didn't, and note on the form what the page shows
+    next to each file input (``kept_uploads``; ``lost_uploads``: sent, but it must be chosen again)."""
+    token = submit_token_of(request)
+    names = file_fields(form)
+    sent = {n: f for n, f in request.FILES.items() if n in names}
+    good = {n: f for n, f in sent.items() if n not in form.errors}
+    stash_uploads(user=request.user, token=token, files=good)
+    stash_forget(user=request.user, token=token, names=[n for n in sent if n not in good])
+    form.kept_uploads = stash_listing(
+        user=request.user, token=token, names=[n for n in names if n not in form.errors]
+    )
+    form.lost_uploads = [n for n in sent if n not in form.kept_uploads]
+
+
+def refusal_for(
+    form: JobForm | None, admission: Admission | None, skip: set[str] | frozenset = frozenset()
+) -> str:
+    """Why the form can't be queued as it stands ("" when it can, or when it is only incomplete).
+
+    The admission's refusal (too long for the device, a time too far ahead), or the first message about a value
+    the person gave that the form refuses ("SongGeneration makes songs of 10 to 240 seconds."). A field left
+    empty isn't a refusal: the summary asks for it, and the button stays usable so the server can say which.
+    """
+    if admission is not None and admission.refused:
+        return admission.refused
+    if form is None or not form.is_bound:
+        return ""
+    for name, errors in form.errors.items():
+        if name == "__all__":
+            return errors[0]
+        field = form.fields.get(name)
+        if field is None or name in skip or isinstance(field, forms.FileField):
+            continue
+        raw = form.data.getlist(name) if hasattr(form.data, "getlist") else [form.data.get(name)]
+        if any(str(v).strip() for v in raw if v is not None):
+            return errors[0]
+    return ""
+
+
+def new_job_context(
+    request: HttpRequest, device: Device | None, kind: str, *, form: JobForm | None, again: Job | None = None
+) -> dict[str, Any]:
+    kinds = kinds_for(device) if device else []
+    ctx: dict[str, Any] = {
+        "device": device,
+        "devices": Device.objects.order_by("name").only("pk", "name", "state"),
+        "kind": kind,
+        "kind_label": JobKind(kind).label,
+        "kinds": [(k, JobKind(k).label, KIND_HINTS.get(k, "")) for k in kinds],
+        "form": form,
+        "again": again,
+        "can_submit": request.user.can_submit,
+        "admission": None,
+        # A double click or a retried POST sends the same token again and queues nothing new; a form that
+        # came back with errors keeps its token (nothing was queued under it).
+        "submit_token": submit_token_of(request) or new_submit_token(),
+    }
+    if device is not None:
+        ctx.update(queue_context(device))
+    if form is not None:
+        _arrange(form)
+        model = _current_model(form)
+        ctx["model"] = model
+        if kind == JobKind.SPEECH and model:
+            ctx["voice_spec"] = form.voice_spec(model)
+        ctx["skip"] = fields_not_for(form, kind, model, ctx.get("voice_spec"))
+        ctx["missing"] = [
+            form.fields[name].label or name
+            for name in form.errors
+            if name in form.fields and not isinstance(form.fields[name], forms.FileField)
+        ]
+        ctx["refusal"] = refusal_for(form, None, ctx["skip"]) if form.is_bound else ""
+        # File inputs: what the page kept from the last try, or that the file must be chosen again.
+        _mark_uploads(form)
+    return ctx
+
+
+def _mark_uploads(form: JobForm) -> None:
+    """File inputs: what the page kept from the last try, or that the file must be chosen again."""
+    kept = getattr(form, "kept_uploads", {})
+    lost = getattr(form, "lost_uploads", [])
+    for name in file_fields(form):
+        bound = form[name]  # the template's {% for f in form %} yields these same (cached) objects
+        bound.kept = kept.get(name)
+        bound.choose_again = name in lost
+
+
+#: Fields of the page outside the swapped part (#job-fields), or that can't be given a typed value back.
+_NOT_CARRIED = {"model", "when", "not_before", "polite", "shared"}
+
+
+def swapped_fields_form(form: JobForm) -> JobForm:
+    """The form another model's fields are rendered from (the out-of-band swap when the model changes): what was
+    typed, with the new model's defaults where a value doesn't fit it (the other model's size or steps) or where
+    the field wasn't on the page before (SongGeneration's track choice after Foundation-1)."""
+    fresh = type(form)(initial={"model": form.chosen_model()}, device=form.device, user=form.user)
+    _arrange(fresh)
+    data = form.data.copy()
+    for name, field in fresh.fields.items():
+        if name in _NOT_CARRIED or isinstance(field, (forms.FileField, forms.BooleanField)):
+            continue
+        raw, default = data.get(name), fresh[name].initial
+        fits = not isinstance(field, forms.ChoiceField) or str(raw) in {str(c) for c, _ in field.choices}
+        if raw in (None, "") or not fits:
+            data[name] = "" if default is None else default
+    shown = type(form)(data, device=form.device, user=form.user)
+    _arrange(shown)
+    shown.kept_uploads = getattr(form, "kept_uploads", {})
+    shown.lost_uploads = getattr(form, "lost_uploads", [])
+    _mark_uploads(shown)
+    return shown
+
+
+def admission_for(form: JobForm) -> Admission | None:
+    """The summary for what is filled in so far. Missing files don't stop it: the estimate doesn't need them.
+    (htmx 2 posts a multipart form's chosen files with each summary request; ``job_admission`` keeps them only
+    when the fields are about to be swapped for another model's.)"""
+    valid = form.is_valid()
+    files_only = bool(form.errors) and all(
+        isinstance(form.fields.get(n), forms.FileField) for n in form.errors
+    )
+    if not (valid or (files_only and form.cleaned_data.get("model"))):
+        return None
+    try:
+        return form_admission(form)
+    except (KeyError, ValueError, TypeError):  # a half-filled form the estimator can't price yet
+        return None
+
+
+def again_form(request: HttpRequest, job: Job) -> JobForm:
+    """The job's form filled in with its settings. Its input files are reused by ``job_run_again``, so file
+    fields are optional here (browsers can't pre-fill a file input)."""
+    form_class = form_class_for(job.kind, job.device)
+    initial = {
+        **form_class.fields_from_params(job.params or {}),
+        "model": job.model_id,
+        "when": job.when,
+        "polite": job.polite,
+        "shared": job.shared,
+    }
+    form = form_class(request.POST or None, None, device=job.device, user=request.user, initial=initial)
+    for f in form.fields.values():
+        if isinstance(f, forms.FileField):
+            f.required = False
+    return form
+
+
+def param_rows(job: Job) -> list[tuple[str, str]]:
+    rows = []
+    for key, value in (job.params or {}).items():
+        if key == "files" and isinstance(value, dict):  # stored inputs: their names, never server paths
+            key, value = "inputs", ", ".join(str(v).rsplit("/", 1)[-1] for v in value.values())
+        elif key == "seconds":
+            value = f"{value} s"
+        elif isinstance(value, list):
+            value = ", ".join(map(str, value))
+        elif isinstance(value, bool):
+            value = "yes" if value else "no"
+        rows.append((PARAM_LABELS.get(key, key.replace("_", " ").capitalize()), str(value)))
+    return rows
+
+
+def job_spark(job: Job) -> dict[str, Any]:
+    """The device's NPU from a minute before the job started until it ended (or now)."""
+    if not job.started_at:
+        return {"points": ""}
+    until = (job.finished_at or timezone.now()) + dt.timedelta(minutes=1)
+    return sparkline(job.device_id, since=job.started_at - dt.timedelta(minutes=1), until=until)
+
+
+def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> dict[str, Any]:
+    """The job page's context; ``light`` is the action box alone (no events, files or chart)."""
+    user = request.user
+    ctx: dict[str, Any] = {"job": job} if light else job_context(job)
+    ctx["may"] = {"manage": can_manage(user, job), "submit": user.can_submit}
+    ctx["bookmarked"] = is_bookmarked(user, job)
+    ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
+    if not light:
+        ctx["params"] = param_rows(job)
+        ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]
+        ctx["spark"] = job_spark(job)
+    return ctx
+
+
+RECENT_SHOWN = 8
+
+
+def dashboard_context(user: Any) -> dict[str, Any]:
+    """Per device: card, gauges, sparkline, running job and plan; then the person's recent jobs.
+
+    7 queries whatever the number of devices (the session, the person, the devices, then their active jobs, plan
+    counts and sparklines read together: ``PagePlan.for_devices``, ``sparklines``; my recent jobs), plus one per
+    device whose plan has entries; ``test_views_dashboard`` holds the budget.
+    """
+    from devices.live import fragment_context
+    from devices.selectors import device_list_for
+
+    now = timezone.now()
+    devices = list(device_list_for(user).defer(None))
+    plans = PagePlan.for_devices(devices)
+    sparks = sparklines([d.pk for d in devices], since=now - dt.timedelta(hours=1), until=now)
+    panels = []
+    for device in devices:
+        panel = fragment_context(device)
+        # the everyone version, exactly what pushes send
+        panel.update(queue_context(device, now=now, plan=plans[device.pk]))
+        panel["spark"] = sparks[device.pk]
+        panels.append(panel)
+    # (as the pushes' list, jobs.live.fragments.recent_jobs: one deleted through /v1 is gone from it)
+    recent = list(
+        Job.objects.filter(owner=user, hidden_at__isnull=True).order_by("-created", "-id")[:RECENT_SHOWN]
+    )
+    shown = {d.pk: d for d in devices}  # every device is on the page: a join would build each again per job
+    for job in recent:
+        job.device = shown.get(job.device_id) or job.device
+    return {
+        "panels": panels,
+        "recent": [JobRow.of(j) for j in recent],
+        # Nothing to watch (no device, no job) keeps the plain socket: the live wire still works.
+        "watch": ",".join(
+            [f"device:{p['device'].pk},queue:{p['device'].pk}" for p in panels]
+            + ([f"mine:{user.pk}"] if recent else [])
+        ),
+        "wire": None,
+    }

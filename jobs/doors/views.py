@@ -1,0 +1,438 @@
+"""Job pages: new job, job page, gallery, queue control, downloads and the public share view.
+
+Each view: an access-checking selector first, a Form, one service call, then render or redirect. The same
+template partials serve the full page, the htmx swap and the websocket push (``jobs.live.fragments``).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from django.contrib import messages
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import get_object_or_404, redirect, render
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.http import url_has_allowed_host_and_scheme
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
+
+from devices.models import Device
+from devices.selectors import device_get_for
+from hub.accounts.decorators import admin_required, member_required
+from hub.pagecache import kept_page
+from hub.parsing import parse_id, parse_int
+from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
+from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for
+from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
+from jobs.doors.pages import (
+    admission_for,
+    again_form,
+    detail_context,
+    job_spark,
+    keep_uploads,
+    new_job_context,
+    pick_device_and_kind,
+    refusal_for,
+    stash_forget,
+    submit_token_of,
+    swapped_fields_form,
+    uploads_for_try,
+)
+from jobs.files.downloads import artifact_response
+from jobs.kinds.forms import form_class_for
+from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
+from jobs.models import JobKind
+from jobs.queue import services
+from jobs.queue.admission import Admission, RequestInvalid, check_form, submit_checked
+
+DETAIL = "jobs/detail.html"
+PARTS = "jobs/_fragments.html"
+
+
+def _back(request: HttpRequest, default: str) -> str:
+    """Where to go after a POST: ``next`` if it is ours, else ``default`` (no open redirects)."""
+    target = request.POST.get("next") or ""
+    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+        return target
+    return default
+
+
+def _managed_job(request: HttpRequest, job_id: int):
+    """The job if the person may change it; 404 if they may not even see it, 403 if they may only look."""
+    job = job_for(request.user, job_id)
+    if not can_manage(request.user, job):
+        raise PermissionDenied("only the owner or an admin can change this job")
+    return job
+
+
+def _service_error(request: HttpRequest, exc: ValidationError) -> None:
+    messages.error(request, " ".join(exc.messages))
+
+
+# -- new job ------------------------------------------------------------------------------------------------
+def _typed(request: HttpRequest) -> dict[str, str]:
+    """What a person typed into a form we can't take as it is: shown again as the initial values."""
+    skip = {"csrfmiddlewaretoken", "submit_token", "device", "kind", "fields_for", "unstash", "again"}
+    return {k: v for k, v in request.POST.items() if k not in skip} if request.method == "POST" else {}
+
+
+def _already_queued(request: HttpRequest, job) -> HttpResponse:
+    """A second POST of the same form (double click, a retried request): nothing new, the job it queued."""
+    messages.info(request, "This form was already sent; here is the job it queued.")
+    return redirect("jobs-detail", job_id=job.pk)
+
+
+@require_http_methods(["GET", "POST"])
+def job_new(request: HttpRequest) -> HttpResponse:
+    device, kind, problem = pick_device_and_kind(request)
+    if problem:
+        messages.error(request, problem)
+    if device is None or not request.user.can_submit:  # the page explains why; no form to fill in vain
+        status = 403 if request.method == "POST" and not request.user.can_submit else 400 if problem else 200
+        return render(
+            request, "jobs/new.html", new_job_context(request, device, kind, form=None), status=status
+        )
+    form_class = form_class_for(kind, device)
+    if problem:  # an unknown device or kind: queue nothing, offer the valid choices, keep what was typed
+        form = form_class(initial=_typed(request), device=device, user=request.user)
+        return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=400)
+    token = submit_token_of(request)
+    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+        return _already_queued(request, queued)
+    # A refused try keeps its uploads (jobs.doors.pages, "uploads kept between tries"): the next one may send none.
+    files = uploads_for_try(request, form_class) if request.method == "POST" else None
+    form = form_class(request.POST or None, files or None, device=device, user=request.user)
+    if request.method == "POST" and form.is_valid():
+        try:
+            job = submit_checked(
+                owner=request.user, device=device, checked=check_form(form), idempotency_key=token
+            )
+        except RequestInvalid as exc:
+            for name, errs in exc.errors.items():
+                form.add_error(name if name in form.fields else None, errs)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if getattr(job, "idempotent_replay", False):  # the same form won a race against itself
+                return _already_queued(request, job)
+            stash_forget(user=request.user, token=token)
+            messages.success(request, "Queued. This page follows it live; you can close it any time.")
+            return redirect("jobs-detail", job_id=job.pk)
+    if request.method == "POST":
+        keep_uploads(request, form)
+    status = 400 if request.method == "POST" else 200
+    return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=status)
+
+
+@member_required
+@require_POST
+def job_admission(request: HttpRequest) -> HttpResponse:
+    """The summary under the form ("≈ 12 min · starts ≈ 02:40 · ready ≈ 02:52"), re-rendered on every change.
+
+    When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
+    """
+    device, kind, problem = pick_device_and_kind(request)
+    if device is None:
+        return HttpResponse(status=204)
+    if problem:
+        refusal = Admission(0.0, None, None, refused=problem, refused_field="kind")
+        ctx = {"admission": refusal, "fields_oob": False, "refusal": problem}
+        return render(request, "jobs/new.html#admission-response", ctx, status=400)
+    form = form_class_for(kind, device)(request.POST, request.FILES or None, device=device, user=request.user)
+    # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
+    # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
+    # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.
+    posted_for = request.POST.get("fields_for")
+    model = form.chosen_model()
+    fields_oob = (posted_for is not None and posted_for != model) or bool(
+        request.htmx and request.htmx.trigger_name == "model"
+    )
+    if fields_oob:
+        keep_uploads(request, form)  # the swap empties the file inputs: the chosen files stay on the server
+    ctx = new_job_context(request, device, kind, form=form)
+    ctx["admission"] = admission_for(form)
+    ctx["refusal"] = refusal_for(form, ctx["admission"], ctx["skip"])
+    ctx["fields_oob"] = fields_oob
+    if fields_oob:
+        ctx["form"] = swapped_fields_form(form)
+    ctx["again_flag"] = bool(request.POST.get("again"))
+    return render(request, "jobs/new.html#admission-response", ctx)
+
+
+@member_required
+@require_http_methods(["GET", "POST"])
+def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Run again with changes: the same form, filled in with the job's settings."""
+    job = job_for(request.user, job_id)
+    token = submit_token_of(request)
+    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+        return _already_queued(request, queued)
+    form = again_form(request, job)
+    if request.method == "POST" and form.is_valid():
+        changes = {**form.cleaned_params(), "model_id": form.cleaned_data["model"], **form.schedule()}
+        try:
+            new = services.job_run_again(job=job, by=request.user, changes=changes, idempotency_key=token)
+        except ValidationError as exc:
+            form.add_error(None, exc)
+        else:
+            if getattr(new, "idempotent_replay", False):
+                return _already_queued(request, new)
+            messages.success(request, "Queued again with your changes.")
+            return redirect("jobs-detail", job_id=new.pk)
+    ctx = new_job_context(request, job.device, job.kind, form=form, again=job)
+    return render(request, "jobs/new.html", ctx, status=400 if request.method == "POST" else 200)
+
+
+# -- the job page ---------------------------------------------------------------------------------------------
+@require_GET
+def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    return render(request, DETAIL, detail_context(request, job_with_related(job.pk)))
+
+
+@require_GET
+def job_npu(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    return render(request, f"{DETAIL}#npu-timeline", {"job": job, "spark": job_spark(job)})
+
+
+@require_POST
+def job_cancel(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _managed_job(request, job_id)
+    form = CancelForm(request.POST)
+    form.is_valid()  # the reason is optional and bounded; an over-long one is cut, never refused
+    try:
+        services.job_cancel(job=job, by=request.user, reason=form.cleaned_data.get("reason", ""))
+    except ValidationError as exc:
+        _service_error(request, exc)
+    else:
+        messages.success(request, "Cancelled.")
+    return redirect(_back(request, reverse("jobs-detail", args=[job.pk])))
+
+
+@require_POST
+def job_retry(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = _managed_job(request, job_id)
+    try:
+        again = services.job_retry(job=job, by=request.user)
+    except ValidationError as exc:
+        _service_error(request, exc)
+        return redirect("jobs-detail", job_id=job.pk)
+    messages.success(request, "Queued again.")
+    return redirect("jobs-detail", job_id=getattr(again, "pk", job.pk))
+
+
+@require_POST
+def job_share(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Share with the household (or make private again)."""
+    job = _managed_job(request, job_id)
+    services.job_set_shared(job=job, by=request.user, shared=request.POST.get("shared") == "1")
+    return _actions_response(request, job)
+
+
+@require_POST
+def job_share_link(request: HttpRequest, job_id: int) -> HttpResponse:
+    """Create or revoke the read-only link (a new link gets a new token; a revoked one stops working)."""
+    job = _managed_job(request, job_id)
+    services.job_share_link(job=job, by=request.user, enable=request.POST.get("enable") == "1")
+    return _actions_response(request, job)
+
+
+def _actions_response(request: HttpRequest, job) -> HttpResponse:
+    """After a sharing change: the actions box for htmx, the job page otherwise."""
+    job.refresh_from_db()
+    if request.htmx:
+        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+    return redirect("jobs-detail", job_id=job.pk)
+
+
+@require_POST
+def job_bookmark(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    bookmark_toggle(user=request.user, job=job)
+    if not request.htmx:
+        return redirect(_back(request, reverse("jobs-detail", args=[job.pk])))
+    if request.POST.get("from") == "detail":
+        return render(request, f"{DETAIL}#job-actions", detail_context(request, job, light=True))
+    return render(
+        request, f"{PARTS}#bookmark-form", {"job": job, "bookmarked": is_bookmarked(request.user, job)}
+    )
+
+
+@require_safe  # HEAD too: players probe a file before fetching ranges
+def job_file(request: HttpRequest, job_id: int, artifact_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    artifact = get_object_or_404(job.artifacts, pk=artifact_id)
+    return artifact_response(request, artifact, inline=not request.GET.get("download"))
+
+
+# -- the read-only link: the token is the permission, and it shows that one result only ----------------------
+@login_not_required
+@require_GET
+def job_public(request: HttpRequest, token: str) -> HttpResponse:
+    job = job_by_share_token(token)
+    ctx = job_context(job_with_related(job.pk), share_token=token, public=True)
+    return render(request, "jobs/public.html", ctx)
+
+
+@login_not_required
+@require_safe  # HEAD too: players probe a file before fetching ranges
+def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpResponse:
+    job = job_by_share_token(token)
+    artifact = get_object_or_404(job.artifacts, pk=artifact_id)
+    return artifact_response(request, artifact, share_token=token, inline=not request.GET.get("download"))
+
+
+# -- gallery & history ------------------------------------------------------------------------------------------
+@require_GET
+@kept_page
+def gallery(request: HttpRequest) -> HttpResponse:
+    form = GalleryFilterForm(request.GET, user=request.user)
+    page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
+    ctx = {"form": form, "page": page, "kinds": JobKind.choices}
+    if request.htmx and request.GET.get("cursor"):
+        return render(request, "jobs/gallery.html#gallery-more", ctx)  # "Show older": append cards
+    if request.htmx:
+        return render(request, "jobs/gallery.html#gallery-results", ctx)
+    return render(request, "jobs/gallery.html", ctx)
+
+
+# -- queue control ----------------------------------------------------------------------------------------------
+@require_GET
+@kept_page
+def queue(request: HttpRequest) -> HttpResponse:
+    """Everyone sees every device's queue, ``QUEUE_PAGE_SIZE`` entries a page; admins also get the controls.
+
+    ``?device=<id>&page=<n>`` pages that device's plan (``?page=`` alone: every device's); a page out of range
+    shows the nearest one. An htmx GET naming a device is the queue page asking for that device's list again
+    after a push of the plan (``jobs/queue.html``): that list alone.
+    """
+    admin = request.user.is_admin
+    paged = parse_id(request.GET.get("device"))
+    page = parse_int(request.GET.get("page"), 1, minimum=1)
+    if request.htmx and paged is not None:
+        device = get_object_or_404(Device, pk=paged)
+        ctx = queue_context(device, admin=admin, page=page)
+        return render(request, f"{PARTS}#device-queue", {**ctx, "more": 0})
+    shown = list(Device.objects.order_by("name"))
+    plans = PagePlan.for_devices(shown)
+    devices = [
+        queue_context(
+            d, admin=admin, page=page if paged in (None, d.pk) else 1, summary=admin, plan=plans[d.pk]
+        )
+        for d in shown
+    ]
+    watch = ",".join(f"queue:{q['device'].pk}" for q in devices if q["pager"]["page"] == 1)
+    return render(request, "jobs/queue.html", {"devices": devices, "watch": watch})
+
+
+def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:
+    """The admins' control box as it is now (htmx), or back to the queue page; on the page it was sent from."""
+    page = parse_int(request.POST.get("page"), 1, minimum=1)
+    if request.htmx:
+        device.refresh_from_db()  # the service changed the row (paused flag, order) behind this instance
+        return render(request, f"{PARTS}#queue-admin", queue_context(device, admin=True, page=page))
+    if page > 1:
+        return redirect(f"{reverse('jobs-queue')}?device={device.pk}&page={page}#q-{device.pk}")
+    return redirect("jobs-queue")
+
+
+@admin_required
+@require_POST
+def queue_pause(request: HttpRequest, device_id: int) -> HttpResponse:
+    device = device_get_for(request.user, device_id)
+    services.queue_pause(device=device, by=request.user)
+    return _after_queue_change(request, device)
+
+
+@admin_required
+@require_POST
+def queue_resume(request: HttpRequest, device_id: int) -> HttpResponse:
+    device = device_get_for(request.user, device_id)
+    services.queue_resume(device=device, by=request.user)
+    return _after_queue_change(request, device)
+
+
+@admin_required
+@require_POST
+def queue_move(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    form = DirectionForm(request.POST)
+    if not form.is_valid():
+        return HttpResponse("Choose up or down.", status=400, content_type="text/plain")
+    try:
+        services.queue_move(job=job, by=request.user, direction=form.cleaned_data["direction"])
+    except ValidationError as exc:
+        _service_error(request, exc)
+    return _after_queue_change(request, job.device)
+
+
+@admin_required
+@require_POST
+def queue_run_next(request: HttpRequest, job_id: int) -> HttpResponse:
+    job = job_for(request.user, job_id)
+    try:
+        services.queue_run_next(job=job, by=request.user)
+    except ValidationError as exc:
+        _service_error(request, exc)
+    return _after_queue_change(request, job.device)
+
+
+@require_GET
+def device_sparkline(request: HttpRequest, device_id: int) -> HttpResponse:
+    """The dashboard's one-hour NPU sparkline, redrawn every minute from the stored history."""
+    device = device_get_for(request.user, device_id)
+    now = timezone.now()
+    spark = sparkline(device.pk, since=now - dt.timedelta(hours=1), until=now)
+    return render(request, "dashboard.html#sparkline", {"device": device, "spark": spark})
+
+
+# -- a job's inputs and live preview (jobs.files.inputs): the same access rules and file serving as its results ---------
+@require_safe  # HEAD too: the voice reference's <audio> probes before fetching ranges
+def job_input(request: HttpRequest, job_id: int, name: str) -> HttpResponse:
+    from jobs.files.inputs import input_response
+
+    return input_response(request, job_for(request.user, job_id), name)
+
+
+@login_not_required
+@require_safe
+def job_public_input(request: HttpRequest, token: str, name: str) -> HttpResponse:
+    from jobs.files.inputs import input_response
+
+    return input_response(request, job_by_share_token(token), name, share_token=token)
+
+
+@require_safe
+def job_preview(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The latest preview the device streamed, as the worker left it on disk (no device request)."""
+    from jobs.files.inputs import preview_response
+
+    return preview_response(request, job_for(request.user, job_id))
+
+
+@require_GET
+def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The page's preview box, polled while the job runs: 204 while nothing changed, empty once it is over."""
+    from jobs.templatetags.job_media import preview_of
+
+    job = job_for(request.user, job_id)
+    preview = preview_of(job)
+    if not preview["show"]:
+        return HttpResponse("")  # finished: the box goes (the result takes its place)
+    mode = "a" if preview["active"] else "w"
+    if request.GET.get("v", "") == preview["version"] and request.GET.get("m") == mode:
+        return HttpResponse(status=204)  # htmx keeps the element, and its polling, as they are
+    return render(request, f"{DETAIL}#job-preview", {"job": job})
+
+
+# -- the dashboard (the jobs app builds it: jobs.doors.pages.dashboard_context) ------------------------------------
+@require_GET
+@kept_page
+def dashboard(request: HttpRequest) -> HttpResponse:
+    """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
+    from jobs.doors.pages import dashboard_context
+
+    return render(request, "dashboard.html", dashboard_context(request.user))

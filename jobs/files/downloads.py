@@ -1,0 +1,230 @@
+"""Serving result files, only to people allowed to see the job, with byte ranges and revalidation.
+
+``artifact_response(request, artifact)`` authorizes (owner, admins, shared jobs; or a valid share token given
+by the caller), then answers like a static file server would:
+
+- ``Accept-Ranges: bytes`` always, and a single ``Range`` (``a-b``, ``a-``, ``-n``, clamped at the end) gets
+  a 206 with ``Content-Range``. Browsers need this to seek a video, and Safari on iOS refuses to play an
+  MP4 without it. Several ranges get the whole file (RFC 9110 allows ignoring ``Range``); a malformed header
+  is ignored (200); a range starting past the end gets 416 with ``Content-Range: bytes */size``.
+- A strong ``ETag`` (the artifact's sha256 plus its size) and ``Last-Modified``; ``If-None-Match`` /
+  ``If-Modified-Since`` answer 304, ``If-Range`` that no longer matches gets the full 200.
+- ``Cache-Control: private, no-cache``: a browser may keep the bytes but must ask every time, so a revoked
+  share link or an unshared job stops working at once (the check is cheap: a 304 carries no body).
+- Bytes are streamed from disk in chunks (an async iterator under ASGI, where Django would otherwise
+  collect a sync iterator into one list in memory), never read whole.
+
+Behind nginx or Apache set ``JOBS_SENDFILE`` to ``x-accel`` (``X-Accel-Redirect`` to ``JOBS_SENDFILE_PREFIX`` +
+path, an ``internal`` location aliasing MEDIA_ROOT) or ``x-sendfile`` (``X-Sendfile`` with the absolute
+path): the web server then streams the bytes and handles ``Range`` itself, so the request's ``Range`` is only
+passed through.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import BinaryIO
+from urllib.parse import quote
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.handlers.asgi import ASGIRequest
+from django.http import Http404, HttpRequest, HttpResponse, StreamingHttpResponse
+from django.utils.cache import get_conditional_response
+from django.utils.http import content_disposition_header, http_date, parse_http_date_safe
+
+from jobs.core.selectors import can_view
+from jobs.models import Artifact
+
+CHUNK = 256 * 1024
+CACHE_CONTROL = "private, no-cache"
+# One range only; digits bounded so a hostile header can't make us parse a megabyte-long integer.
+_RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNORECASE)
+
+
+def artifact_path(artifact: Artifact) -> Path:
+    """The file on disk, refusing anything that would resolve outside MEDIA_ROOT/results."""
+    root = (Path(settings.MEDIA_ROOT) / "results").resolve()
+    path = (Path(settings.MEDIA_ROOT) / str(artifact.file)).resolve()
+    if root not in path.parents:
+        raise Http404("No such file.")
+    return path
+
+
+@dataclass(frozen=True)
+class ByteRange:
+    start: int
+    end: int  # inclusive, as in Content-Range
+
+    @property
+    def length(self) -> int:
+        return self.end - self.start + 1
+
+
+class Unsatisfiable(Exception):
+    """The Range is well formed but no byte of it lies inside the file: 416."""
+
+
+def parse_range(header: str, size: int) -> ByteRange | None:
+    """The one range to send, or None for the whole file (no header, malformed, several ranges, empty file).
+
+    Raises ``Unsatisfiable`` when the range starts at or past the end (or is the suffix ``-0``).
+    """
+    if not header or size <= 0:
+        return None
+    match = _RANGE.match(header)
+    if not match:
+        return None  # malformed or a multi-range set: RFC 9110 lets us ignore Range and send it all
+    first, last = match.group(1), match.group(2)
+    if first:
+        start = int(first)
+        end = int(last) if last else size - 1
+        if last and end < start:
+            return None  # "5-3" is invalid, so the header is ignored
+        if start >= size:
+            raise Unsatisfiable
+        return ByteRange(start, min(end, size - 1))
+    if not last:
+        return None  # "bytes=-"
+    suffix = int(last)
+    if suffix == 0:
+        raise Unsatisfiable
+    return ByteRange(max(size - suffix, 0), size - 1)
+
+
+def _etag(artifact: Artifact, stat: os.stat_result) -> str:
+    # The sha256 is taken when the result is saved and results never change in place; the size guards against
+    # a file replaced on disk behind the row's back. Rows without a real digest (blank, or the all-zero
+    # placeholder of rows made by hand) fall back to mtime + size.
+    tag = artifact.sha256 if artifact.sha256 and artifact.sha256.strip("0") else f"{stat.st_mtime_ns:x}"
+    return f'"{tag[:40]}-{stat.st_size:x}"'
+
+
+def _if_range_passes(request: HttpRequest, etag: str, last_modified: int) -> bool:
+    """RFC 9110 13.1.5: the range applies only when the validator still matches exactly (strong)."""
+    value = request.headers.get("If-Range", "").strip()
+    if not value:
+        return True
+    if value.startswith(('"', "W/")):
+        return value == etag  # a weak tag never matches for If-Range
+    return parse_http_date_safe(value) == last_modified
+
+
+class FileChunks:
+    """Bytes ``start`` .. ``start + length`` of an open file, read in chunks; closed by the response."""
+
+    def __init__(self, handle: BinaryIO, start: int, length: int) -> None:
+        self.handle, self.remaining = handle, length
+        handle.seek(start)
+
+    def _read(self) -> bytes:
+        if self.remaining <= 0:
+            return b""
+        data = self.handle.read(min(CHUNK, self.remaining))
+        self.remaining -= len(data)
+        if not data:
+            self.remaining = 0  # the file shrank under us: stop rather than spin
+        return data
+
+    def close(self) -> None:
+        self.handle.close()
+
+
+class SyncChunks(FileChunks):
+    def __iter__(self) -> Iterator[bytes]:
+        while data := self._read():
+            yield data
+
+
+class AsyncChunks(FileChunks):
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        read = sync_to_async(self._read, thread_sensitive=False)
+        while data := await read():
+            yield data
+
+
+def _stream(request: HttpRequest, path: Path, start: int, length: int, *, status: int) -> HttpResponse:
+    if request.method == "HEAD":
+        response = HttpResponse(status=status)
+    else:
+        kind = AsyncChunks if isinstance(request, ASGIRequest) else SyncChunks
+        response = StreamingHttpResponse(kind(open(path, "rb"), start, length), status=status)
+    response["Content-Length"] = str(length)  # for HEAD too: what the GET would send
+    return response
+
+
+def artifact_response(
+    request: HttpRequest, artifact: Artifact, *, share_token: str | None = None, inline: bool = True
+) -> HttpResponse:
+    job = artifact.job
+    allowed = can_view(request.user, job) or (bool(share_token) and share_token == job.share_token)
+    if not allowed:
+        raise Http404("No such file.")  # no existence leak
+    path = artifact_path(artifact)
+    try:
+        stat = path.stat()
+    except OSError:
+        stat = None
+    if stat is None or not path.is_file():
+        raise Http404("The file is gone.")
+    size, last_modified, etag = stat.st_size, int(stat.st_mtime), _etag(artifact, stat)
+    headers = {
+        "ETag": etag,
+        "Last-Modified": http_date(last_modified),
+        "Cache-Control": CACHE_CONTROL,
+        "Accept-Ranges": "bytes",
+        "X-Content-Type-Options": "nosniff",
+    }
+
+    response = get_conditional_response(request, etag=etag, last_modified=last_modified)
+    if response is None:
+        response = _body(request, artifact, path, size, etag, last_modified, inline=inline)
+    for name, value in headers.items():
+        response.headers.setdefault(name, value)
+    return response
+
+
+def _body(
+    request: HttpRequest,
+    artifact: Artifact,
+    path: Path,
+    size: int,
+    etag: str,
+    last_modified: int,
+    *,
+    inline: bool,
+) -> HttpResponse:
+    mode = getattr(settings, "JOBS_SENDFILE", "")
+    if mode in ("x-accel", "x-sendfile"):
+        # The web server sends the bytes and answers Range itself (it sees the client's request headers).
+        response = HttpResponse()
+        rel = path.relative_to(Path(settings.MEDIA_ROOT).resolve()).as_posix()
+        if mode == "x-accel":
+            response["X-Accel-Redirect"] = settings.JOBS_SENDFILE_PREFIX.rstrip("/") + "/" + quote(rel)
+        else:
+            response["X-Sendfile"] = str(path)
+    else:
+        wanted: ByteRange | None = None
+        if request.method in ("GET", "HEAD") and _if_range_passes(request, etag, last_modified):
+            try:
+                wanted = parse_range(request.headers.get("Range", ""), size)
+            except Unsatisfiable:
+                response = HttpResponse(
+                    f"The requested range is outside the file ({size} bytes).\n",
+                    status=416,
+                    content_type="text/plain; charset=utf-8",
+                )
+                response["Content-Range"] = f"bytes */{size}"
+                return response
+        if wanted is None:
+            response = _stream(request, path, 0, size, status=200)
+        else:
+            response = _stream(request, path, wanted.start, wanted.length, status=206)
+            response["Content-Range"] = f"bytes {wanted.start}-{wanted.end}/{size}"
+    response["Content-Type"] = artifact.mime or "application/octet-stream"
+    response["Content-Disposition"] = content_disposition_header(not inline, artifact.name)
+    return response

@@ -1,0 +1,428 @@
+"""Schemas of the REST API under /api/ (django-ninja / pydantic): what goes in, what comes out.
+
+Input schemas carry **types only**. Whether a value is acceptable (a size among the model's canvases, 1..7
+seconds, a voice the model has) is the job form's business, reached through ``jobs.queue.admission``, so the API
+answers with exactly the messages the web page shows. Every input schema forbids unknown fields: a typo
+(``second`` for ``seconds``) is a 422 naming the field, never silently ignored.
+
+One submit schema per (device kind, job kind), named like the forms in ``jobs.kinds.table``; their field names
+are the form's field names, because the same form validates them.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any, Literal
+
+from ninja import Schema
+from pydantic import ConfigDict, Field
+
+When = Literal["asap", "tonight", "not_before"]
+
+
+class Strict(Schema):
+    model_config = ConfigDict(extra="forbid")
+
+
+# ======================================================================================================
+# Errors
+# ======================================================================================================
+
+
+class ErrorOut(Schema):
+    detail: str = Field(description="A sentence a person understands.")
+    errors: dict[str, list[str]] | None = Field(
+        default=None,
+        description="Per field (the form's field names; `__all__` for the request as a whole): the messages.",
+    )
+
+
+# ======================================================================================================
+# Submission: the form fields of each (device kind, job kind)
+# ======================================================================================================
+
+
+class CommonFields(Strict):
+    model: str | None = Field(
+        default=None, description="The device's model id, e.g. `MiniMaxAI/MiniMax-H3-Turbo`."
+    )
+    when: When | None = Field(
+        default=None, description="`asap` (default), `tonight` (the device's night window) or `not_before`."
+    )
+    not_before: dt.datetime | None = Field(
+        default=None, description="With `when=not_before`: the earliest start (ISO 8601)."
+    )
+    polite: bool | None = Field(
+        default=None,
+        description="Default true: by day, don't unload a model someone else loaded (e.g. a chat).",
+    )
+    shared: bool | None = Field(default=None, description="Share the job and its results with the household.")
+    lift_limits: bool | None = Field(
+        default=None,
+        description="Admins only: queue it even over one of your quotas (the job's story records the lift).",
+    )
+
+
+class TiinyVideoFields(CommonFields):
+    """Tiiny ``/v1/videos``. The start image (optional) is a file: send the request as multipart/form-data."""
+
+    prompt: str | None = None
+    seed: int | None = None
+    size: str | None = Field(default=None, description="One of the model's canvases, e.g. `832x480`.")
+    seconds: int | None = Field(default=None, description="1 to the device's limit (7).")
+    steps: int | None = Field(default=None, description="One of the model's step options.")
+
+
+class TensorSharpVideoFields(CommonFields):
+    """TensorSharp video. Start/end images are files: send them as multipart/form-data."""
+
+    prompt: str | None = None
+    seed: int | None = None
+    width: int | None = Field(default=None, description="A multiple of 32.")
+    height: int | None = Field(default=None, description="A multiple of 32.")
+    frames: int | None = Field(default=None, description="Snapped to the model's frame grid.")
+    ts_steps: int | None = None
+    cfg: float | None = None
+    video_mode: str | None = Field(default=None, description="`t2v`, `i2v` or `fl2v`, as the model supports.")
+    generate_audio: bool | None = None
+
+
+class MeshFields(CommonFields):
+    """Tiiny 3D. ``image`` (the picture of the object) is a file: send the request as multipart/form-data."""
+
+    simplify: bool | None = None
+    texture: bool | None = None
+    seed: int | None = None
+    steps: int | None = None
+    target_faces: int | None = None
+
+
+class MusicFields(CommonFields):
+    """Foundation-1 loops take ``prompt``; SongGeneration songs take ``caption`` and/or ``lyrics``."""
+
+    prompt: str | None = None
+    caption: str | None = None
+    lyrics: str | None = None
+    generation_type: str | None = Field(
+        default=None, description="`mixed`, `bgm`, `vocal` or `separate` (songs)."
+    )
+    seconds: int | None = None
+    steps: int | None = None
+    cfg_scale: float | None = None
+    seed: int | None = None
+
+
+class TiinyImageFields(CommonFields):
+    """Tiiny text-to-image; ``n`` images are ``n`` device requests in one job."""
+
+    prompt: str | None = None
+    seed: int | None = None
+    steps: int | None = None
+    negative_prompt: str | None = None
+    width: int | None = Field(default=None, description="A multiple of 16.")
+    height: int | None = Field(default=None, description="A multiple of 16.")
+    n: int | None = None
+
+
+class TensorSharpEditFields(CommonFields):
+    """TensorSharp image edit. ``image`` (the picture to edit) is a file: send multipart/form-data."""
+
+    prompt: str | None = None
+    seed: int | None = None
+    steps: int | None = None
+    cfg: float | None = None
+
+
+class SpeechFields(CommonFields):
+    """Tiiny text to speech. ``ref_audio`` (a WAV to clone) is a file: send multipart/form-data."""
+
+    input: str | None = None
+    voice: str | None = None
+    instruct: str | None = None
+    ref_text: str | None = None
+    language: str | None = None
+    response_format: str | None = Field(default=None, description="`wav` (default) or `mp3`.")
+
+
+#: Form fields that are files (multipart/form-data only).
+FILE_FIELDS = ("start_image", "end_image", "image", "ref_audio")
+
+
+def fields_schema(device_kind: str, kind: str) -> type[CommonFields] | None:
+    """The pair's schema, as the kinds registry names it (None for a pair no device kind runs)."""
+    from jobs.kinds.table import spec_for
+
+    try:
+        return spec_for(device_kind, kind).api_schema
+    except ValueError:
+        return None
+
+
+def submit_body_openapi() -> dict[str, Any]:
+    """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas, JSON or multipart."""
+    variants = []
+    from jobs.kinds.table import SPECS
+
+    for spec in SPECS:
+        device_kind, kind, schema = spec.device_kind, str(spec.kind), spec.api_schema
+        js = schema.model_json_schema()
+        js["title"] = f"{schema.__name__.removesuffix('Fields')} ({device_kind} {kind})"
+        js["properties"] = {
+            "device": {"type": "integer", "description": "The device's id; default: the default device."},
+            "kind": {"type": "string", "enum": [kind]},
+            **js.get("properties", {}),
+        }
+        js["required"] = ["kind"]
+        variants.append(js)
+    multipart = {
+        "type": "object",
+        "description": "The same fields as form fields, plus the files: "
+        + ", ".join(f"`{f}`" for f in FILE_FIELDS)
+        + " (as the kind uses them).",
+        "properties": {
+            "device": {"type": "integer"},
+            "kind": {"type": "string"},
+            **{f: {"type": "string", "format": "binary"} for f in FILE_FIELDS},
+        },
+        "required": ["kind"],
+        "additionalProperties": True,
+    }
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"oneOf": variants}},
+                "multipart/form-data": {"schema": multipart},
+            },
+        }
+    }
+
+
+# ======================================================================================================
+# Other inputs
+# ======================================================================================================
+
+
+class CancelIn(Strict):
+    reason: str | None = Field(
+        default=None, description="Optional; kept with the job (at most 300 characters)."
+    )
+
+
+class ShareIn(Strict):
+    shared: bool
+
+
+# ======================================================================================================
+# Outputs
+# ======================================================================================================
+
+
+class JobErrorOut(Schema):
+    code: str
+    message: str
+    detail: str = Field(description="What the device said, when it said something.")
+
+
+class EventOut(Schema):
+    seq: int
+    at: dt.datetime
+    state: str
+    message: str
+
+
+class ArtifactOut(Schema):
+    id: int
+    kind: str
+    name: str
+    mime: str
+    bytes: int
+    sha256: str
+    created: dt.datetime
+    download_url: str = Field(description="`GET` it (with the same auth) for the file; `Range` is honoured.")
+    web_url: str
+
+
+class EtaOut(Schema):
+    finish: dt.datetime
+    remaining_s: int
+
+
+class JobOut(Schema):
+    id: int
+    kind: str
+    state: str = Field(
+        description="queued, scheduled, preparing, submitted, running, collecting, done, failed, cancelled, interrupted"
+    )
+    state_label: str
+    device: int
+    device_name: str
+    owner: str = Field(description="The owner's username.")
+    model: str
+    prompt: str
+    params: dict[str, Any] = Field(description="What the runner sends the device; input files by name only.")
+    when: str
+    not_before: dt.datetime | None
+    polite: bool
+    shared: bool
+    progress: float
+    phase: str
+    estimate_s: float | None
+    predicted_start: dt.datetime | None
+    predicted_finish: dt.datetime | None = Field(description="The ETA: when the job is expected to be ready.")
+    created: dt.datetime
+    started_at: dt.datetime | None
+    finished_at: dt.datetime | None
+    error: JobErrorOut | None
+    cancel_reason: str
+    url: str = Field(description="The job's page in the hub.")
+    api_url: str
+
+
+class JobDetailOut(JobOut):
+    eta: EtaOut | None
+    events: list[EventOut]
+    artifacts: list[ArtifactOut]
+
+
+class SubmittedOut(JobDetailOut):
+    """The job as queued, with what the hub expects of it."""
+
+    estimate_ready_at: dt.datetime | None = Field(description="Predicted finish at submission.")
+    estimate_starts_at: dt.datetime | None = Field(description="Predicted start at submission.")
+    warnings: list[str]
+
+
+class JobListOut(Schema):
+    items: list[JobOut]
+    next: str | None = Field(description="Pass as `cursor` for the next (older) page; null on the last page.")
+
+
+# -- devices and the plan ------------------------------------------------------------------------------------
+
+
+class LoadedModelOut(Schema):
+    model_id: str
+    name: str
+    npu_usage: int | None
+    share: float | None = Field(description="Percent of the NPU budget.")
+    status: str
+    by_hub: bool = Field(description="The hub loaded it (polite mode only ever unloads these).")
+
+
+class DeviceOut(Schema):
+    id: int
+    name: str
+    kind: str
+    kind_label: str
+    state: str = Field(description="online, locked, unreachable, auth_failed, unknown")
+    state_label: str
+    state_message: str
+    state_fix: str
+    state_changed_at: dt.datetime | None
+    last_seen: dt.datetime | None
+    versions: dict[str, Any]
+    is_default: bool
+    queue_paused: bool
+    night_start: dt.time
+    night_end: dt.time
+    time_zone: str
+    loaded_models: list[LoadedModelOut]
+    url: str | None = Field(description="The device's address: admins only (null for everyone else).")
+    api_url: str
+
+
+class GaugeOut(Schema):
+    value: float | None
+    max: float
+    pct: int | None
+
+
+class MetricsOut(Schema):
+    reading_at: dt.datetime | None
+    npu_util: float | None
+    npu_mem_used_mb: float | None
+    npu_mem_total_mb: float | None
+    npu_units_used: int | None
+    npu_units_total: int | None
+    cpu_percent: float | None
+    mem_percent: float | None
+    gauges: dict[str, GaugeOut]
+    loaded_models: list[LoadedModelOut]
+
+
+class MetricPointOut(Schema):
+    t: dt.datetime
+    npu_util: float | None
+    npu_mem: float | None
+    cpu: float | None
+    mem: float | None
+
+
+class MetricHistoryOut(Schema):
+    hours: int
+    resolution_s: int
+    points: list[MetricPointOut] = Field(description="Averages per bucket, in percent, oldest first.")
+
+
+class VoicesOut(Schema):
+    mode: str = Field(description="preset, instruct, clone or broken")
+    voices: list[str]
+    note: str
+
+
+class CapabilitiesOut(Schema):
+    kind: str
+    job_kinds: list[str] = Field(description="What the device can run now (what POST /api/jobs accepts).")
+    models: list[dict[str, Any]]
+    video: dict[str, dict[str, Any]] = Field(
+        description="Per video model: canvases, step options, max seconds…"
+    )
+    stages_3d: list[str]
+    voices: dict[str, VoicesOut] = Field(description="Per speech model.")
+    npu_total: int | None
+    npu_available: int | None
+    tensorsharp: dict[str, Any] | None
+    captured_at: dt.datetime | None
+
+
+class PlanJobOut(Schema):
+    position: int = Field(description="1 = runs next.")
+    id: int
+    kind: str
+    state: str
+    owner: str
+    label: str = Field(description="The prompt when you may see the job, else e.g. “Video by mia”.")
+    prompt: str | None = Field(description="Null for another person's private job.")
+    model: str
+    when: str
+    not_before: dt.datetime | None
+    predicted_start: dt.datetime | None
+    predicted_finish: dt.datetime | None
+    waiting_because: str = Field(description="Why it has not started yet.")
+    url: str | None = Field(description="Its page, when you may see the job.")
+
+
+class RunningOut(Schema):
+    id: int
+    kind: str
+    state: str
+    owner: str
+    label: str
+    prompt: str | None
+    progress: float
+    phase: str
+    predicted_finish: dt.datetime | None
+    url: str | None
+
+
+class PlanOut(Schema):
+    device: int
+    device_name: str
+    paused: bool
+    blocked: str = Field(description="Why nothing may start on the device now; empty when something may.")
+    night_start: dt.time
+    night_end: dt.time
+    running: RunningOut | None
+    jobs: list[PlanJobOut]
+    clear_at: dt.datetime | None = Field(description="When the whole plan is predicted to be done.")

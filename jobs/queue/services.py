@@ -1,0 +1,434 @@
+"""Every change people make to jobs and queues goes through here (views, API and tests are ways in).
+
+Keyword-only, typed; raise ``ValidationError`` / ``PermissionDenied`` with clear messages. State changes are
+CAS transitions (``jobs.core.transitions``), so double clicks and races are harmless. Device work is enqueued after
+commit; these functions never call a device.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import hashlib
+import logging
+import mimetypes
+from pathlib import Path
+from typing import Any
+
+from django.conf import settings
+from django.core.exceptions import PermissionDenied, ValidationError
+from django.db import IntegrityError, transaction
+from django.db.models import Max
+from django.utils import timezone
+
+from jobs.core.selectors import can_manage
+from jobs.core.transitions import job_note, job_transition
+from jobs.models import (
+    ACTIVE_STATES,
+    RETRYABLE_STATES,
+    WAITING_STATES,
+    Job,
+    JobEvent,
+    JobKind,
+    JobState,
+    When,
+)
+from jobs.models import new_share_token as _new_token
+
+S = JobState
+PROMPT_KEYS = ("prompt", "caption", "input")
+
+
+def _dispatch_on_commit(device_id: int) -> None:
+    from jobs.tasks import dispatch
+
+    # Robust: the job is committed whatever the broker says. With Redis down the send raised after the commit,
+    # so the page and the API answered 500 for a job that was queued (and a retry queued it twice; found by
+    # scripts/chaos.py). A dispatch that can't be sent is only late: beat's reconcile starts idle queues.
+    transaction.on_commit(lambda: dispatch.delay(device_id), robust=True)
+
+
+def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
+    """After commit, ask a worker to stop the cancelled render on the device.
+
+    The cancel stands whatever the broker says: with Redis down the send raised after the commit, and the page,
+    the API and /v1 answered 500 for a job that was cancelled. The stop is then only late: the lease the job
+    still holds is marked expired (nobody is stopping it), which keeps the device's queue shut and lets beat's
+    reconcile send the stop as soon as the broker is back (``jobs.queue.engine.reconcile``).
+    """
+
+    def send() -> None:
+        from jobs.queue.engine import stop_sent, stop_unsent
+        from jobs.tasks import cancel_on_device
+
+        try:
+            cancel_on_device.delay(job_id)
+        except Exception:
+            logging.getLogger("jobs").warning(
+                "job %s: the stop could not be queued; reconcile sends it", job_id, exc_info=True
+            )
+            stop_unsent(job_id, device_id)
+            job_note(
+                job_id, "The device will be told shortly (the hub's task queue is unreachable right now)."
+            )
+        else:
+            stop_sent(job_id, device_id)
+
+    transaction.on_commit(send)
+
+
+def _replan_on_commit(device_id: int) -> None:
+    def run() -> None:
+        from jobs.queue.eta import plan_device
+
+        try:
+            plan_device(device_id)
+        except Exception:
+            logging.getLogger("jobs").exception("planning device %s failed", device_id)
+
+    transaction.on_commit(run)
+
+
+def _require_admin(by: Any) -> None:
+    if not getattr(by, "is_admin", False):
+        raise PermissionDenied("Only admins can change the queue.")
+
+
+def _require_manage(job: Job, by: Any) -> None:
+    if not can_manage(by, job):
+        raise PermissionDenied("You can only change your own jobs.")
+
+
+def _save_uploads(job: Job, files: dict[str, Any]) -> dict[str, str]:
+    """Inputs live beside the results: MEDIA_ROOT/results/<owner>/<job>/inputs/<name>.<ext>."""
+    out = {}
+    folder = Path(settings.MEDIA_ROOT) / "results" / str(job.owner_id) / str(job.pk) / "inputs"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, f in files.items():
+        mime = getattr(f, "sniffed_mime", None) or getattr(f, "content_type", "") or ""
+        ext = mimetypes.guess_extension(mime) or Path(getattr(f, "name", "") or "").suffix or ".bin"
+        ext = {".jpe": ".jpg", ".jpeg": ".jpg"}.get(ext, ext)
+        dest = folder / f"{name}{ext}"
+        with open(dest, "wb") as fh:
+            if hasattr(f, "chunks"):
+                for chunk in f.chunks():
+                    fh.write(chunk)
+            else:
+                fh.write(f.read() if hasattr(f, "read") else bytes(f))
+        out[name] = f"results/{job.owner_id}/{job.pk}/inputs/{dest.name}"
+    return out
+
+
+def job_submit(
+    *,
+    owner: Any,
+    device: Any,
+    kind: str,
+    model_id: str,
+    params: dict[str, Any],
+    when: str = When.ASAP,
+    not_before: dt.datetime | None = None,
+    polite: bool = True,
+    shared: bool = False,
+    upload_files: dict[str, Any] | None = None,
+    idempotency_key: str | None = None,
+    lift_limits: bool = False,
+) -> Job:
+    """Queue a job (params validated by the kind's form, see ``jobs.queue.admission``). Refuses whatever
+    ``jobs.queue.admission.admit`` refuses, so no door can queue what the device would turn down. Dispatch and the
+    queue plan run after commit.
+
+    With ``idempotency_key`` (the submit form's per-render token, or an API caller's ``Idempotency-Key``), the
+    same owner sending the same key again queues nothing: the job the first request queued comes back, marked
+    ``idempotent_replay = True``. The database is the arbiter (a unique column), so two requests at once in two
+    processes still make one job."""
+    from jobs.core.scheduler import opens_at, snapshot_for
+    from jobs.queue.admission import admit
+
+    if not getattr(owner, "can_submit", False):
+        raise PermissionDenied("Viewers can watch but not submit jobs.")
+    if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
+        return queued
+    if kind not in JobKind.values:
+        raise ValidationError({"kind": f"Unknown kind {kind!r}."})
+    if not model_id:
+        raise ValidationError({"model_id": "Choose a model."})
+    admission = admit(
+        owner=owner,
+        device=device,
+        kind=kind,
+        model_id=model_id,
+        params=params,
+        when=when,
+        not_before=not_before,
+        polite=polite,
+        lift_limits=lift_limits,
+    )
+    if admission.refused:
+        raise ValidationError({admission.refused_field or "__all__": admission.refused})
+    estimate = admission.estimate_s
+    prompt = next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), "")
+    with transaction.atomic():
+        try:
+            with transaction.atomic():  # a savepoint: losing the race on the token must not end the outer one
+                job = Job.objects.create(
+                    owner=owner,
+                    device=device,
+                    kind=kind,
+                    model_id=model_id,
+                    params=dict(params),
+                    prompt=prompt,
+                    when=when,
+                    not_before=not_before if when == When.NOT_BEFORE else None,
+                    polite=polite,
+                    shared=shared,
+                    estimate_s=estimate,
+                    last_seq=1,
+                    submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
+                )
+        except IntegrityError:
+            queued = job_already_submitted(owner=owner, idempotency_key=idempotency_key)
+            if queued is None:
+                raise
+            return queued
+        if upload_files:
+            job.params = {
+                **job.params,
+                "files": {**job.params.get("files", {}), **_save_uploads(job, upload_files)},
+            }
+        snap = snapshot_for(device.pk)
+        waits = opens_at(job, snap) > snap.now
+        job.state = S.SCHEDULED if waits else S.QUEUED
+        job.save(update_fields=["params", "state"])
+        message = "Queued." if not waits else f"Waiting for its time ({job.get_when_display().lower()})."
+        JobEvent.objects.create(
+            job=job, seq=1, state=job.state, message=message, data={"estimate_s": round(estimate, 1)}
+        )
+        if admission.lifted:  # an admin's lift is part of the job's story (jobs.quotas.services)
+            from jobs.quotas.services import lift_message
+
+            job_note(job.pk, lift_message(owner, admission.lifted), data={"quota_lifted": admission.lifted})
+        _dispatch_on_commit(device.pk)
+        _replan_on_commit(device.pk)
+    return job
+
+
+def _submit_token(owner: Any, key: str) -> str:
+    """What is stored for an idempotency key: per owner (two people's keys never collide), fixed length."""
+    return hashlib.sha256(f"{getattr(owner, 'pk', owner)}:{key}".encode()).hexdigest()
+
+
+def job_already_submitted(*, owner: Any, idempotency_key: str | None) -> Job | None:
+    """The job ``owner`` already queued with this key (marked ``idempotent_replay``), or None."""
+    if not idempotency_key:
+        return None
+    job = Job.objects.filter(owner=owner, submit_token=_submit_token(owner, idempotency_key)).first()
+    if job is not None:
+        job.idempotent_replay = True
+    return job
+
+
+def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
+    """Cancel a waiting job at once, or a running one (the device is told; for video the model is stopped too,
+    because the device's DELETE does not stop the render). Admins may cancel anyone's job with a reason."""
+    _require_manage(job, by)
+    who = "an admin" if by.pk != job.owner_id else "its owner"
+    why = f" Reason: {reason}" if reason else ""
+    fields = {
+        "cancel_reason": reason[:300],
+        "finished_at": timezone.now(),
+        "phase": "Cancelled",
+        "next_poll_at": None,
+    }
+    if job_transition(
+        job.pk, from_states=WAITING_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
+    ):
+        _replan_on_commit(job.device_id)
+    elif job_transition(
+        job.pk, from_states=ACTIVE_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
+    ):
+        from jobs.kinds.runners import style_of
+
+        job.refresh_from_db()
+        if style_of(job.device.kind, job.kind) == "poll" and job.remote_id:
+            _stop_on_device_on_commit(job.pk, job.device_id)
+        # Otherwise the runner holding the call sees the cancel at its next step and frees the device itself.
+        _replan_on_commit(job.device_id)
+    else:
+        job.refresh_from_db()
+        if job.state not in (S.CANCELLED,):
+            raise ValidationError("This job has already finished.")
+    job.refresh_from_db()
+    return job
+
+
+def job_retry(*, job: Job, by: Any) -> Job:
+    """Put a failed, cancelled or interrupted job back in the queue (its results so far are kept)."""
+    _require_manage(job, by)
+    if not by.can_submit:
+        raise PermissionDenied("Viewers cannot queue jobs.")
+    ok = job_transition(
+        job.pk,
+        from_states=RETRYABLE_STATES,
+        to=S.QUEUED,
+        message=f"Queued again by {by.username}.",
+        remote_id="",
+        remote_data={},
+        progress=0.0,
+        phase="Waiting",
+        error_code="",
+        error_human="",
+        error_detail="",
+        finished_at=None,
+        cancel_reason="",
+        retry_after=None,
+        submit_started_at=None,
+        next_poll_at=None,
+        requeues=0,
+    )
+    if not ok:
+        job.refresh_from_db()
+        if job.state not in WAITING_STATES:
+            raise ValidationError("Only failed, cancelled or interrupted jobs can be retried.")
+    else:
+        _dispatch_on_commit(job.device_id)
+        _replan_on_commit(job.device_id)
+    job.refresh_from_db()
+    return job
+
+
+def job_run_again(*, job: Job, by: Any, changes: dict[str, Any], idempotency_key: str | None = None) -> Job:
+    """A new job like ``job`` with ``changes`` applied to its parameters (inputs are reused)."""
+    from jobs.core.selectors import can_view
+
+    if not can_view(by, job):
+        raise PermissionDenied("You cannot see this job.")
+    params = {
+        **job.params,
+        **{
+            k: v
+            for k, v in changes.items()
+            if k not in ("when", "not_before", "polite", "shared", "model_id", "lift_limits")
+        },
+    }
+    return job_submit(
+        owner=by,
+        device=job.device,
+        kind=job.kind,
+        model_id=changes.get("model_id", job.model_id),
+        params=params,
+        when=changes.get("when", When.ASAP),
+        not_before=changes.get("not_before"),
+        polite=changes.get("polite", job.polite),
+        shared=changes.get("shared", False),
+        idempotency_key=idempotency_key,
+        lift_limits=bool(changes.get("lift_limits", False)),
+    )
+
+
+def job_set_shared(*, job: Job, by: Any, shared: bool) -> Job:
+    _require_manage(job, by)
+    if job.shared != shared:
+        job_note(job.pk, "Shared with the household." if shared else "No longer shared.", shared=shared)
+    job.refresh_from_db()
+    return job
+
+
+def job_share_link(*, job: Job, by: Any, enable: bool) -> Job:
+    """A read-only link to the job and its results; disabling revokes it (a new link differs)."""
+    _require_manage(job, by)
+    if enable and not job.share_token:
+        job_note(job.pk, "Read-only link created.", share_token=_new_token())
+    elif not enable and job.share_token:
+        job_note(job.pk, "Read-only link revoked.", share_token="")
+    job.refresh_from_db()
+    return job
+
+
+def share_link_url(*, request: Any, job: Job) -> str:
+    """The read-only link's full address, or "" while the job has none.
+
+    Built on ``HUB_PUBLIC_URL`` when it is set: the address a request came in on (http://127.0.0.1:8000 on the
+    hub's own machine, or the inside of a reverse proxy) is often not one the person receiving the link can open.
+    """
+    from django.urls import reverse
+
+    if not job.share_token:
+        return ""
+    path = reverse("jobs-public", args=[job.share_token])
+    return f"{settings.HUB_PUBLIC_URL}{path}" if settings.HUB_PUBLIC_URL else request.build_absolute_uri(path)
+
+
+# -- queue control (admins) -----------------------------------------------------------------------------------
+
+
+def queue_pause(*, device: Any, by: Any) -> None:
+    from devices.services import device_set_queue_paused
+
+    _require_admin(by)
+    device_set_queue_paused(device_id=device.pk, paused=True)
+    _replan_on_commit(device.pk)
+
+
+def queue_resume(*, device: Any, by: Any) -> None:
+    from devices.services import device_set_queue_paused
+
+    _require_admin(by)
+    device_set_queue_paused(device_id=device.pk, paused=False)
+    _dispatch_on_commit(device.pk)
+    _replan_on_commit(device.pk)
+
+
+def queue_run_next(*, job: Job, by: Any) -> None:
+    """Admin "run next": this job goes before every other waiting job of its device."""
+    _require_admin(by)
+    top = (
+        Job.objects.filter(device_id=job.device_id, state__in=WAITING_STATES).aggregate(m=Max("priority"))[
+            "m"
+        ]
+        or 0
+    )
+    if not job_note(
+        job.pk, f"Moved to the front by {by.username}.", only_in=WAITING_STATES, priority=top + 1
+    ):
+        raise ValidationError("Only waiting jobs can be moved.")
+    _dispatch_on_commit(job.device_id)
+    _replan_on_commit(job.device_id)
+
+
+def queue_move(*, job: Job, by: Any, direction: str) -> None:
+    """Admin reorder: swap with the neighbour in the current plan. The admin's order then holds (priorities
+    are rewritten for the device's waiting jobs, which overrides fair share for them)."""
+    from jobs.core.selectors import queue_plan
+
+    _require_admin(by)
+    if direction not in ("up", "down"):
+        raise ValidationError("Direction must be up or down.")
+    order = [j for j in queue_plan(job.device) if j.state in WAITING_STATES]
+    ids = [j.pk for j in order]
+    if job.pk not in ids:
+        raise ValidationError("Only waiting jobs can be moved.")
+    i = ids.index(job.pk)
+    k = i - 1 if direction == "up" else i + 1
+    if not 0 <= k < len(ids):
+        return
+    ids[i], ids[k] = ids[k], ids[i]
+    with transaction.atomic():
+        for rank, pk in enumerate(ids):
+            Job.objects.filter(pk=pk, state__in=WAITING_STATES).update(priority=len(ids) - rank, bypassed=0)
+        job_note(job.pk, f"Moved {direction} by {by.username}.")
+    _replan_on_commit(job.device_id)
+
+
+__all__ = [
+    "job_cancel",
+    "job_retry",
+    "job_run_again",
+    "job_set_shared",
+    "job_share_link",
+    "job_submit",
+    "queue_move",
+    "queue_pause",
+    "queue_resume",
+    "queue_run_next",
+    "share_link_url",
+]

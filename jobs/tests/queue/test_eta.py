@@ -1,0 +1,179 @@
+from __future__ import annotations
+
+import pytest
+
+from jobs.queue.eta import seed_seconds, tiiny_video_seconds
+
+V = "MiniMaxAI/MiniMax-H3-Turbo"
+
+
+def test_it_seeds_video_from_the_references_anchors():
+    assert tiiny_video_seconds(832, 480, 2, 4) == pytest.approx(7 * 60, rel=0.01)
+    assert tiiny_video_seconds(832, 480, 7, 4) == pytest.approx(12 * 60, rel=0.01)
+    assert tiiny_video_seconds(1344, 768, 5, 4) == pytest.approx(32 * 60, rel=0.01)
+
+
+def test_it_matches_the_emulators_formula():
+    from devices.emulator.catalog import video_render_seconds
+
+    for args in ((832, 480, 3, 6), (1344, 768, 7, 8), (480, 832, 1, 4)):
+        assert tiiny_video_seconds(*args) == pytest.approx(video_render_seconds(*args), rel=1e-6)
+
+
+def test_it_seeds_other_kinds():
+    assert seed_seconds("mesh", "h", {"stages": ["shape"]}) == 420
+    assert seed_seconds("music", "RoyalCities/Foundation-1", {"seconds": 20}) == pytest.approx(68)
+    assert seed_seconds("image", "z", {"size": "512x512", "steps": 8, "n": 2}) == pytest.approx(2 * 8.9)
+
+
+def test_it_learns_from_finished_jobs(member, db):
+    from devices.models import Device
+    from jobs.models import Job
+    from jobs.queue.eta import estimate, learn
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    params = {"prompt": "x", "size": "832x480", "seconds": 2, "steps": 4}
+    assert estimate(
+        device_id=device.pk, device_kind="tiiny", kind="video", model_id=V, params=params
+    ) == pytest.approx(420, rel=0.01)
+    for secs in (300.0, 400.0):
+        learn(
+            Job.objects.create(
+                owner=member, device=device, kind="video", model_id=V, params=params, device_seconds=secs
+            )
+        )
+    assert estimate(
+        device_id=device.pk, device_kind="tiiny", kind="video", model_id=V, params=params
+    ) == pytest.approx(0.3 * 400 + 0.7 * 300)
+
+
+def test_it_learns_the_render_without_the_model_load_before_it(member, db):
+    """The first job after a load spends the load on the device too; its shape learns the render alone (the
+    plan adds a load where one is due), so the next jobs, with the model loaded, are not told a load too long."""
+    from devices.models import Device
+    from jobs.models import Job
+    from jobs.queue.eta import estimate, learn
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
+    model = "Tongyi-MAI/Z-Image-Turbo"
+    for secs, loaded in ((39.0, {"load_s": 30.0}), (9.0, {})):
+        learn(
+            Job.objects.create(
+                owner=member,
+                device=device,
+                kind="image",
+                model_id=model,
+                params=params,
+                device_seconds=secs,
+                remote_data=loaded,
+            )
+        )
+    assert estimate(
+        device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params
+    ) == pytest.approx(9.0)
+
+
+def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, db):
+    import datetime as dt
+    from types import SimpleNamespace
+
+    from django.utils import timezone
+
+    from devices.models import Device
+    from jobs.models import Job
+    from jobs.queue.engine import _note_load
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    job = Job.objects.create(
+        owner=member,
+        device=device,
+        kind="image",
+        model_id="m",
+        params={},
+        started_at=timezone.now() - dt.timedelta(seconds=12),
+        remote_data={"tag": 7},
+    )
+    _note_load(job, SimpleNamespace(loaded=False))
+    assert Job.objects.get(pk=job.pk).remote_data == {"tag": 7}
+    _note_load(job, SimpleNamespace(loaded=True))
+    stored = Job.objects.get(pk=job.pk).remote_data
+    assert stored["tag"] == 7 and 12 <= stored["load_s"] < 20
+    assert job.remote_data == stored
+
+
+# -- time left follows the job's own progress ---------------------------------------------------------------
+
+
+def _running(progress: float, estimate_s: float = 1020.0, anchor=None):
+    from types import SimpleNamespace
+
+    data = {"eta_anchor": [anchor[0].isoformat(), anchor[1]]} if anchor else {}
+    return SimpleNamespace(estimate_s=estimate_s, progress=progress, remote_data=data)
+
+
+def test_time_left_is_never_zero_while_work_remains():
+    import datetime as dt
+
+    from jobs.queue.eta import remaining_seconds
+
+    now = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    # A job at 18 % long past its start once showed "in 0 s": what is left of the estimate still counts.
+    assert remaining_seconds(_running(18.0, 600.0), now=now) == pytest.approx(492)
+
+
+def test_time_left_follows_a_job_faster_than_its_estimate():
+    import datetime as dt
+
+    from jobs.queue.eta import remaining_seconds
+
+    now = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    # A 3D job estimated at 17 min moved from 7 % to 57 % in 2 minutes: the rest should take about 2.4 min.
+    job = _running(57.0, 1020.0, anchor=(now - dt.timedelta(minutes=2), 0.07))
+    left = remaining_seconds(job, now=now)
+    own = 0.43 * 120 / 0.5
+    assert left == pytest.approx(0.9 * own + 0.1 * 1020 * 0.43, rel=1e-6)
+    assert left < 200  # not "in 17 min" any more
+    # Early on, the model's history still weighs most.
+    early = remaining_seconds(_running(9.0, 1020.0, anchor=(now - dt.timedelta(seconds=10), 0.07)), now=now)
+    assert early > 0.5 * 1020 * 0.91
+
+
+def test_a_progress_update_replans_the_device_when_the_finish_drifts(member, db):
+    import datetime as dt
+
+    from django.utils import timezone
+
+    from devices.models import Device
+    from jobs.models import Job
+    from jobs.queue.eta import note_progress
+
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    now = timezone.now()
+    job = Job.objects.create(
+        owner=member,
+        device=device,
+        kind="video",
+        model_id=V,
+        params={"size": "832x480", "seconds": 2, "steps": 4},
+        state="running",
+        started_at=now - dt.timedelta(minutes=2),
+        estimate_s=1020.0,
+        progress=7.0,
+    )
+    waiting = Job.objects.create(
+        owner=member, device=device, kind="video", model_id=V, params=job.params, estimate_s=420.0
+    )
+    note_progress(job.pk)  # first movement seen: the anchor
+    job.refresh_from_db()
+    assert job.remote_data["eta_anchor"][1] == pytest.approx(0.07)
+    anchor_at = dt.datetime.fromisoformat(job.remote_data["eta_anchor"][0])
+    Job.objects.filter(pk=job.pk).update(
+        progress=57.0,
+        remote_data={"eta_anchor": [(anchor_at - dt.timedelta(minutes=2)).isoformat(), 0.07]},
+    )
+    note_progress(job.pk)
+    job.refresh_from_db()
+    waiting.refresh_from_db()
+    assert job.predicted_finish - timezone.now() < dt.timedelta(minutes=4)
+    assert waiting.predicted_start == job.predicted_finish  # the next job's start moved with it
