@@ -32,6 +32,7 @@ fuzz: $(STAMP)
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check hub devices jobs notify
+	$(VENV)/bin/lint-imports --no-cache
 
 bench: $(STAMP)
 	@scripts/need-chromium.sh "make bench"
