@@ -33,6 +33,7 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check hub devices jobs notify
 	$(VENV)/bin/lint-imports --no-cache
+	$(PY) scripts/check_structure.py
 
 bench: $(STAMP)
 	@scripts/need-chromium.sh "make bench"
