@@ -27,9 +27,12 @@ from django.utils import timezone
 from devices import errors
 from devices.models import Device
 from jobs.core import lease
-from jobs.core.transitions import held, job_note, job_set, job_ticked, job_transition, send_held
-from jobs.kinds.runners import PollResult, Stopped, runner_for, style_of
+from jobs.core.changes import held, job_ticked, replan, send_held
+from jobs.core.transitions import job_note, job_set, job_transition
+from jobs.kinds.runners import PollResult, Stopped
+from jobs.kinds.table import runner_for, shape_of, style_of
 from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, waiting_on
+from jobs.queue import enqueue
 
 logger = logging.getLogger("jobs.queue.engine")
 S = JobState
@@ -52,15 +55,11 @@ def _trace(job_id: int, step: str) -> None:
 
 
 def _enqueue_dispatch(device_id: int) -> None:
-    from jobs.tasks import dispatch
-
-    dispatch.delay(device_id)
+    enqueue.send("dispatch", device_id)
 
 
 def _replan(device_id: int) -> None:
     """Through the one sender of live updates: inside ``held`` once with the block's other changes."""
-    from jobs.core.transitions import replan
-
     replan(device_id)
 
 
@@ -171,9 +170,9 @@ def finish_done(job: Job) -> bool:
             logger.exception("learning from job %s failed", job.pk)
         _trace(job.pk, "learned")
         end_job(job)
-        from jobs.tasks import make_thumbnail
-
-        make_thumbnail.delay_on_commit(job.pk)  # after the lease is given back: the next job does not wait
+        enqueue.send_on_commit(
+            "make_thumbnail", job.pk
+        )  # after the lease is given back: the next job does not wait
     return ok
 
 
@@ -337,11 +336,9 @@ def dispatch_device(device_id: int) -> int | None:
     finally:
         if started is None:
             lease.lease_release(device_id, token=token)
-    from jobs.tasks import run_job
-
     job.refresh_from_db()
     limit = max(600, int(3 * (job.estimate_s or 60)) + 600)
-    run_job.apply_async((started,), soft_time_limit=limit, time_limit=limit + 60)
+    enqueue.send("run_job", started, soft_time_limit=limit, time_limit=limit + 60)
     _trace(started, "run_sent")
     _replan(device_id)
     _trace(started, "dispatch_replanned")
@@ -552,8 +549,6 @@ def _record_end(job: Job, exc: BaseException | None) -> None:
 
 def schedule_poll(job_id: int, *, countdown: float, ticket: int | None = None) -> int | None:
     """Move the poll chain on: bump the ticket (CAS on the one we hold) and enqueue the next poll."""
-    from jobs.tasks import poll_job
-
     qs = Job.objects.filter(pk=job_id, state__in=POLLING_STATES)
     if ticket is not None:
         qs = qs.filter(poll_ticket=ticket)
@@ -565,7 +560,7 @@ def schedule_poll(job_id: int, *, countdown: float, ticket: int | None = None) -
         poll_ticket=new, next_poll_at=_now() + dt.timedelta(seconds=countdown)
     ):
         return None
-    poll_job.apply_async((job_id, new), countdown=countdown)
+    enqueue.send("poll_job", job_id, new, countdown=countdown)
     return new
 
 
@@ -631,7 +626,7 @@ def _progress_and_history(
     seconds from now to the earliest and to the latest end it allows, None without a pace). With a pace the
     history is not read: the job's own progress says more about this render than its shape's past ones."""
     from jobs.models import RenderStat
-    from jobs.queue.eta import remaining_seconds, shape_of
+    from jobs.queue.eta import remaining_seconds
 
     done, share = _done_and_share(job, runner)
     elapsed = (now - job.submit_started_at).total_seconds() if job.submit_started_at else 0.0
@@ -646,7 +641,7 @@ def _progress_and_history(
         own = end - elapsed if window[1] >= 0 else min(-window[1], own)
         return own, None, elapsed, (done, None, window)
     history = None
-    shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
+    shape = shape_of(job.device.kind, job.kind, job.model_id, job.params)
     learned, samples = (
         RenderStat.objects.filter(
             device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape, samples__gt=0
@@ -1116,8 +1111,6 @@ def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
     lost (Redis restarted, the worker died before or during the stop: its lease lapsed), is stopped now. Its
     device counts as busy meanwhile. Sending gives the stop ``stop_pickup()`` to be claimed, so the next runs
     don't send it again while it is on its way, and do soon if it never arrives."""
-    from jobs.tasks import cancel_on_device
-
     held = [device_id for device_id, row in leases.items() if row.job_id and device_id not in busy]
     sent = 0
     for device_id, job_id in (stops_pending(held) if held else {}).items():
@@ -1126,7 +1119,7 @@ def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
         if row.expires_at is not None and row.expires_at >= now:
             continue  # a worker is on it (or its message is on the way)
         try:
-            cancel_on_device.delay(job_id)
+            enqueue.send("cancel_on_device", job_id)
         except Exception:
             logger.warning("job %s: the stop could not be queued; next round", job_id, exc_info=True)
             continue
@@ -1137,8 +1130,6 @@ def _send_stops(leases: dict, busy: set[int], now: dt.datetime) -> int:
 
 def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
     """The safety net (beat, every few seconds). Cheap: a few indexed queries when all is well."""
-    from jobs.tasks import recover_job
-
     now = now or _now()
     counts = {"polls": 0, "recovered": 0, "released": 0, "dispatched": 0}
     grace = dt.timedelta(seconds=max(3.0, 2 * settings.JOBS_POLL_INTERVAL_S))
@@ -1157,7 +1148,7 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
             continue
         held = leases.get(job.device_id)
         if held is None or held.job_id != job.pk or held.expires_at is None or held.expires_at < now:
-            recover_job.delay(job.pk)
+            enqueue.send("recover_job", job.pk)
             counts["recovered"] += 1
     busy = {j.device_id for j in active}
     counts["stops"] = _send_stops(leases, busy, now)

@@ -33,18 +33,17 @@ from jobs.models import (
     When,
 )
 from jobs.models import new_share_token as _new_token
+from jobs.queue import enqueue
 
 S = JobState
 PROMPT_KEYS = ("prompt", "caption", "input")
 
 
 def _dispatch_on_commit(device_id: int) -> None:
-    from jobs.tasks import dispatch
-
     # Robust: the job is committed whatever the broker says. With Redis down the send raised after the commit,
     # so the page and the API answered 500 for a job that was queued (and a retry queued it twice; found by
     # scripts/chaos.py). A dispatch that can't be sent is only late: beat's reconcile starts idle queues.
-    transaction.on_commit(lambda: dispatch.delay(device_id), robust=True)
+    enqueue.send_on_commit("dispatch", device_id, robust=True)
 
 
 def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
@@ -58,10 +57,9 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
 
     def send() -> None:
         from jobs.queue.engine import stop_sent, stop_unsent
-        from jobs.tasks import cancel_on_device
 
         try:
-            cancel_on_device.delay(job_id)
+            enqueue.send("cancel_on_device", job_id)
         except Exception:
             logging.getLogger("jobs").warning(
                 "job %s: the stop could not be queued; reconcile sends it", job_id, exc_info=True
@@ -246,7 +244,7 @@ def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
     elif job_transition(
         job.pk, from_states=ACTIVE_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
     ):
-        from jobs.kinds.runners import style_of
+        from jobs.kinds.table import style_of
 
         job.refresh_from_db()
         if style_of(job.device.kind, job.kind) == "poll" and job.remote_id:

@@ -20,11 +20,18 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def sent(monkeypatch):
-    """cancel_on_device.delay that queues nothing: the message is lost, as when Redis restarts empty."""
-    from jobs import tasks
+    """Stops sent to a queue that keeps nothing: the message is lost, as when Redis restarts empty."""
+    from jobs.queue import enqueue
 
     calls: list[int] = []
-    monkeypatch.setattr(tasks.cancel_on_device, "delay", lambda job_id: calls.append(job_id))
+    send = enqueue.send
+
+    def lost(task, *args, **options):
+        if task != "cancel_on_device":
+            return send(task, *args, **options)
+        calls.append(args[0])
+
+    monkeypatch.setattr(enqueue, "send", lost)
     return calls
 
 
