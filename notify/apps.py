@@ -6,3 +6,10 @@ from django.apps import AppConfig
 class NotifyConfig(AppConfig):
     name = "notify"
     verbose_name = "Notifications"
+
+    def ready(self) -> None:
+        # The app registry is ready only now: these modules import the models.
+        from jobs.core import transitions
+        from notify.services import job_entered
+
+        transitions.register_entered(job_entered)  # a job entering a state tells the people who follow it

@@ -271,7 +271,8 @@ def test_the_heartbeat_notices_a_change_that_sent_no_message(admin_user, member,
 def test_each_members_plan_names_their_own_jobs_by_prompt_and_no_other_socket_gets_it(
     admin_user, member, other_member, viewer, device
 ):
-    from jobs.core.transitions import job_set, job_ticked, job_transition, plan_changed
+    from jobs.core.changes import job_ticked, plan_changed
+    from jobs.core.transitions import job_set, job_transition
 
     hold_device(device)
     first = make_job(member, device, prompt="the moonlit fox of mia")

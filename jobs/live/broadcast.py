@@ -1,5 +1,5 @@
 """The one module that pushes job and queue changes to open browsers. Only ``jobs.core.transitions`` calls it,
-after commit: a state change, an event, a progress tick or a queue change (see ``transitions.flush``).
+after commit: a state change, an event, a progress tick or a queue change (see ``jobs.core.changes`` and ``jobs.live.outbox``).
 
 Rendering lives in ``jobs.live.fragments``; this module decides who receives what. Every fragment goes to the
 topic group of the elements it replaces (``hub.live``), so a page gets only what it shows:

@@ -142,7 +142,8 @@ def test_when_the_people_with_private_entries_change_the_everyone_version_goes_o
 
 
 def test_a_progress_tick_moves_status_row_and_bar_at_most_once_a_second(member, device, monkeypatch):
-    from jobs.core.transitions import job_set, job_ticked
+    from jobs.core.changes import job_ticked
+    from jobs.core.transitions import job_set
 
     class Clock:  # the throttle's clock, held still: a loaded machine must not turn "within the second" into two
         now = time.time()
@@ -297,7 +298,8 @@ WATCH = re.compile(r'ws-connect="/ws/hub/\?watch=([^"]*)"')
 def test_every_fragment_a_page_receives_has_a_target_on_that_page(admin_user, member, device, media):
     """Each page's own ws-connect URL, then every kind of push: each fragment names an element of the page."""
     from devices.live import device_push
-    from jobs.core.transitions import job_set, job_ticked, job_transition
+    from jobs.core.changes import job_ticked
+    from jobs.core.transitions import job_set, job_transition
     from jobs.queue.services import job_set_shared
 
     running = make_job(member, device, state="running")

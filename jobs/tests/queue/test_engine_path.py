@@ -25,9 +25,8 @@ def seen(monkeypatch):
     'queue' (the queue is pushed); '~' marks what another thread did."""
     import threading
 
-    from jobs import tasks
     from jobs.live import broadcast
-    from jobs.queue import eta
+    from jobs.queue import enqueue, eta
 
     out: list[str] = []
     plan, queue = eta.plan_device, broadcast.broadcast_queue
@@ -46,13 +45,21 @@ def seen(monkeypatch):
 
     monkeypatch.setattr(eta, "plan_device", planned)
     monkeypatch.setattr(broadcast, "broadcast_queue", pushed)
-    monkeypatch.setattr(tasks.run_job, "apply_async", lambda args, **kw: out.append(f"run:{args[0]}"))
-    monkeypatch.setattr(tasks.make_thumbnail, "delay", lambda *a, **kw: None)
+    send = enqueue.send
+
+    def sent(task, *args, **options):
+        if task == "run_job":  # seen, not run
+            out.append(f"run:{args[0]}")
+        elif task != "make_thumbnail":
+            return send(task, *args, **options)
+
+    monkeypatch.setattr(enqueue, "send", sent)
     return out
 
 
 def test_held_changes_go_out_once_when_the_block_ends(member, device, seen):
-    from jobs.core.transitions import held, job_note, job_transition, replan
+    from jobs.core.changes import held, replan
+    from jobs.core.transitions import job_note, job_transition
 
     a = make_job(member, device, state="running")
     b = make_job(member, device)
