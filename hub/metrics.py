@@ -27,7 +27,7 @@ import os
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import redis
@@ -41,13 +41,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
-from devices.errors import DeviceError
+from devices.error_counts import DEVICE_ERRORS_KEY
 from hub.celery import WORKER_HEARTBEAT_KEY
 
 log = logging.getLogger(__name__)
 
 # Redis keys (shared by every process of the hub).
-DEVICE_ERRORS_KEY = "hub:metrics:device_errors"  # hash: "<base_url>\t<ErrorClass>" -> count
 WS_COUNTS_KEY = "hub:metrics:ws:counts"  # hash: "<host>:<pid>" -> sockets that process holds now
 WS_SEEN_KEY = "hub:metrics:ws:seen"  # sorted set: "<host>:<pid>" -> unix time it last said it lives
 WS_HEARTBEAT_S = 30.0
@@ -66,47 +65,6 @@ def _redis() -> redis.Redis:
 def _redis_for(url: str) -> redis.Redis:
     # One pool per URL and process; short timeouts, because a counter must never hold up a device call.
     return redis.Redis.from_url(url, socket_connect_timeout=0.5, socket_timeout=1)
-
-
-# --- device request errors ------------------------------------------------------------------------------
-def note_device_error(base_url: str, exc: DeviceError) -> None:
-    """Count one typed error a device client produced (once per exception object, whoever sees it twice)."""
-    if getattr(exc, "_hub_metrics_counted", False):
-        return
-    exc._hub_metrics_counted = True  # type: ignore[attr-defined]
-    try:
-        _redis().hincrby(DEVICE_ERRORS_KEY, f"{base_url}\t{type(exc).__name__}", 1)
-    except redis.RedisError:
-        log.debug("device error not counted: Redis unreachable")
-
-
-def count_device_errors(cls: type, **kwargs: Any) -> None:
-    """``HttpDevice.__init_subclass__``: count every typed error the client's error mapping produces.
-
-    The two mappings are where HTTP becomes a typed error: ``_raise_for`` (statuses and envelopes: locked,
-    auth, busy, …) raises, ``_transport_error`` (refused, timeout, broken connection) returns. Wrapping them
-    once per client class counts each failed device request without touching the protocol code.
-    """
-    for name in ("_raise_for", "_transport_error"):
-        method = getattr(cls, name, None)
-        if method is not None and not getattr(method, "_hub_counts_errors", False):
-            setattr(cls, name, _counting(method))
-
-
-def _counting(method: Callable[..., Any]) -> Callable[..., Any]:
-    @functools.wraps(method)
-    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
-        try:
-            result = method(self, *args, **kwargs)
-        except DeviceError as exc:
-            note_device_error(self.base_url, exc)
-            raise
-        if isinstance(result, DeviceError):
-            note_device_error(self.base_url, result)
-        return result
-
-    wrapper._hub_counts_errors = True  # type: ignore[attr-defined]
-    return wrapper
 
 
 # --- open websockets ------------------------------------------------------------------------------------

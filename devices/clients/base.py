@@ -26,7 +26,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from devices import errors
-from hub.metrics import count_device_errors
+from devices.error_counts import count_device_errors
 
 logger = logging.getLogger("devices.clients")
 
@@ -115,7 +115,9 @@ def _tls() -> ssl.SSLContext:
 class HttpDevice:
     """Shared HTTP plumbing. Subclasses map statuses to typed errors in ``_raise_for``."""
 
-    __init_subclass__ = classmethod(count_device_errors)  # /metrics counts every typed error (hub.metrics)
+    __init_subclass__ = classmethod(
+        count_device_errors
+    )  # /metrics counts every typed error (devices.error_counts)
 
     #: Header sent with every request (only to our own base URL).
     def __init__(

@@ -13,6 +13,7 @@ from django.test import Client
 from django.utils import timezone
 from prometheus_client.parser import text_string_to_metric_families
 
+from devices.error_counts import DEVICE_ERRORS_KEY, note_device_error
 from devices.models import Device
 from hub import metrics as hub_metrics
 from hub.celery import WORKER_HEARTBEAT_KEY
@@ -21,7 +22,7 @@ from jobs.models import Job
 pytestmark = pytest.mark.django_db
 
 REDIS_KEYS = (
-    hub_metrics.DEVICE_ERRORS_KEY,
+    DEVICE_ERRORS_KEY,
     hub_metrics.WS_COUNTS_KEY,
     hub_metrics.WS_SEEN_KEY,
     WORKER_HEARTBEAT_KEY,
@@ -257,9 +258,9 @@ def test_an_error_seen_twice_is_counted_once(db, redis_client):
     from devices.errors import DeviceBusy
 
     exc = DeviceBusy()
-    hub_metrics.note_device_error("http://x", exc)
-    hub_metrics.note_device_error("http://x", exc)
-    assert redis_client.hgetall(hub_metrics.DEVICE_ERRORS_KEY) == {b"http://x\tDeviceBusy": b"1"}
+    note_device_error("http://x", exc)
+    note_device_error("http://x", exc)
+    assert redis_client.hgetall(DEVICE_ERRORS_KEY) == {b"http://x\tDeviceBusy": b"1"}
 
 
 # --- open websockets ------------------------------------------------------------------------------------
