@@ -32,7 +32,6 @@ from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, running_job
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
-from jobs.kinds.forms import form_class_for
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
@@ -42,9 +41,9 @@ from jobs.kinds.schemas import (
     PlanOut,
     ShareIn,
     SubmittedOut,
-    fields_schema,
     submit_body_openapi,
 )
+from jobs.kinds.table import api_schemas, form_class_for, schema_for
 from jobs.live.fragments import eta_for, job_title, public_label
 from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
@@ -288,7 +287,7 @@ def _validated(
     request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
 ) -> dict[str, Any]:
     form = form_for(owner=request.user, device=device, kind=kind, data=None)
-    schema = fields_schema(device.kind, kind)
+    schema = schema_for(device.kind, kind)
     json_body = not (request.content_type or "").lower().startswith(("multipart/", "application/x-www"))
     # ``lift_limits`` is on admins' forms only; anyone else's is refused by admission with a sentence that says why.
     known = set(form.fields) | {"lift_limits"}
@@ -302,7 +301,7 @@ def _validated(
     "",
     url_name="job_submit",
     response={201: SubmittedOut, 200: SubmittedOut, **SUBMIT_ERRORS},
-    openapi_extra=submit_body_openapi(),
+    openapi_extra=submit_body_openapi(api_schemas()),
     summary="Submit a job",
 )
 def submit(request: HttpRequest):
@@ -452,7 +451,7 @@ def job_retry(request: HttpRequest, job_id: str):
 
 def _again_data(job: Job) -> dict[str, Any]:
     """The job's settings as its form's fields (what the page's "run again" form is filled in with)."""
-    form_class = form_class_for(job.kind, job.device)
+    form_class = form_class_for(job.device.kind, job.kind)
     return {**form_class.fields_from_params(job.params or {}), "model": job.model_id, "polite": job.polite}
 
 

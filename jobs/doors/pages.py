@@ -23,8 +23,8 @@ from devices.selectors import device_default, device_list_for
 from hub.parsing import parse_id, parse_int
 from jobs.core.bookmarks import is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage
-from jobs.kinds.forms import JobForm, form_class_for
-from jobs.kinds.table import kinds_for
+from jobs.kinds.forms import JobForm
+from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.models import Job, JobKind
 from jobs.queue.admission import Admission, form_admission
@@ -422,7 +422,7 @@ def admission_for(form: JobForm) -> Admission | None:
 def again_form(request: HttpRequest, job: Job) -> JobForm:
     """The job's form filled in with its settings. Its input files are reused by ``job_run_again``, so file
     fields are optional here (browsers can't pre-fill a file input)."""
-    form_class = form_class_for(job.kind, job.device)
+    form_class = form_class_for(job.device.kind, job.kind)
     initial = {
         **form_class.fields_from_params(job.params or {}),
         "model": job.model_id,

@@ -41,7 +41,7 @@ from jobs.doors.pages import (
     uploads_for_try,
 )
 from jobs.files.downloads import artifact_response
-from jobs.kinds.forms import form_class_for
+from jobs.kinds.table import form_class_for
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
 from jobs.queue import services
@@ -94,7 +94,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return render(
             request, "jobs/new.html", new_job_context(request, device, kind, form=None), status=status
         )
-    form_class = form_class_for(kind, device)
+    form_class = form_class_for(device.kind, kind)
     if problem:  # an unknown device or kind: queue nothing, offer the valid choices, keep what was typed
         form = form_class(initial=_typed(request), device=device, user=request.user)
         return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=400)
@@ -140,7 +140,9 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         refusal = Admission(0.0, None, None, refused=problem, refused_field="kind")
         ctx = {"admission": refusal, "fields_oob": False, "refusal": problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
-    form = form_class_for(kind, device)(request.POST, request.FILES or None, device=device, user=request.user)
+    form = form_class_for(device.kind, kind)(
+        request.POST, request.FILES or None, device=device, user=request.user
+    )
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
     # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
     # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.

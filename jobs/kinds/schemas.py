@@ -5,13 +5,14 @@ seconds, a voice the model has) is the job form's business, reached through ``jo
 answers with exactly the messages the web page shows. Every input schema forbids unknown fields: a typo
 (``second`` for ``seconds``) is a 422 naming the field, never silently ignored.
 
-One submit schema per (device kind, job kind), named like the forms in ``jobs.kinds.table``; their field names
-are the form's field names, because the same form validates them.
+One submit schema per (device kind, job kind), named like the forms in ``jobs.kinds.table`` (which names each
+pair's); their field names are the form's field names, because the same form validates them.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable
 from typing import Any, Literal
 
 from ninja import Schema
@@ -148,23 +149,11 @@ class SpeechFields(CommonFields):
 FILE_FIELDS = ("start_image", "end_image", "image", "ref_audio")
 
 
-def fields_schema(device_kind: str, kind: str) -> type[CommonFields] | None:
-    """The pair's schema, as the kinds registry names it (None for a pair no device kind runs)."""
-    from jobs.kinds.table import spec_for
-
-    try:
-        return spec_for(device_kind, kind).api_schema
-    except ValueError:
-        return None
-
-
-def submit_body_openapi() -> dict[str, Any]:
-    """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas, JSON or multipart."""
+def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) -> dict[str, Any]:
+    """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas (``(device kind, job kind,
+    schema)``, as ``jobs.kinds.table.api_schemas`` lists them), JSON or multipart."""
     variants = []
-    from jobs.kinds.table import SPECS
-
-    for spec in SPECS:
-        device_kind, kind, schema = spec.device_kind, str(spec.kind), spec.api_schema
+    for device_kind, kind, schema in pairs:
         js = schema.model_json_schema()
         js["title"] = f"{schema.__name__.removesuffix('Fields')} ({device_kind} {kind})"
         js["properties"] = {

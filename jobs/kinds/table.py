@@ -1,7 +1,9 @@
 """What differs per (device kind, job kind), in one table: the form, the runner, the estimate shape, the API schema.
 
-The forms, the runners, the ETA code, the admission service and both APIs read from here, so adding a kind (or a
-device kind) is one entry instead of a branch in each of them.
+The table owns every lookup of it (``form_class_for``, ``runner_for``, ``style_of``, ``schema_for``, ``shape_of``,
+``seed_seconds``...): the doors, the admission service, the engine and the planner ask here, and the parts it names
+(forms, runners, schemas, estimates) never look it up, so adding a kind (or a device kind) is one entry instead of
+a branch in each of them.
 """
 
 from __future__ import annotations
@@ -12,7 +14,9 @@ from functools import cache
 from typing import Any
 
 from devices.capabilities import Capabilities
-from jobs.kinds import forms, schemas
+from devices.models import Device
+from devices.services import client_for
+from jobs.kinds import estimates, forms, schemas
 from jobs.kinds.runners.base import Runner
 from jobs.kinds.runners.tensorsharp import TensorSharpEditRunner, TensorSharpVideoRunner
 from jobs.kinds.runners.tiiny import (
@@ -23,7 +27,6 @@ from jobs.kinds.runners.tiiny import (
     TiinyVideoRunner,
 )
 from jobs.models import JobKind
-from jobs.queue import eta
 
 
 @dataclass(frozen=True)
@@ -65,8 +68,8 @@ SPECS: tuple[KindSpec, ...] = (
         forms.TiinyVideoForm,
         TiinyVideoRunner,
         Estimate(
-            eta.tiiny_video_shape,
-            eta.tiiny_video_seed,
+            estimates.tiiny_video_shape,
+            estimates.tiiny_video_seed,
             refuse_over_s=TIINY_VIDEO_LIMIT_S,
             refuse_why="the device cuts renders off after an hour",
         ),
@@ -77,7 +80,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.MESH,
         forms.MeshForm,
         TiinyMeshRunner,
-        Estimate(eta.mesh_shape, eta.mesh_seed),
+        Estimate(estimates.mesh_shape, estimates.mesh_seed),
         api_schema=schemas.MeshFields,
     ),
     KindSpec(
@@ -85,7 +88,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.MUSIC,
         forms.MusicForm,
         TiinyMusicRunner,
-        Estimate(eta.music_shape, eta.music_seed),
+        Estimate(estimates.music_shape, estimates.music_seed),
         api_schema=schemas.MusicFields,
     ),
     KindSpec(
@@ -93,7 +96,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.IMAGE,
         forms.TiinyImageForm,
         TiinyImageRunner,
-        Estimate(eta.tiiny_image_shape, eta.tiiny_image_seed),
+        Estimate(estimates.tiiny_image_shape, estimates.tiiny_image_seed),
         api_schema=schemas.TiinyImageFields,
     ),
     KindSpec(
@@ -101,7 +104,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.SPEECH,
         forms.SpeechForm,
         TiinySpeechRunner,
-        Estimate(eta.speech_shape, eta.speech_seed),
+        Estimate(estimates.speech_shape, estimates.speech_seed),
         api_schema=schemas.SpeechFields,
     ),
     KindSpec(
@@ -109,7 +112,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.VIDEO,
         forms.TensorSharpVideoForm,
         TensorSharpVideoRunner,
-        Estimate(eta.ts_video_shape, eta.ts_video_seed),
+        Estimate(estimates.ts_video_shape, estimates.ts_video_seed),
         available=lambda caps: bool(caps.tensorsharp and caps.tensorsharp.video is not None),
         api_schema=schemas.TensorSharpVideoFields,
     ),
@@ -118,7 +121,7 @@ SPECS: tuple[KindSpec, ...] = (
         JobKind.IMAGE,
         forms.TensorSharpEditForm,
         TensorSharpEditRunner,
-        Estimate(eta.ts_edit_shape, eta.ts_edit_seed),
+        Estimate(estimates.ts_edit_shape, estimates.ts_edit_seed),
         available=lambda caps: bool(caps.models_of_kind("image_edit")),
         api_schema=schemas.TensorSharpEditFields,
     ),
@@ -135,8 +138,6 @@ def spec_for(device_kind: str, kind: str) -> KindSpec:
     try:
         return _table()[(str(device_kind), str(kind))]
     except KeyError:
-        from devices.models import Device
-
         device_label = Device.Kind(device_kind).label if device_kind in Device.Kind.values else device_kind
         kind_label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
         raise ValueError(f"A {device_label} cannot run {kind_label} jobs.") from None
@@ -148,4 +149,59 @@ def kinds_for(device: Any) -> list[str]:
     return [str(s.kind) for s in SPECS if s.device_kind == device.kind and s.available(caps)]
 
 
-__all__ = ["Estimate", "KindSpec", "SPECS", "TIINY_VIDEO_LIMIT_S", "kinds_for", "spec_for"]
+# -- the lookups: what the rest of the hub asks of the table ----------------------------------------------------
+
+
+def form_class_for(device_kind: str, kind: str) -> type[forms.JobForm]:
+    """The submit form of the pair."""
+    return spec_for(device_kind, kind).form
+
+
+def style_of(device_kind: str, kind: str) -> str:
+    """How the pair's runner works the device: "poll" | "blocking" | "stream"."""
+    return spec_for(device_kind, kind).style
+
+
+def runner_for(job: Any) -> Runner:
+    """The job's runner, with a client for its device."""
+    return spec_for(job.device.kind, job.kind).runner(job, client_for(job.device))
+
+
+def schema_for(device_kind: str, kind: str) -> type[schemas.CommonFields] | None:
+    """The pair's input schema of ``POST /api/jobs`` (None for a pair no device kind runs)."""
+    try:
+        return spec_for(device_kind, kind).api_schema
+    except ValueError:
+        return None
+
+
+def api_schemas() -> list[tuple[str, str, type[schemas.CommonFields]]]:
+    """(device kind, job kind, input schema) of every pair, in the table's order (the API docs list them)."""
+    return [(s.device_kind, str(s.kind), s.api_schema) for s in SPECS if s.api_schema is not None]
+
+
+def shape_of(device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> str:
+    """The key that groups renders of comparable cost (what ``RenderStat`` learns under)."""
+    return spec_for(device_kind, kind).estimate.shape(model_id, params)
+
+
+def seed_seconds(device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> float:
+    """Device-seconds from the reference's numbers, before any history exists."""
+    return spec_for(device_kind, kind).estimate.seed(model_id, params)
+
+
+__all__ = [
+    "Estimate",
+    "KindSpec",
+    "SPECS",
+    "TIINY_VIDEO_LIMIT_S",
+    "api_schemas",
+    "form_class_for",
+    "kinds_for",
+    "runner_for",
+    "schema_for",
+    "seed_seconds",
+    "shape_of",
+    "spec_for",
+    "style_of",
+]

@@ -1,139 +1,34 @@
 """Render-time predictions and the queue plan.
 
 A ``RenderStat`` per (device, kind, model, shape) learns from finished jobs (EWMA of the device-seconds they
-took). Until a shape has history, the seed comes from the reference's measured times:
-MiniMax-H3-Turbo 2 s @832x480/4 steps ≈ 7 min, 7 s ≈ 12 min, 5 s @1344x768 ≈ 32 min (the same anchors as the
-emulator's ``video_render_seconds``); Hunyuan3D shape ≈ 7 min; Z-Image ≈ 7.9 s per 512² image at 8 steps;
-Foundation-1 ≈ 68 s per 20 s loop; TensorSharp's own examples (H3 640x384x22f/8 steps ≈ 63 s, Wan 832x480x81f/
-50 steps ≈ 270 s, Qwen-Image-Edit ≈ 40 s).
+took). Until a shape has history, the seed comes from the reference's measured times: each (device kind, job
+kind) has its shape and its seed in ``jobs.kinds.estimates``, and ``jobs.kinds.table`` says which pair uses which.
 """
 
 from __future__ import annotations
 
 import datetime as dt
-import math
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
+from devices.models import Device
+from jobs.core.changes import plan_changed
+from jobs.core.scheduler import earliest_start, order_with_reasons, snapshot_for
+from jobs.kinds.table import seed_seconds, shape_of
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, RenderStat, waiting_on
+
 EWMA_ALPHA = 0.3
 LOAD_SECONDS = 30.0  # a model that is not loaded yet: launch + warm-up
-_BASE_PX = 832 * 480
-_PX_EXP = math.log(31 / 9) / math.log((1344 * 768) / _BASE_PX)  # fitted to the 1344x768 anchor
-STAGE_3D_SECONDS = {"shape": 420.0, "simplify": 40.0, "texture": 540.0, "export": 15.0}
-
-
-def tiiny_video_seconds(width: int, height: int, seconds: float, steps: int) -> float:
-    return 60.0 + 15.0 * steps * ((width * height) / _BASE_PX) ** _PX_EXP * (seconds + 4.0)
-
-
-def _wh(size: str, default: tuple[int, int] = (512, 512)) -> tuple[int, int]:
-    try:
-        w, h = str(size).lower().split("x", 1)
-        return int(w), int(h)
-    except (ValueError, AttributeError):
-        return default
-
-
-def _words(text: str) -> int:
-    return max(1, len(str(text or "").split()))
-
-
-# -- the estimate shape of each (device kind, job kind); ``jobs.kinds.table`` names which pair uses which ------------
-# A shape groups renders of comparable cost (the RenderStat key); a seed is the device-seconds from the
-# reference's numbers before any history exists.
-
-
-def tiiny_video_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"{p.get('size')}:{p.get('seconds')}s:{p.get('steps')}st"
-
-
-def tiiny_video_seed(model_id: str, p: dict[str, Any]) -> float:
-    w, h = _wh(p.get("size", "832x480"), (832, 480))
-    return tiiny_video_seconds(w, h, float(p.get("seconds", 2)), int(p.get("steps", 7)))
-
-
-def ts_video_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"{p.get('width')}x{p.get('height')}:{p.get('frames')}f:{p.get('steps')}st"
-
-
-def ts_video_seed(model_id: str, p: dict[str, Any]) -> float:
-    w, h = int(p.get("width", 640)), int(p.get("height", 384))
-    frames, steps = int(p.get("frames", 22)), int(p.get("steps", 20))
-    mpf = w * h * max(frames, 1) / 1e6
-    if "wan" in model_id.lower():
-        return 3.0 + steps * mpf * 0.153 + mpf * 0.6
-    return 2.0 + steps * mpf * 1.23 + mpf * 1.2 + 1.5
-
-
-def tiiny_image_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"{p.get('size')}:{p.get('steps')}st:x{p.get('n', 1)}"
-
-
-def tiiny_image_seed(model_id: str, p: dict[str, Any]) -> float:
-    w, h = _wh(p.get("size", "512x512"))
-    per = max(1.0, 7.9 * (w * h) / (512 * 512) * int(p.get("steps") or 9) / 8)
-    return (per + 1.0) * int(p.get("n", 1) or 1)
-
-
-def ts_edit_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"edit:{p.get('steps')}st"
-
-
-def ts_edit_seed(model_id: str, p: dict[str, Any]) -> float:
-    return 3.0 + int(p.get("steps") or 30) * 1.05 * 1.88 + 1.5
-
-
-def mesh_shape(model_id: str, p: dict[str, Any]) -> str:
-    return "+".join(p.get("stages") or ["shape"])
-
-
-def mesh_seed(model_id: str, p: dict[str, Any]) -> float:
-    return sum(STAGE_3D_SECONDS.get(s, 60.0) for s in p.get("stages") or ["shape"])
-
-
-def music_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"{p.get('seconds')}s:{p.get('steps', '')}"
-
-
-def music_seed(model_id: str, p: dict[str, Any]) -> float:
-    seconds = float(p.get("seconds", 20))
-    if "songgeneration" in model_id.lower():
-        return 2 * 20.0 + 1.5 * (float(p.get("preview_seconds", 10)) + seconds)
-    return 68.0 * seconds / 20.0
-
-
-def speech_shape(model_id: str, p: dict[str, Any]) -> str:
-    return f"w{10 * (_words(p.get('input', '')) // 10)}"  # per 10 words
-
-
-def speech_seed(model_id: str, p: dict[str, Any]) -> float:
-    return 0.5 + _words(p.get("input", "")) * 0.4 / 2.1 + 1.0
-
-
-def shape_of(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> str:
-    """The key that groups renders of comparable cost."""
-    from jobs.kinds.table import spec_for
-
-    return spec_for(device_kind, kind).estimate.shape(model_id, params)
-
-
-def seed_seconds(kind: str, model_id: str, params: dict[str, Any], device_kind: str = "tiiny") -> float:
-    """Device-seconds from the reference's numbers, before any history exists."""
-    from jobs.kinds.table import spec_for
-
-    return spec_for(device_kind, kind).estimate.seed(model_id, params)
 
 
 def estimate(*, device_id: int, device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> float:
-    from jobs.models import RenderStat
-
-    shape = shape_of(kind, model_id, params, device_kind)
+    shape = shape_of(device_kind, kind, model_id, params)
     stat = RenderStat.objects.filter(device_id=device_id, kind=kind, model_id=model_id, shape=shape).first()
     if stat and stat.samples:
         return stat.mean_s
-    return seed_seconds(kind, model_id, params, device_kind)
+    return seed_seconds(device_kind, kind, model_id, params)
 
 
 def learn(job: Any) -> None:
@@ -141,8 +36,6 @@ def learn(job: Any) -> None:
     model load the hub made for it (``load_s``, noted by the engine), which the plan counts on its own
     (``LOAD_SECONDS``) where a load is due; learned with it, the first job after a load taught its shape a render
     a whole load too long."""
-    from jobs.models import RenderStat
-
     load_s = (job.remote_data or {}).get("load_s") if isinstance(job.remote_data, dict) else None
     try:
         render_s = float(job.device_seconds or 0.0) - float(load_s or 0.0)
@@ -150,7 +43,7 @@ def learn(job: Any) -> None:
         render_s = float(job.device_seconds or 0.0)
     if render_s <= 0:
         return
-    shape = shape_of(job.kind, job.model_id, job.params, job.device.kind)
+    shape = shape_of(job.device.kind, job.kind, job.model_id, job.params)
     with transaction.atomic():
         stat, _ = RenderStat.objects.select_for_update().get_or_create(
             device_id=job.device_id, kind=job.kind, model_id=job.model_id, shape=shape
@@ -196,8 +89,6 @@ def remaining_seconds(job: Any, *, now: dt.datetime) -> float:
 def note_progress(job_id: int) -> None:
     """After a running job's progress moved: remember where it was first seen moving (the anchor of its own
     rate), and replan the device when its finish drifted, so the plan's later start times move with it."""
-    from jobs.models import Job
-
     job = Job.objects.filter(pk=job_id).first()
     if job is None or not job.progress:
         return
@@ -230,10 +121,6 @@ def plan(
     ``extra`` is a not-yet-saved job (``jobs.queue.admission`` asks where a request would land): it takes its place
     in the order like any waiting job, so the submit form's times are the plan's times.
     """
-    from devices.models import Device
-    from jobs.core.scheduler import earliest_start, order_with_reasons, snapshot_for
-    from jobs.models import ACTIVE_STATES, Job, waiting_on
-
     now = now or timezone.now()
     device = Device.objects.get(pk=device_id)
     snap = snapshot_for(device_id, now=now)
@@ -288,9 +175,7 @@ def _later(t: dt.datetime, seconds: float, ceiling: dt.datetime) -> dt.datetime:
 
 def plan_device(device_id: int) -> None:
     """Recompute and store every queued job's predicted start/finish; the queue goes out once, after commit,
-    through the one sender (``jobs.core.transitions.plan_changed``; an identical plan is not sent again)."""
-    from jobs.core.transitions import plan_changed
-
+    through the one sender (``jobs.core.changes.plan_changed``; an identical plan is not sent again)."""
     store_plan(device_id)
     plan_changed(device_id)
 
@@ -299,8 +184,6 @@ def store_plan(device_id: int) -> int:
     """Compute the device's plan and store what changed of it: each job's predicted start/finish and, for the
     waiting ones, its place in the plan and why (``plan_position``, ``plan_reason``: what the pages draw).
     Returns how many jobs were written (0: the stored plan still holds)."""
-    from jobs.models import WAITING_STATES, Job
-
     reason_chars = Job._meta.get_field("plan_reason").max_length
     changed = []
     moved = False

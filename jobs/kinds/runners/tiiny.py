@@ -14,6 +14,8 @@ from django.utils import timezone
 
 from devices import errors
 from devices.services import device_note_loaded, device_note_running, device_note_unloaded
+from jobs.core.transitions import job_set
+from jobs.kinds.estimates import stage_3d_seconds
 from jobs.kinds.runners.base import (
     PollResult,
     ProgressFn,
@@ -24,7 +26,7 @@ from jobs.kinds.runners.base import (
     result_path,
     save_artifact,
 )
-from jobs.models import Artifact
+from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.kinds.runners.tiiny")
 T = TypeVar("T")
@@ -119,8 +121,6 @@ class TiinyRunner(Runner):
 
     def _others_own(self, ids: list[str]) -> set[str]:
         """Of ``ids``, the renders other jobs already hold (so an identical job never adopts them)."""
-        from jobs.models import Job
-
         if not ids:
             return set()
         return set(
@@ -273,11 +273,9 @@ class TiinyMeshRunner(TiinyRunner):
 
     def stage_progress(self, progress: float) -> tuple[float, float]:
         """(share of the current stage done, the stage's share of the whole job's time), for the poll rhythm."""
-        from jobs.queue.eta import STAGE_3D_SECONDS
-
         stages, i = self._stages(), self._index()
         done = float(progress or 0.0) / 100.0 * len(stages) - i
-        weights = [STAGE_3D_SECONDS.get(s, 60.0) for s in stages]
+        weights = [stage_3d_seconds(s) for s in stages]
         return done, weights[min(i, len(stages) - 1)] / sum(weights)
 
     def _seed(self) -> int | None:
@@ -421,8 +419,6 @@ class TiinyImageRunner(TiinyRunner):
     and ``remote_data["done"]`` counts them, so a re-queued job only makes the missing ones."""
 
     def execute(self, progress: ProgressFn) -> None:
-        from jobs.core.transitions import job_set
-
         p = self.job.params
         n = int(p.get("n", 1) or 1)
         done = int(self.job.remote_data.get("done", 0))
@@ -507,8 +503,6 @@ class TiinyMusicRunner(TiinyRunner):
                 raise Stopped
             save_artifact(self.job, kind=Artifact.Kind.AUDIO, name="loop.wav", data=wav, mime="audio/wav")
             return
-        from jobs.core.transitions import job_set
-
         progress(5.0, "Preview")
         preview = self.first_use(
             lambda: self.client.song_preview(

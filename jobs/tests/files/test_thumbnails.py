@@ -373,7 +373,7 @@ def test_a_tiiny_job_has_no_preview_box(member_client, member, device):
 def test_the_tensorsharp_runner_keeps_the_latest_preview_and_makes_the_thumbnail(member, media):
     """In-process, against the emulator over HTTP: the worker's side of the preview and the collect hook."""
     from devices.emulator.testing import run_tensorsharp
-    from jobs.kinds.runners import runner_for
+    from jobs.kinds.table import runner_for
     from jobs.models import Job
     from jobs.tests.conftest import make_device
 

@@ -13,9 +13,9 @@ from jobs.kinds.forms import (
     SpeechForm,
     TensorSharpVideoForm,
     TiinyVideoForm,
-    form_class_for,
     snap_frames,
 )
+from jobs.kinds.table import form_class_for
 from jobs.queue.admission import form_admission
 from jobs.tests.ui_fixtures import PNG  # a real 1x1 PNG: uploads are decoded
 
@@ -224,7 +224,7 @@ def test_it_offers_only_the_models_own_voices_and_never_supertonic(pocket, membe
 def test_it_needs_a_time_for_not_before(pocket, member):
     form = video(pocket, member, when="not_before")
     assert not form.is_valid() and "not_before" in form.errors
-    assert form_class_for("video", pocket) is TiinyVideoForm
+    assert form_class_for(pocket.kind, "video") is TiinyVideoForm
 
 
 def test_fields_from_params_is_the_inverse_of_cleaned_params(ts_device, pocket, member):

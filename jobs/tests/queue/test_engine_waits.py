@@ -148,7 +148,7 @@ def _crash_after_submit(job: Job, *, reach_device: bool) -> str | None:
     then SIGKILL-equivalent: nothing after it. Returns the device's id if the create reached it."""
     from django.utils import timezone
 
-    from jobs.kinds.runners import runner_for
+    from jobs.kinds.table import runner_for
 
     job = Job.objects.select_related("device").get(pk=job.pk)
     runner = runner_for(job)

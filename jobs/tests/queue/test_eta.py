@@ -1,36 +1,24 @@
+"""The planner's own arithmetic: learning from finished jobs, time left from a job's progress, replanning.
+
+The per-kind shapes and seeds it starts from are ``jobs.kinds.estimates`` (tested in ``jobs/tests/kinds``)."""
+
 from __future__ import annotations
 
-import pytest
+import datetime as dt
+from types import SimpleNamespace
 
-from jobs.queue.eta import seed_seconds, tiiny_video_seconds
+import pytest
+from django.utils import timezone
+
+from devices.models import Device
+from jobs.models import Job
+from jobs.queue.engine import _note_load
+from jobs.queue.eta import estimate, learn, note_progress, remaining_seconds
 
 V = "MiniMaxAI/MiniMax-H3-Turbo"
 
 
-def test_it_seeds_video_from_the_references_anchors():
-    assert tiiny_video_seconds(832, 480, 2, 4) == pytest.approx(7 * 60, rel=0.01)
-    assert tiiny_video_seconds(832, 480, 7, 4) == pytest.approx(12 * 60, rel=0.01)
-    assert tiiny_video_seconds(1344, 768, 5, 4) == pytest.approx(32 * 60, rel=0.01)
-
-
-def test_it_matches_the_emulators_formula():
-    from devices.emulator.catalog import video_render_seconds
-
-    for args in ((832, 480, 3, 6), (1344, 768, 7, 8), (480, 832, 1, 4)):
-        assert tiiny_video_seconds(*args) == pytest.approx(video_render_seconds(*args), rel=1e-6)
-
-
-def test_it_seeds_other_kinds():
-    assert seed_seconds("mesh", "h", {"stages": ["shape"]}) == 420
-    assert seed_seconds("music", "RoyalCities/Foundation-1", {"seconds": 20}) == pytest.approx(68)
-    assert seed_seconds("image", "z", {"size": "512x512", "steps": 8, "n": 2}) == pytest.approx(2 * 8.9)
-
-
 def test_it_learns_from_finished_jobs(member, db):
-    from devices.models import Device
-    from jobs.models import Job
-    from jobs.queue.eta import estimate, learn
-
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
     params = {"prompt": "x", "size": "832x480", "seconds": 2, "steps": 4}
     assert estimate(
@@ -50,10 +38,6 @@ def test_it_learns_from_finished_jobs(member, db):
 def test_it_learns_the_render_without_the_model_load_before_it(member, db):
     """The first job after a load spends the load on the device too; its shape learns the render alone (the
     plan adds a load where one is due), so the next jobs, with the model loaded, are not told a load too long."""
-    from devices.models import Device
-    from jobs.models import Job
-    from jobs.queue.eta import estimate, learn
-
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
     params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
     model = "Tongyi-MAI/Z-Image-Turbo"
@@ -75,15 +59,6 @@ def test_it_learns_the_render_without_the_model_load_before_it(member, db):
 
 
 def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, db):
-    import datetime as dt
-    from types import SimpleNamespace
-
-    from django.utils import timezone
-
-    from devices.models import Device
-    from jobs.models import Job
-    from jobs.queue.engine import _note_load
-
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
     job = Job.objects.create(
         owner=member,
@@ -106,27 +81,17 @@ def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, d
 
 
 def _running(progress: float, estimate_s: float = 1020.0, anchor=None):
-    from types import SimpleNamespace
-
     data = {"eta_anchor": [anchor[0].isoformat(), anchor[1]]} if anchor else {}
     return SimpleNamespace(estimate_s=estimate_s, progress=progress, remote_data=data)
 
 
 def test_time_left_is_never_zero_while_work_remains():
-    import datetime as dt
-
-    from jobs.queue.eta import remaining_seconds
-
     now = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
     # A job at 18 % long past its start once showed "in 0 s": what is left of the estimate still counts.
     assert remaining_seconds(_running(18.0, 600.0), now=now) == pytest.approx(492)
 
 
 def test_time_left_follows_a_job_faster_than_its_estimate():
-    import datetime as dt
-
-    from jobs.queue.eta import remaining_seconds
-
     now = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
     # A 3D job estimated at 17 min moved from 7 % to 57 % in 2 minutes: the rest should take about 2.4 min.
     job = _running(57.0, 1020.0, anchor=(now - dt.timedelta(minutes=2), 0.07))
@@ -140,14 +105,6 @@ def test_time_left_follows_a_job_faster_than_its_estimate():
 
 
 def test_a_progress_update_replans_the_device_when_the_finish_drifts(member, db):
-    import datetime as dt
-
-    from django.utils import timezone
-
-    from devices.models import Device
-    from jobs.models import Job
-    from jobs.queue.eta import note_progress
-
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
     now = timezone.now()
     job = Job.objects.create(

@@ -47,13 +47,13 @@ def clock(monkeypatch, job):
 
 
 def history(job, mean_s: float, samples: int) -> None:
-    from jobs.queue.eta import shape_of
+    from jobs.kinds.table import shape_of
 
     RenderStat.objects.create(
         device=job.device,
         kind="video",
         model_id=VIDEO,
-        shape=shape_of("video", VIDEO, PARAMS, "tiiny"),
+        shape=shape_of("tiiny", "video", VIDEO, PARAMS),
         samples=samples,
         mean_s=mean_s,
     )
