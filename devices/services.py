@@ -7,6 +7,7 @@ outcome in one short UPDATE.
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import logging
 import threading
 from collections.abc import Iterator
@@ -14,14 +15,15 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from devices import errors
+from devices import crypto, errors, hooks
 from devices.capabilities import Capabilities
-from devices.clients import TensorSharpClient, TiinyClient, client_for
+from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 from devices.clients.tiiny import Reading, RunningModels
 from devices.crypto import KeyUnreadable
@@ -180,9 +182,10 @@ def device_set_state(
         return False
     transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
     if state == Device.State.LOCKED:
-        from notify.services import device_locked  # household notifications, after commit; never raise here
-
-        transaction.on_commit(lambda: device_locked(device_id=device_id, since=now), robust=True)
+        # Whoever registered to hear of it (notify: the household), after commit; a hook's error never raises here.
+        # A lambda, not a partial: Django logs a robust callback's error by the callback's __qualname__.
+        for hook in hooks.device_locked_hooks():
+            transaction.on_commit(lambda hook=hook: hook(device_id=device_id, since=now), robust=True)
     return True
 
 
@@ -309,6 +312,25 @@ def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
 # -- talking to the device (never inside a transaction) ----------------------------------------------------
 
 
+def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClient | TensorSharpClient:
+    """The right client for a ``Device`` row (by ``device.kind``), for the metric poller and the job engine alike.
+
+    The client is handed what it tells the hub (it never imports the services): with ``note_asked``, every
+    request it sends is noted (``device_note_asked``), so the metric poller's optional tick gives way to it (the
+    poller's own client passes False); a Tiiny client also learns each model's load time (``device_load_seconds``,
+    read only when a load needs it: most job steps load nothing) and reports each load it launched.
+    """
+    client = CLIENTS[device.kind].for_device(device, **kw)
+    if getattr(device, "pk", None) is None:
+        return client
+    if note_asked:
+        client.on_request = functools.partial(device_note_asked, device.pk)
+    if isinstance(client, TiinyClient):
+        client.expect_load_seconds(functools.partial(device_load_seconds, device))
+        client.on_loaded = functools.partial(device_note_load_seconds, device.pk)
+    return client
+
+
 #: A full reading (NPU units and the loaded list, a second request) at least this often; between them only
 #: ``sys/status`` is read, unless its NPU memory moved by more than ``FULL_ON_MEM_CHANGE`` of the total beyond
 #: what the loads and unloads the hub's own jobs saw since would move it (a load or an unload nobody in the hub
@@ -322,8 +344,6 @@ def _full_key(device_id: int) -> str:
 
 
 def _full_due(device: Device, reading: Reading) -> bool:
-    from django.core.cache import cache
-
     if device.state != Device.State.ONLINE or not device.reading_at or device.npu_mem_used_mb is None:
         return True
     try:
@@ -348,8 +368,6 @@ def _units_key(device_id: int) -> str:
 def _note_units(device: Device, before: int, after: int) -> None:
     """A job of the hub read the loaded list (and so the units) after a load or an unload: keep how the units
     moved since the device's last reading (from the first such note after it), for ``_full_due``."""
-    from django.core.cache import cache
-
     now = timezone.now().timestamp()
     read = device.reading_at.timestamp() if device.reading_at else 0.0
     try:
@@ -363,8 +381,6 @@ def _note_units(device: Device, before: int, after: int) -> None:
 
 def _units_moved_since(device: Device) -> float:
     """Units the hub's own jobs saw loaded (or unloaded, negative) since the device's last reading."""
-    from django.core.cache import cache
-
     try:
         noted = cache.get(_units_key(device.pk))
         if not isinstance(noted, dict) or not device.reading_at:
@@ -377,8 +393,6 @@ def _units_moved_since(device: Device) -> float:
 
 
 def _note_full(device_id: int) -> None:
-    from django.core.cache import cache
-
     try:
         cache.set(_full_key(device_id), timezone.now().timestamp(), timeout=3600)
     except Exception:  # noqa: BLE001
@@ -529,8 +543,6 @@ def _asked_key(device_id: int) -> str:
 
 def device_note_asked(device_id: int) -> None:
     """The job path just sent a request to the device (``devices.clients``' hook; never raises)."""
-    from django.core.cache import cache
-
     try:
         cache.set(_asked_key(device_id), timezone.now().timestamp(), timeout=600)
     except Exception:  # noqa: BLE001 - no cache: the tick just does not give way
@@ -538,8 +550,6 @@ def device_note_asked(device_id: int) -> None:
 
 
 def device_asked_at(device_id: int) -> dt.datetime | None:
-    from django.core.cache import cache
-
     try:
         at = cache.get(_asked_key(device_id))
     except Exception:  # noqa: BLE001
@@ -553,8 +563,6 @@ def device_tick_yields(*, device: Device, now: dt.datetime) -> bool:
     Never while the device is not known to be online (the tick is what notices it back), nor when the last
     reading is ``POLL_BUSY`` old.
     """
-    from jobs.models import JobState
-
     if device.state != Device.State.ONLINE or device.reading_at is None:
         return False
     if now - device.reading_at >= POLL_BUSY:
@@ -562,11 +570,7 @@ def device_tick_yields(*, device: Device, now: dt.datetime) -> bool:
     asked = device_asked_at(device.pk)
     if asked is not None and now - asked < YIELD_WINDOW:
         return True
-    return device.jobs.filter(
-        state__in=(JobState.SUBMITTED, JobState.RUNNING),
-        next_poll_at__lte=now + YIELD_WINDOW,
-        next_poll_at__gte=now - YIELD_WINDOW,
-    ).exists()
+    return hooks.jobs_ask_soon(device, now, YIELD_WINDOW)  # the jobs app knows when its jobs poll
 
 
 #: Weight of the newest load in a model's learned load time (an EWMA, like the render history's)
@@ -579,8 +583,6 @@ def _load_key(device_id: int, model_id: str) -> str:
 
 def device_note_load_seconds(device_id: int, model_id: str, seconds: float) -> None:
     """A load the hub launched took ``seconds`` (launch to running): fold it into the model's learned time."""
-    from django.core.cache import cache
-
     key = _load_key(device_id, model_id)
     try:
         old = cache.get(key)
@@ -592,8 +594,6 @@ def device_note_load_seconds(device_id: int, model_id: str, seconds: float) -> N
 
 def device_load_seconds(device: Device) -> dict[str, float]:
     """Model id -> expected load seconds: what the hub learned, else the ``load_time`` the device lists."""
-    from django.core.cache import cache
-
     expected = {
         m["id"]: float(m["load_s"])
         for m in (device.capabilities or {}).get("models", [])
@@ -691,8 +691,6 @@ def device_poll_claim(*, device_id: int) -> Iterator[bool]:
 
 def device_rekey_all() -> int:
     """Re-encrypt every stored key under the current SECRET_KEY (after rotating it; see devices.crypto)."""
-    from devices import crypto
-
     n = 0
     for device in Device.objects.exclude(api_key_encrypted=""):
         Device.objects.filter(pk=device.pk).update(api_key_encrypted=crypto.rotate(device.api_key_encrypted))

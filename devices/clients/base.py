@@ -115,9 +115,8 @@ def _tls() -> ssl.SSLContext:
 class HttpDevice:
     """Shared HTTP plumbing. Subclasses map statuses to typed errors in ``_raise_for``."""
 
-    __init_subclass__ = classmethod(
-        count_device_errors
-    )  # /metrics counts every typed error (devices.error_counts)
+    # /metrics counts every typed error (devices.error_counts)
+    __init_subclass__ = classmethod(count_device_errors)
 
     #: Header sent with every request (only to our own base URL).
     def __init__(
@@ -165,7 +164,7 @@ class HttpDevice:
         # Relative to base_url (which may carry a path prefix behind a reverse proxy).
         return path.lstrip("/")
 
-    #: Called before every request sent (``devices.clients.client_for`` sets it for the job path: the metric
+    #: Called before every request sent (``devices.services.client_for`` sets it for the job path: the metric
     #: poller's optional tick gives way to the job's own requests). Must not raise.
     on_request: Callable[[], None] | None = None
 

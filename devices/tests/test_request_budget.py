@@ -12,12 +12,13 @@ import pytest
 from django.utils import timezone
 
 from devices import tasks
-from devices.clients import TiinyClient, client_for
+from devices.clients import TiinyClient
 from devices.clients.tiiny import LOAD_LATE_S
 from devices.models import Device
 from devices.services import (
     POLL_BUSY,
     YIELD_WINDOW,
+    client_for,
     device_load_seconds,
     device_mark_active,
     device_note_asked,
