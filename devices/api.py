@@ -14,14 +14,15 @@ from django.urls import reverse
 from django.utils import timezone
 from ninja import Query, Router
 
+from devices import hooks
 from devices.capabilities import voices_for_model
 from devices.metrics import RES_5M, RES_10S
 from devices.models import Device, DeviceMetric
+from devices.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
 from devices.selectors import device_capabilities, device_gauges, device_list_for, device_loaded_models
 from hub.api_auth import require_scope
+from hub.api_errors import ERRORS
 from hub.parsing import parse_id
-from jobs.doors.api import ERRORS
-from jobs.kinds.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
 
 router = Router(tags=["devices"])
 
@@ -89,15 +90,13 @@ def device_get(request: HttpRequest, device_id: str):
 def device_caps(request: HttpRequest, device_id: str):
     """Its models, video options (canvases, steps, max seconds), 3D stages, voices per speech model, and the
     job kinds `POST /api/jobs` accepts for it now (as the device last reported them)."""
-    from jobs.kinds.table import kinds_for
-
     require_scope(request, "read")
     device = _device(request, device_id)
     caps = device_capabilities(device)
     data = caps.to_dict()
     return {
         "kind": caps.kind,
-        "job_kinds": kinds_for(device),
+        "job_kinds": hooks.job_kinds(device),  # the jobs app knows which kinds a device runs
         "models": data["models"],
         "video": data["video"],
         "stages_3d": data["stages_3d"],

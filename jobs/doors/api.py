@@ -28,6 +28,7 @@ from pydantic import ValidationError as PydanticValidationError
 from devices.models import Device
 from devices.selectors import device_default
 from hub.api_auth import require_scope
+from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, running_job
@@ -35,7 +36,6 @@ from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, promp
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
-    ErrorOut,
     JobDetailOut,
     JobListOut,
     PlanOut,
@@ -53,7 +53,6 @@ router = Router(tags=["jobs"])
 queue_router = Router(tags=["queue"])
 
 READ, SUBMIT = "read", "submit"
-ERRORS = {400: ErrorOut, 401: ErrorOut, 403: ErrorOut, 404: ErrorOut, 413: ErrorOut, 422: ErrorOut}
 SUBMIT_ERRORS = {**ERRORS, 415: ErrorOut, 429: ErrorOut}
 EVENTS_SHOWN = 200
 
