@@ -108,10 +108,6 @@ class Device(models.Model):
     def has_api_key(self) -> bool:
         return bool(self.api_key_encrypted)
 
-    @property
-    def is_usable(self) -> bool:
-        return self.state == self.State.ONLINE
-
 
 class DeviceMetric(models.Model):
     """A downsampled point: sums over ``samples`` readings in one bucket (averages are sum / samples).

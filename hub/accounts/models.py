@@ -73,10 +73,6 @@ class ApiToken(models.Model):
     def has_scope(self, scope: str) -> bool:
         return scope in self.scope_list
 
-    @property
-    def is_live(self) -> bool:
-        return self.revoked_at is None and self.user.is_active
-
 
 def _invitation_expiry() -> dt.datetime:
     return timezone.now() + dt.timedelta(days=7)

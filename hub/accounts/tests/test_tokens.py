@@ -80,7 +80,7 @@ def test_create_refuses_bad_input_with_a_clear_message(member, name, scopes, nee
 def test_authenticate_finds_the_token_and_its_person(member):
     token, raw = token_create(user=member, name="laptop", scopes=["read"])
     found = token_authenticate(raw, ip="192.168.1.20")
-    assert found.pk == token.pk and found.user == member and found.is_live
+    assert found.pk == token.pk and found.user == member and found.revoked_at is None
 
 
 @pytest.mark.parametrize(
@@ -106,7 +106,7 @@ def test_deactivated_person_tokens_stop_and_come_back_with_them(member, admin_us
     with pytest.raises(TokenInvalid, match="deactivated"):
         token_authenticate(raw)
     token.refresh_from_db()
-    assert not token.is_live
+    assert token.revoked_at is None  # nothing was revoked: the owner's state alone stops it
     user_set_active(user=member, active=True)
     assert token_authenticate(raw).pk == token.pk
 
