@@ -1,5 +1,5 @@
-"""Token auth as the API doors use it: a tiny ninja API mounted only for these tests, called through the
-whole Django stack (middleware included) with a real client."""
+"""Token auth as the API doors use it (``hub.api_auth``): a tiny ninja API mounted only for these tests, called
+through the whole Django stack (middleware included) with a real client."""
 
 from __future__ import annotations
 
