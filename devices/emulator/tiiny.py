@@ -23,10 +23,11 @@ from starlette.requests import Request
 from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
 from starlette.routing import Route
 
-from devices.emulator import catalog
+from devices.emulator import catalog, tiiny_chat
 from devices.emulator.catalog import MODELS, ModelSpec
 from devices.emulator.discovery import Discovery
 from devices.emulator.quirks import ALL_QUIRKS, UnknownQuirk, check_names, parse_quirks
+from devices.emulator.tiiny_replies import Reply, mgmt_error, oai_error
 from devices.emulator.tiiny_state import DeviceState, Instance, MusicSession, Options, Task3D, VideoJob
 
 Handler = Callable[[Request], Awaitable[Response]]
@@ -46,22 +47,6 @@ def _media() -> Any:
     from devices.emulator import media
 
     return media
-
-
-class Reply(Exception):
-    """Raise to answer at once with `status` and a JSON `body` (validation failures, quirks)."""
-
-    def __init__(self, status: int, body: Any) -> None:
-        super().__init__(status)
-        self.status, self.body = status, body
-
-
-def oai_error(status: int, message: str, type_: str = "invalid_request_error", **extra: Any) -> Reply:
-    return Reply(status, {"error": {"message": message, "type": type_, **extra}})
-
-
-def mgmt_error(status: int, msg: str, detail: str) -> Reply:
-    return Reply(status, {"code": status, "msg": msg, "detail": detail})
 
 
 def _now() -> int:
@@ -1402,8 +1387,6 @@ class TiinyApp:
     # chat (minimal: enough for a hub to check a chat model answers)
     # ======================================================================================================
     async def chat(self, request: Request) -> Response:
-        from devices.emulator import tiiny_chat
-
         body = await self._json(request)
         inst = self._model(
             ("chat",), None if body.get("model") in (None, "default") else body.get("model"), "chat"

@@ -10,15 +10,21 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from starlette.responses import JSONResponse, Response, StreamingResponse
 
 from devices.emulator import catalog
+from devices.emulator.tiiny_replies import oai_error
+from devices.emulator.tiiny_state import DeviceState, Instance
 
-if TYPE_CHECKING:
-    from devices.emulator.tiiny import TiinyApp
-    from devices.emulator.tiiny_state import Instance
+
+class ChatHost(Protocol):
+    """What the chat needs of the emulated device (``tiiny.TiinyApp``): its state and a way to infer."""
+
+    state: DeviceState
+
+    async def _infer(self, inst: Instance, device_seconds: float) -> None: ...
 
 
 def _reply_text(body: dict[str, Any]) -> str:
@@ -30,9 +36,7 @@ def _reply_text(body: dict[str, Any]) -> str:
     return f"(emulated Tiiny) You said: {str(content)[:200]}"
 
 
-async def complete(app: TiinyApp, inst: Instance, body: dict[str, Any]) -> Response:
-    from devices.emulator.tiiny import oai_error
-
+async def complete(app: ChatHost, inst: Instance, body: dict[str, Any]) -> Response:
     messages = body.get("messages")
     if not isinstance(messages, list) or not messages:
         raise oai_error(400, "messages is required", param="messages")
