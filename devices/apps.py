@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.apps import AppConfig
 
+from hub import live
+
 
 class DevicesConfig(AppConfig):
     name = "devices"
@@ -9,8 +11,7 @@ class DevicesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from devices import live as devices_live
-        from hub import live
+        from devices import live as devices_live  # imports the models: the app registry is ready only now
 
         live.register_topic("device", devices_live.device_topic)
         live.register_topic("card", devices_live.card_topic)

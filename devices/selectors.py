@@ -6,6 +6,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from django.core.exceptions import PermissionDenied
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -23,8 +24,6 @@ def device_list_for(user: Any) -> QuerySet[Device]:
 
 def device_get_for(user: Any, device_id: int | str) -> Device:
     if not getattr(user, "is_authenticated", False):
-        from django.core.exceptions import PermissionDenied
-
         raise PermissionDenied
     return get_object_or_404(Device, pk=device_id)
 

@@ -7,16 +7,24 @@ import logging
 from celery import shared_task
 from django.utils import timezone
 
+from devices.live import device_push
+from devices.metrics import metrics_prune
+from devices.models import Device
+from devices.services import (
+    device_claim_enqueue,
+    device_poll_claim,
+    device_poll_interval,
+    device_refresh,
+    device_tick_yields,
+)
+from hub.live import is_watched
+
 logger = logging.getLogger("devices")
 
 
 @shared_task(ignore_result=True, soft_time_limit=10, time_limit=15)
 def poll_all() -> int:
     """Every 2 s (beat): enqueue ``poll_device`` for each device that is due. Returns how many."""
-    from devices.models import Device
-    from devices.services import device_claim_enqueue, device_poll_interval, device_tick_yields
-    from hub.live import is_watched
-
     now = timezone.now()
     enqueued = 0
     for device in Device.objects.only("pk", "next_poll_at", "active_until", "state", "reading_at"):
@@ -40,9 +48,6 @@ def poll_all() -> int:
 @shared_task(ignore_result=True, soft_time_limit=25, time_limit=30)
 def poll_device(device_id: int) -> str | None:
     """Read the device once, record what happened, push the card and gauges."""
-    from devices.live import device_push
-    from devices.services import device_poll_claim, device_refresh
-
     with device_poll_claim(device_id=device_id) as held:
         if not held:
             return None  # another worker is polling it right now
@@ -57,6 +62,4 @@ def poll_device(device_id: int) -> str | None:
 
 @shared_task(ignore_result=True)
 def prune_metrics() -> int:
-    from devices.metrics import metrics_prune
-
     return metrics_prune()

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
@@ -121,8 +122,6 @@ def _http_error(request: HttpRequest, exc: HttpError) -> HttpResponse:
 
 @api.exception_handler(RequestDataTooBig)
 def _too_big(request: HttpRequest, exc: RequestDataTooBig) -> HttpResponse:
-    from django.conf import settings
-
     limit = settings.DATA_UPLOAD_MAX_MEMORY_SIZE
     return _error(request, 413, f"The request body is too large; the limit is {limit // 2**20} MB.")
 

@@ -11,9 +11,12 @@ from dataclasses import dataclass
 import redis
 from django.conf import settings
 from django.db import connection
+from django.db.models import Count, Q
 from django.utils import timezone
 
+from devices.models import Device
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
 
 WORKER_STALE_S = 30.0
 BEAT_STALE_S = 30.0
@@ -146,11 +149,6 @@ class DeviceStatus:
 
 def device_statuses() -> list[DeviceStatus]:
     """Every device with its state and its queue (two queries; the default device first)."""
-    from django.db.models import Count, Q
-
-    from devices.models import Device
-    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
-
     counts = {
         row["device_id"]: row
         for row in Job.objects.filter(state__in=[*WAITING_STATES, *ACTIVE_STATES])

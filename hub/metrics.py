@@ -34,7 +34,9 @@ import redis
 from django.conf import settings
 from django.contrib.auth.decorators import login_not_required
 from django.db import DatabaseError
+from django.db.models import Count, Max, Q, Sum
 from django.http import HttpRequest, HttpResponse
+from django.utils import timezone
 from django.views.decorators.cache import never_cache
 from django.views.decorators.http import require_GET
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCollector, generate_latest
@@ -42,7 +44,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 
 from devices.error_counts import DEVICE_ERRORS_KEY
+from devices.models import Device
+from hub.accounts.tokens import TokenInvalid, token_authenticate
 from hub.celery import WORKER_HEARTBEAT_KEY
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobKind, JobState
 
 log = logging.getLogger(__name__)
 
@@ -143,8 +148,6 @@ class HubCollector(Collector):
         return []  # don't let registration run a scrape (and its queries) at import time
 
     def collect(self) -> Iterator[Any]:
-        from devices.models import Device
-
         devices = list(Device.objects.order_by("pk").values_list("pk", "name", "state", "base_url"))
         names = {pk: name for pk, name, _, _ in devices}
         yield _jobs_family()
@@ -155,10 +158,6 @@ class HubCollector(Collector):
 
 
 def _jobs_family() -> GaugeMetricFamily:
-    from django.db.models import Count
-
-    from jobs.models import Job, JobKind, JobState
-
     # Every state x kind, zeros included, so a series never vanishes when its last job moves on.
     counts = dict.fromkeys(((s, k) for s in JobState.values for k in JobKind.values), 0)
     for state, kind, n in Job.objects.order_by().values_list("state", "kind").annotate(n=Count("pk")):
@@ -170,11 +169,6 @@ def _jobs_family() -> GaugeMetricFamily:
 
 
 def _queue_families(names: dict[int, str]) -> Iterator[GaugeMetricFamily]:
-    from django.db.models import Count, Max, Q, Sum
-    from django.utils import timezone
-
-    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
-
     depth = GaugeMetricFamily(
         "tiiny_hub_queue_depth", "Jobs waiting for the device (queued or scheduled).", labels=["device"]
     )
@@ -209,8 +203,6 @@ def _queue_families(names: dict[int, str]) -> Iterator[GaugeMetricFamily]:
 
 
 def _device_state_family(devices: list[tuple[int, str, str, str]]) -> GaugeMetricFamily:
-    from devices.models import Device
-
     family = GaugeMetricFamily(
         "tiiny_hub_device_state",
         "1 for the device's current state, 0 for the others.",
@@ -223,11 +215,6 @@ def _device_state_family(devices: list[tuple[int, str, str, str]]) -> GaugeMetri
 
 
 def _render_family(device_ids: list[int]) -> HistogramMetricFamily:
-    from django.db.models import Count, Q, Sum
-    from django.utils import timezone
-
-    from jobs.models import Job, JobKind, JobState
-
     days = settings.HUB_METRICS_RENDER_DAYS
     family = HistogramMetricFamily(
         "tiiny_hub_render_seconds",
@@ -352,8 +339,6 @@ def _admin_token(request: HttpRequest) -> bool:
     scheme, _, raw = request.META.get("HTTP_AUTHORIZATION", "").partition(" ")
     if scheme.lower() != "bearer" or not raw.strip():
         return False
-    from hub.accounts.tokens import TokenInvalid, token_authenticate
-
     try:
         token = token_authenticate(raw, ip=request.META.get("REMOTE_ADDR"))
     except TokenInvalid:

@@ -21,6 +21,8 @@ import httpx
 from django.conf import settings
 from django.db import connection
 
+from hub import webserver
+from hub.celery import app
 from hub.redis_server import free_port
 
 BASE_DIR = Path(settings.BASE_DIR)
@@ -151,8 +153,6 @@ def start_asgi_server(*, workers: int | None = None, **env: str) -> Proc:
     """The hub's web server as ``make up`` runs it (:func:`hub.webserver.command`; ``HUB_WEB_WORKERS`` processes
     unless ``workers`` says otherwise), on a free port of loopback. :meth:`Proc.stop`/:meth:`Proc.kill` take
     the whole process group: the parent and every worker."""
-    from hub import webserver
-
     port = free_port()
     proc = Proc(
         "web",
@@ -273,8 +273,6 @@ def fresh_broker_pools(url: str | None = None) -> None:
     its producer pool bound to it ("Acquire on closed pool" in later tests)."""
     import kombu.pools
 
-    from hub.celery import app
-
     kombu.pools.reset()
     app._pool = None
     app.amqp._producer_pool = None
@@ -286,8 +284,6 @@ def fresh_broker_pools(url: str | None = None) -> None:
 def broker_unreachable():
     """Inside: every Celery publish of this process goes to a port nobody listens on (Redis down, as a user's
     broker can be); the pools are fresh on the way in and out."""
-    from hub.celery import app
-
     original = app.conf.broker_url
     fresh_broker_pools(f"redis://127.0.0.1:{free_port()}/0")
     try:

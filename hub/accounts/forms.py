@@ -7,9 +7,11 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import PasswordResetForm, UserCreationForm
 from django.db import transaction
+from kombu.exceptions import OperationalError
 
 from hub.accounts.models import ApiToken, User
 from hub.accounts.services import name_taken
+from hub.accounts.tasks import password_reset_mail
 from hub.accounts.timezones import time_zone_choices
 from hub.widgets import LongSelect
 
@@ -184,10 +186,6 @@ class HubPasswordResetForm(PasswordResetForm):
 def _queue_reset_mail(user_id: int, base_url: str) -> None:
     """Queue one reset mail; with the broker down the page must still say what it says for an unknown address
     (a 500 for known addresses only would tell which have an account), so the failure is logged, not raised."""
-    from kombu.exceptions import OperationalError
-
-    from hub.accounts.tasks import password_reset_mail
-
     try:
         password_reset_mail.delay(user_id, base_url)
     except OperationalError:

@@ -9,6 +9,7 @@ from django.db.models import Q
 
 from hub import live
 from hub.accounts.models import User
+from hub.accounts.timezones import is_time_zone
 
 
 @dataclass(frozen=True)
@@ -124,8 +125,6 @@ def password_reset_mail_send(*, user_id: int, base_url: str) -> bool:
 def user_update_settings(*, user: User, display_name: str, email: str, time_zone: str) -> User:
     """A person's own settings. The form validates the time zone against zoneinfo; this checks it again,
     since every door must agree on what may be stored."""
-    from hub.accounts.timezones import is_time_zone
-
     if time_zone and not is_time_zone(time_zone):
         raise ValidationError(f"{time_zone!r} is not a time zone this hub knows.")
     display_name = (display_name or "").strip()[:150]

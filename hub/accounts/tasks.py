@@ -6,6 +6,8 @@ from smtplib import SMTPException
 
 from celery import shared_task
 
+from hub.accounts.services import password_reset_mail_send
+
 
 @shared_task(
     ignore_result=True,
@@ -14,6 +16,4 @@ from celery import shared_task
     max_retries=3,
 )
 def password_reset_mail(user_id: int, base_url: str) -> None:
-    from hub.accounts.services import password_reset_mail_send
-
     password_reset_mail_send(user_id=user_id, base_url=base_url)
