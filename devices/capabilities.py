@@ -225,20 +225,26 @@ def model_kind(row: dict[str, Any]) -> str:
     mid = str(row.get("id") or row.get("model_id") or "").lower()
     typ = str(row.get("type") or "").strip().lower()
     # Ids beat the generic type for the kinds whose API differs (songs vs loops, 3D, video).
+    kind = _kind_whose_api_differs(mid, typ) or _TYPE_KIND.get(typ)
+    if kind:
+        return kind
+    for cap in row.get("capabilities") or []:
+        if str(cap).lower() in _CAPABILITY_KIND:
+            return _CAPABILITY_KIND[str(cap).lower()]
+    if any(name in mid for name in ("tts", "vibevoice", "supertonic", "kokoro")):
+        return "tts"
+    return "other"
+
+
+def _kind_whose_api_differs(mid: str, typ: str) -> str | None:
+    """Song, 3D or video, by the model id (or a type that says so), before the generic type decides."""
     if "songgeneration" in mid:
         return "song"
     if "hunyuan3d" in mid or "trellis" in mid or "3d" in typ:
         return "3d"
     if "video" in typ or "minimax-h3" in mid or "wan2" in mid:
         return "video"
-    if typ in _TYPE_KIND:
-        return _TYPE_KIND[typ]
-    for cap in row.get("capabilities") or []:
-        if str(cap).lower() in _CAPABILITY_KIND:
-            return _CAPABILITY_KIND[str(cap).lower()]
-    if "tts" in mid or "vibevoice" in mid or "supertonic" in mid or "kokoro" in mid:
-        return "tts"
-    return "other"
+    return None
 
 
 # -- voices: the reference's table (the device lists no voices through port 80) ----------------------------
@@ -305,21 +311,8 @@ def reference_video_cap(model_id: str) -> VideoCap | None:
 
 def video_cap_from_info(model_id: str, info: dict[str, Any]) -> VideoCap:
     """Normalise ``/v1/video/info?model=`` (tolerant: canvases as "WxH" strings or {width,height})."""
-    canvases = []
-    for c in info.get("canvases") or []:
-        if isinstance(c, dict):
-            canvases.append(f"{int(c.get('width', 0))}x{int(c.get('height', 0))}")
-        elif isinstance(c, (list, tuple)) and len(c) == 2:
-            canvases.append(f"{int(c[0])}x{int(c[1])}")
-        else:
-            canvases.append(str(c))
-    steps = info.get("step_options") or []
-    if isinstance(steps, dict):  # {"min": 4, "max": 8}
-        steps = list(range(int(steps.get("min", 4)), int(steps.get("max", 8)) + 1))
-    elif isinstance(steps, str) and "-" in steps:  # "4-8"
-        lo, hi = steps.split("-", 1)
-        steps = list(range(int(lo), int(hi) + 1))
-    step_options = [int(s) for s in steps]
+    canvases = [_canvas(c) for c in info.get("canvases") or []]
+    step_options = _step_options(info.get("step_options") or [])
     default_steps = int(
         info.get("default_steps") or (step_options[len(step_options) // 2] if step_options else 7)
     )
@@ -338,6 +331,25 @@ def video_cap_from_info(model_id: str, info: dict[str, Any]) -> VideoCap:
         audio=audio,
         source="device",
     )
+
+
+def _canvas(c: Any) -> str:
+    """A canvas as "WxH", from "WxH", {width, height} or [width, height]."""
+    if isinstance(c, dict):
+        return f"{int(c.get('width', 0))}x{int(c.get('height', 0))}"
+    if isinstance(c, (list, tuple)) and len(c) == 2:
+        return f"{int(c[0])}x{int(c[1])}"
+    return str(c)
+
+
+def _step_options(steps: Any) -> list[int]:
+    """Step counts from a list, {"min": 4, "max": 8} or "4-8"."""
+    if isinstance(steps, dict):
+        steps = range(int(steps.get("min", 4)), int(steps.get("max", 8)) + 1)
+    elif isinstance(steps, str) and "-" in steps:
+        lo, hi = steps.split("-", 1)
+        steps = range(int(lo), int(hi) + 1)
+    return [int(s) for s in steps]
 
 
 def stages_from_3d_caps(info: dict[str, Any] | None) -> list[str]:
