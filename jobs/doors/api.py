@@ -12,7 +12,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-from django import forms
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
 from django.core.files import File
@@ -31,8 +30,11 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
+from jobs.core.scheduler import blocked_reason, snapshot_for
 from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, running_job
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
+from jobs.doors.intake import find_device, form_again, form_for, submit_request, with_defaults
+from jobs.files.downloads import artifact_response
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
@@ -47,7 +49,7 @@ from jobs.kinds.table import api_schemas, form_class_for, schema_for
 from jobs.live.fragments import eta_for, job_title, public_label
 from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
-from jobs.queue.admission import RequestInvalid, check_form, form_for, submit_request
+from jobs.queue.admission import RequestInvalid, check_form
 
 router = Router(tags=["jobs"])
 queue_router = Router(tags=["queue"])
@@ -253,8 +255,7 @@ def _device_for_submit(raw: Any) -> Device:
         if device is None:
             raise _invalid("device", "There is no device yet; an admin adds one first.")
         return device
-    pk = parse_id(raw)
-    device = Device.objects.filter(pk=pk).first() if pk is not None else None
+    device = find_device(raw)
     if device is None:
         raise _invalid("device", f"No such device: {str(raw)[:40]!r}. GET /api/devices lists them.")
     return device
@@ -262,24 +263,6 @@ def _device_for_submit(raw: Any) -> Device:
 
 def _what(device: Device, kind: str) -> str:
     return f"a {JobKind(kind).label.lower()} job on a {device.get_kind_display()}"
-
-
-def with_defaults(
-    request: HttpRequest, *, device: Device, kind: str, data: dict[str, Any], files: dict[str, Any]
-) -> dict[str, Any]:
-    """Fields left out take the form's defaults, as the page pre-fills them (steps, format, "simplify" on…).
-
-    A checkbox the page shows ticked would otherwise read as unticked when a script leaves it out.
-    """
-    form = form_for(owner=request.user, device=device, kind=kind, data={"model": data.get("model")})
-    out = dict(data)
-    for name, field in form.fields.items():
-        if name in out or name in files or isinstance(field, forms.FileField):
-            continue
-        initial = field.initial() if callable(field.initial) else field.initial
-        if initial is not None:
-            out[name] = initial
-    return out
 
 
 def _validated(
@@ -321,7 +304,7 @@ def submit(request: HttpRequest):
         raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
     device = _device_for_submit(device_raw)
     data = _validated(request, device=device, kind=kind, data=data, files=files)
-    data = with_defaults(request, device=device, kind=kind, data=data, files=files)
+    data = with_defaults(owner=request.user, device=device, kind=kind, data=data, files=files)
     key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
     job, admission = submit_request(
         owner=request.user, device=device, kind=kind, data=data, files=files, idempotency_key=key
@@ -503,22 +486,14 @@ def job_again(request: HttpRequest, job_id: str):
                 key, "Run again reuses the job's input files; submit a new job to use another file."
             )
     data = {"when": "asap", **_again_data(job), **changes}
-    data = with_defaults(request, device=device, kind=job.kind, data=data, files={})
+    data = with_defaults(owner=request.user, device=device, kind=job.kind, data=data, files={})
     files = _stored_inputs(job)
     try:
-        form = form_for(owner=request.user, device=device, kind=job.kind, data=data, files=files)
-        for field in form.fields.values():  # inputs are reused, as on the page
-            if isinstance(field, forms.FileField):
-                field.required = False
-        checked = check_form(form)
+        checked = check_form(form_again(owner=request.user, job=job, data=data, files=files))
     finally:
         for f in files.values():
             f.close()
-    new = services.job_run_again(
-        job=job,
-        by=request.user,
-        changes={**checked.params, "model_id": checked.model_id, **checked.schedule},
-    )
+    new = services.job_run_again(job=job, by=request.user, checked=checked)
     return Status(201, job_detail_out(request, new))
 
 
@@ -558,8 +533,6 @@ def job_artifact(request: HttpRequest, job_id: str, artifact_id: str, download: 
     artifact = job.artifacts.select_related("job").filter(pk=pk).first() if pk is not None else None
     if artifact is None:
         raise Http404("No such file.")
-    from jobs.files.downloads import artifact_response
-
     return artifact_response(request, artifact, inline=not download)
 
 
@@ -588,8 +561,6 @@ def device_plan(request: HttpRequest, device_id: str):
     Everyone sees the whole plan; another person's private job shows as e.g. “Video by mia”, without its
     prompt (as on the queue page).
     """
-    from jobs.core.scheduler import blocked_reason, snapshot_for
-
     require_scope(request, READ)
     pk = parse_id(device_id)
     device = Device.objects.filter(pk=pk).first() if pk is not None else None

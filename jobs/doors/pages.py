@@ -3,26 +3,19 @@
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
-import json
-import re
-import secrets
-import shutil
-import time
-from pathlib import Path
 from typing import Any
 
 from django import forms
-from django.conf import settings
-from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest
 from django.utils import timezone
 
+from devices.live import fragment_context
 from devices.models import Device
-from devices.selectors import device_default, device_list_for
-from hub.parsing import parse_id, parse_int
+from devices.selectors import device_list_for
+from hub.parsing import parse_int
 from jobs.core.bookmarks import is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage
+from jobs.doors.intake import file_fields, form_again, new_submit_token, submit_token_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import JobRow, job_context, queue_context, sparkline, sparklines
@@ -59,56 +52,6 @@ PARAM_LABELS = {
     "response_format": "Format",
     "inputs": "Inputs",
 }
-
-
-def _quoted(raw: str, limit: int = 40) -> str:
-    text = " ".join(str(raw).split())
-    return f"“{text[:limit]}…”" if len(text) > limit else f"“{text}”"
-
-
-def pick_device_and_kind(request: HttpRequest) -> tuple[Device | None, str, str]:
-    """The device (``?device=``, else the default one), a kind it can run (``?kind=``, else its first), and
-    what was wrong with the request ("" when nothing was).
-
-    A device or kind the request names but that doesn't exist is never replaced silently by the default: the
-    page says so ("No such device", "Unknown kind “bogus”") and offers the valid choices, and a POST queues
-    nothing. On a GET, a known kind the chosen device can't run falls back to its first kind without a word:
-    that is what the device picker sends when one switches from a Tiiny's speech form to a TensorSharp server.
-    """
-    data = request.POST if request.method == "POST" else request.GET
-    problems: list[str] = []
-    raw_device = data.get("device")
-    device = None
-    if raw_device not in (None, ""):
-        pk = parse_id(raw_device)
-        device = device_list_for(request.user).filter(pk=pk).first() if pk is not None else None
-        if device is None:
-            problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
-    device = device or device_default()
-    kinds = kinds_for(device) if device else []
-    raw_kind = data.get("kind") or ""
-    kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
-    if raw_kind and raw_kind not in kinds and device is not None:
-        if raw_kind not in JobKind.values:
-            problems.append(f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below.")
-        elif request.method == "POST":
-            label = JobKind(raw_kind).label.lower()
-            problems.append(f"{device.name} can't run {label} jobs right now; choose one of the kinds below.")
-    return device, kind, " ".join(problems)
-
-
-#: The per-form idempotency token (``templates/jobs/new.html``): random, URL-safe, bounded.
-SUBMIT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
-
-
-def submit_token_of(request: HttpRequest) -> str | None:
-    """The form's idempotency token from a POST, when it is one (anything else means "no token")."""
-    raw = request.POST.get("submit_token") if request.method == "POST" else None
-    return raw if isinstance(raw, str) and SUBMIT_TOKEN.fullmatch(raw) else None
-
-
-def new_submit_token() -> str:
-    return secrets.token_urlsafe(24)
 
 
 # What people decide first comes first; tuning knobs (seed, guidance, ...) come last.
@@ -180,128 +123,6 @@ def fields_not_for(form: JobForm, kind: str, model: str, voice_spec: Any = None)
 
 def _current_model(form: JobForm) -> str:
     return form.chosen_model()
-
-
-# -- uploads kept between tries ---------------------------------------------------------------------------------
-# A browser can't pre-fill a file input, so a refused or invalid submit would make the person pick the picture
-# (or the voice recording) again. The page keeps each upload that passed its checks, keyed by the person and the
-# form's idempotency token (the token lives exactly as long as this filled-in form: it comes back with every
-# try and a new render gets a new one), and uses it when the next try of the same form sends no file for that
-# field. Queued (or abandoned for a day): the stash goes. Nobody else can reach it: the folder is named by a hash
-# of the owner and the token, and only ``job_new`` reads it, for the signed-in owner.
-STASH_TTL_S = 24 * 3600
-
-
-def _stash_dir(user: Any, token: str) -> Path:
-    digest = hashlib.sha256(f"{user.pk}:{token}".encode()).hexdigest()[:32]
-    return Path(settings.MEDIA_ROOT) / "stash" / str(user.pk) / digest
-
-
-def _stash_prune(root: Path) -> None:
-    cutoff = time.time() - STASH_TTL_S
-    for folder in root.glob("*/*"):
-        try:
-            if folder.stat().st_mtime < cutoff:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
-
-
-def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> None:
-    """Keep these (already checked) uploads for the next try of the form ``token`` names."""
-    if not token or not files:
-        return
-    folder = _stash_dir(user, token)
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, f in files.items():
-        f.seek(0)
-        (folder / f"{name}.bin").write_bytes(f.read())
-        f.seek(0)
-        meta = {
-            "name": str(getattr(f, "name", "") or name)[-120:],
-            "type": getattr(f, "content_type", "") or "",
-        }
-        (folder / f"{name}.json").write_text(json.dumps(meta))
-    _stash_prune(folder.parent.parent)
-
-
-def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[str, SimpleUploadedFile]:
-    """The uploads kept for the form ``token`` names, as fresh upload objects (the form checks them again)."""
-    if not token:
-        return {}
-    folder = _stash_dir(user, token)
-    out = {}
-    for name in names:
-        data, meta = folder / f"{name}.bin", folder / f"{name}.json"
-        try:
-            info = json.loads(meta.read_text())
-            out[name] = SimpleUploadedFile(
-                info.get("name") or name, data.read_bytes(), info.get("type") or ""
-            )
-        except (OSError, ValueError):
-            continue
-    return out
-
-
-def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None) -> None:
-    """Drop the kept uploads (all of them, or those ``names``)."""
-    if not token:
-        return
-    folder = _stash_dir(user, token)
-    if names is None:
-        shutil.rmtree(folder, ignore_errors=True)
-        return
-    for name in names:
-        for suffix in (".bin", ".json"):
-            (folder / f"{name}{suffix}").unlink(missing_ok=True)
-
-
-def stash_listing(*, user: Any, token: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
-    """What is kept, without reading it: ``{field: {"name": file name, "kb": size}}``."""
-    if not token:
-        return {}
-    folder = _stash_dir(user, token)
-    out = {}
-    for name in names:
-        try:
-            info = json.loads((folder / f"{name}.json").read_text())
-            size = (folder / f"{name}.bin").stat().st_size
-        except (OSError, ValueError):
-            continue
-        out[name] = {"name": info.get("name") or name, "kb": max(1, round(size / 1024))}
-    return out
-
-
-def file_fields(form_or_class: Any) -> list[str]:
-    fields = form_or_class.fields if isinstance(form_or_class, forms.BaseForm) else form_or_class.base_fields
-    return [n for n, f in fields.items() if isinstance(f, forms.FileField)]
-
-
-def uploads_for_try(request: HttpRequest, form_class: type[JobForm]) -> dict[str, Any]:
-    """The files to bind a submitted form with: a new upload wins over a kept one, and a kept one the person
-    ticked "don't use it" is dropped."""
-    token = submit_token_of(request)
-    names = file_fields(form_class)
-    unstash = [n for n in request.POST.getlist("unstash") if n in names]
-    stash_forget(user=request.user, token=token, names=unstash)
-    wanted = [n for n in names if n not in request.FILES and n not in unstash]
-    return {**stashed_uploads(user=request.user, token=token, names=wanted), **request.FILES.dict()}
-
-
-def keep_uploads(request: HttpRequest, form: JobForm) -> None:
-    """After a try that queued nothing (or before the fields are swapped for another model's): keep the uploads
-    that passed their checks for the next try, drop those that didn't, and note on the form what the page shows
-    next to each file input (``kept_uploads``; ``lost_uploads``: sent, but it must be chosen again)."""
-    token = submit_token_of(request)
-    names = file_fields(form)
-    sent = {n: f for n, f in request.FILES.items() if n in names}
-    good = {n: f for n, f in sent.items() if n not in form.errors}
-    stash_uploads(user=request.user, token=token, files=good)
-    stash_forget(user=request.user, token=token, names=[n for n in sent if n not in good])
-    form.kept_uploads = stash_listing(
-        user=request.user, token=token, names=[n for n in names if n not in form.errors]
-    )
-    form.lost_uploads = [n for n in sent if n not in form.kept_uploads]
 
 
 def refusal_for(
@@ -420,8 +241,7 @@ def admission_for(form: JobForm) -> Admission | None:
 
 
 def again_form(request: HttpRequest, job: Job) -> JobForm:
-    """The job's form filled in with its settings. Its input files are reused by ``job_run_again``, so file
-    fields are optional here (browsers can't pre-fill a file input)."""
+    """The job's form filled in with its settings (its input files are reused: file fields are optional)."""
     form_class = form_class_for(job.device.kind, job.kind)
     initial = {
         **form_class.fields_from_params(job.params or {}),
@@ -430,11 +250,7 @@ def again_form(request: HttpRequest, job: Job) -> JobForm:
         "polite": job.polite,
         "shared": job.shared,
     }
-    form = form_class(request.POST or None, None, device=job.device, user=request.user, initial=initial)
-    for f in form.fields.values():
-        if isinstance(f, forms.FileField):
-            f.required = False
-    return form
+    return form_again(owner=request.user, job=job, data=request.POST or None, initial=initial)
 
 
 def param_rows(job: Job) -> list[tuple[str, str]]:
@@ -484,9 +300,6 @@ def dashboard_context(user: Any) -> dict[str, Any]:
     counts and sparklines read together: ``PagePlan.for_devices``, ``sparklines``; my recent jobs), plus one per
     device whose plan has entries; ``test_views_dashboard`` holds the budget.
     """
-    from devices.live import fragment_context
-    from devices.selectors import device_list_for
-
     now = timezone.now()
     devices = list(device_list_for(user).defer(None))
     plans = PagePlan.for_devices(devices)

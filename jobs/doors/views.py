@@ -26,26 +26,34 @@ from hub.parsing import parse_id, parse_int
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
+from jobs.doors.intake import (
+    PageRequest,
+    add_errors,
+    already_queued,
+    form_for,
+    keep_uploads,
+    page_form,
+    page_request,
+    submit_page_form,
+    submit_token_of,
+    typed_form,
+)
 from jobs.doors.pages import (
     admission_for,
     again_form,
+    dashboard_context,
     detail_context,
     job_spark,
-    keep_uploads,
     new_job_context,
-    pick_device_and_kind,
     refusal_for,
-    stash_forget,
-    submit_token_of,
     swapped_fields_form,
-    uploads_for_try,
 )
 from jobs.files.downloads import artifact_response
-from jobs.kinds.table import form_class_for
+from jobs.files.inputs import input_response, preview_response
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
 from jobs.queue import services
-from jobs.queue.admission import Admission, RequestInvalid, check_form, submit_checked
+from jobs.queue.admission import Admission, RequestInvalid, check_form
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -71,59 +79,41 @@ def _service_error(request: HttpRequest, exc: ValidationError) -> None:
     messages.error(request, " ".join(exc.messages))
 
 
-# -- new job ------------------------------------------------------------------------------------------------
-def _typed(request: HttpRequest) -> dict[str, str]:
-    """What a person typed into a form we can't take as it is: shown again as the initial values."""
-    skip = {"csrfmiddlewaretoken", "submit_token", "device", "kind", "fields_for", "unstash", "again"}
-    return {k: v for k, v in request.POST.items() if k not in skip} if request.method == "POST" else {}
-
-
+# -- new job: door → intake (``jobs.doors.intake``) → admission → services, then the page builder draws ------------
 def _already_queued(request: HttpRequest, job) -> HttpResponse:
     """A second POST of the same form (double click, a retried request): nothing new, the job it queued."""
     messages.info(request, "This form was already sent; here is the job it queued.")
     return redirect("jobs-detail", job_id=job.pk)
 
 
+def _new_page(request: HttpRequest, taken: PageRequest, form, *, status: int = 200) -> HttpResponse:
+    ctx = new_job_context(request, taken.device, taken.kind, form=form)
+    return render(request, "jobs/new.html", ctx, status=status)
+
+
 @require_http_methods(["GET", "POST"])
 def job_new(request: HttpRequest) -> HttpResponse:
-    device, kind, problem = pick_device_and_kind(request)
-    if problem:
-        messages.error(request, problem)
-    if device is None or not request.user.can_submit:  # the page explains why; no form to fill in vain
-        status = 403 if request.method == "POST" and not request.user.can_submit else 400 if problem else 200
-        return render(
-            request, "jobs/new.html", new_job_context(request, device, kind, form=None), status=status
-        )
-    form_class = form_class_for(device.kind, kind)
-    if problem:  # an unknown device or kind: queue nothing, offer the valid choices, keep what was typed
-        form = form_class(initial=_typed(request), device=device, user=request.user)
-        return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=400)
-    token = submit_token_of(request)
-    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+    taken = page_request(request)
+    if taken.problem:
+        messages.error(request, taken.problem)
+    if taken.device is None or not request.user.can_submit:  # the page explains why; no form to fill in vain
+        refused = request.method == "POST" and not request.user.can_submit
+        return _new_page(request, taken, None, status=403 if refused else 400 if taken.problem else 200)
+    if taken.problem:  # an unknown device or kind: queue nothing, offer the valid choices, keep the typing
+        return _new_page(request, taken, typed_form(request, taken), status=400)
+    if queued := already_queued(request.user, taken.token):
         return _already_queued(request, queued)
-    # A refused try keeps its uploads (jobs.doors.pages, "uploads kept between tries"): the next one may send none.
-    files = uploads_for_try(request, form_class) if request.method == "POST" else None
-    form = form_class(request.POST or None, files or None, device=device, user=request.user)
-    if request.method == "POST" and form.is_valid():
-        try:
-            job = submit_checked(
-                owner=request.user, device=device, checked=check_form(form), idempotency_key=token
-            )
-        except RequestInvalid as exc:
-            for name, errs in exc.errors.items():
-                form.add_error(name if name in form.fields else None, errs)
-        except ValidationError as exc:
-            form.add_error(None, exc)
-        else:
-            if getattr(job, "idempotent_replay", False):  # the same form won a race against itself
-                return _already_queued(request, job)
-            stash_forget(user=request.user, token=token)
-            messages.success(request, "Queued. This page follows it live; you can close it any time.")
-            return redirect("jobs-detail", job_id=job.pk)
-    if request.method == "POST":
-        keep_uploads(request, form)
-    status = 400 if request.method == "POST" else 200
-    return render(request, "jobs/new.html", new_job_context(request, device, kind, form=form), status=status)
+    form = page_form(request, taken)
+    if request.method != "POST":
+        return _new_page(request, taken, form)
+    job = submit_page_form(request, form, taken.token)
+    if job is None:
+        keep_uploads(request, form)  # a refused try keeps its uploads: the next one may send none
+        return _new_page(request, taken, form, status=400)
+    if getattr(job, "idempotent_replay", False):  # the same form won a race against itself
+        return _already_queued(request, job)
+    messages.success(request, "Queued. This page follows it live; you can close it any time.")
+    return redirect("jobs-detail", job_id=job.pk)
 
 
 @member_required
@@ -133,15 +123,19 @@ def job_admission(request: HttpRequest) -> HttpResponse:
 
     When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
     """
-    device, kind, problem = pick_device_and_kind(request)
-    if device is None:
+    taken = page_request(request)
+    if taken.device is None:
         return HttpResponse(status=204)
-    if problem:
-        refusal = Admission(0.0, None, None, refused=problem, refused_field="kind")
-        ctx = {"admission": refusal, "fields_oob": False, "refusal": problem}
+    if taken.problem:
+        refusal = Admission(0.0, None, None, refused=taken.problem, refused_field="kind")
+        ctx = {"admission": refusal, "fields_oob": False, "refusal": taken.problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
-    form = form_class_for(device.kind, kind)(
-        request.POST, request.FILES or None, device=device, user=request.user
+    form = form_for(
+        owner=request.user,
+        device=taken.device,
+        kind=taken.kind,
+        data=request.POST,
+        files=request.FILES or None,
     )
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
     # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
@@ -153,7 +147,7 @@ def job_admission(request: HttpRequest) -> HttpResponse:
     )
     if fields_oob:
         keep_uploads(request, form)  # the swap empties the file inputs: the chosen files stay on the server
-    ctx = new_job_context(request, device, kind, form=form)
+    ctx = new_job_context(request, taken.device, taken.kind, form=form)
     ctx["admission"] = admission_for(form)
     ctx["refusal"] = refusal_for(form, ctx["admission"], ctx["skip"])
     ctx["fields_oob"] = fields_oob
@@ -166,19 +160,19 @@ def job_admission(request: HttpRequest) -> HttpResponse:
 @member_required
 @require_http_methods(["GET", "POST"])
 def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
-    """Run again with changes: the same form, filled in with the job's settings."""
+    """Run again with changes: the same form, filled in with the job's settings, admitted once."""
     job = job_for(request.user, job_id)
     token = submit_token_of(request)
-    if token and (queued := services.job_already_submitted(owner=request.user, idempotency_key=token)):
+    if queued := already_queued(request.user, token):
         return _already_queued(request, queued)
     form = again_form(request, job)
     if request.method == "POST" and form.is_valid():
-        changes = {**form.cleaned_params(), "model_id": form.cleaned_data["model"], **form.schedule()}
         try:
-            new = services.job_run_again(job=job, by=request.user, changes=changes, idempotency_key=token)
-        except ValidationError as exc:
-            form.add_error(None, exc)
+            checked = check_form(form)
+        except RequestInvalid as exc:
+            add_errors(form, exc)
         else:
+            new = services.job_run_again(job=job, by=request.user, checked=checked, idempotency_key=token)
             if getattr(new, "idempotent_replay", False):
                 return _already_queued(request, new)
             messages.success(request, "Queued again with your changes.")
@@ -394,24 +388,18 @@ def device_sparkline(request: HttpRequest, device_id: int) -> HttpResponse:
 # -- a job's inputs and live preview (jobs.files.inputs): the same access rules and file serving as its results ---------
 @require_safe  # HEAD too: the voice reference's <audio> probes before fetching ranges
 def job_input(request: HttpRequest, job_id: int, name: str) -> HttpResponse:
-    from jobs.files.inputs import input_response
-
     return input_response(request, job_for(request.user, job_id), name)
 
 
 @login_not_required
 @require_safe
 def job_public_input(request: HttpRequest, token: str, name: str) -> HttpResponse:
-    from jobs.files.inputs import input_response
-
     return input_response(request, job_by_share_token(token), name, share_token=token)
 
 
 @require_safe
 def job_preview(request: HttpRequest, job_id: int) -> HttpResponse:
     """The latest preview the device streamed, as the worker left it on disk (no device request)."""
-    from jobs.files.inputs import preview_response
-
     return preview_response(request, job_for(request.user, job_id))
 
 
@@ -435,6 +423,4 @@ def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
 @kept_page
 def dashboard(request: HttpRequest) -> HttpResponse:
     """Devices (state, gauges, last hour), what runs now, the queue plan, and my recent jobs."""
-    from jobs.doors.pages import dashboard_context
-
     return render(request, "dashboard.html", dashboard_context(request.user))

@@ -1,13 +1,18 @@
 """Admission: the one place that decides whether a request may join a device's queue, and what to expect.
 
-Every door goes through here: the submit page (``jobs.doors.views``), the REST API (``jobs.doors.api``), the OpenAI-style
-``/v1`` routes (``jobs.doors.v1``), and ``jobs.queue.services.job_submit`` itself, which refuses whatever ``admit``
-refuses. The checks are against what the device reports (its capabilities), so a person learns at submit time,
-not at 3 a.m.
+Every door comes here once per submission, through its intake (``jobs.doors.intake``): the submit page, the REST
+API and the OpenAI-style ``/v1`` routes bind the request to the kind's form, ``check_form`` admits it, and the
+admitted request (``CheckedRequest``) goes to ``jobs.queue.services.submit_checked``, which queues it without asking
+again. The checks are against what the device reports (its capabilities), so a person learns at submit time, not
+at 3 a.m.
 
-    admit(...)           -> Admission      estimate, predicted start/ready, warnings, or a refusal
-    check_request(...)   -> CheckedRequest raw fields (a form's names) validated through the kind's form, then admit
-    submit_request(...)  -> (Job, Admission)
+Why services import admission and never the other way round: admission only reads (the estimate, the plan, the
+owner's quotas) and decides; services write. The writer depends on the decision, so ``services.job_submit`` (the
+way in for code with no form: scripts, the engine's tests) admits once and queues, and nothing here queues a job.
+
+    admit(...)         -> Admission       estimate, predicted start/ready, warnings, or a refusal
+    form_admission(f)  -> Admission       ``admit`` for what a cleaned form holds (the summary under the page form)
+    check_form(f)      -> CheckedRequest  a bound form validated and admitted; ``RequestInvalid`` otherwise
 """
 
 from __future__ import annotations
@@ -17,10 +22,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
 from django.utils import timezone
 
-from jobs.models import MAX_NOT_BEFORE, JobKind, When
+from jobs.core.scheduler import DeviceSnapshot, blocked_reason, polite_blocked, snapshot_for
+from jobs.kinds.table import KindSpec, spec_for
+from jobs.models import MAX_NOT_BEFORE, When
+from jobs.queue import eta
+from jobs.quotas.services import LIFT_ADMINS_ONLY, Verdict, quota_check
 
 
 @dataclass
@@ -34,9 +42,8 @@ class Admission:
     refused: str | None = None
     refused_field: str | None = None
     usage: str = ""  # the owner's limits and usage ("Today 12 of 60 device minutes"), "" without limits
-    lifted: list[str] = field(
-        default_factory=list
-    )  # limits an admin lifted for this job (``jobs.quotas.services``)
+    #: limits an admin lifted for this job (``jobs.quotas.services``)
+    lifted: list[str] = field(default_factory=list)
 
 
 class RequestInvalid(Exception):
@@ -78,17 +85,71 @@ class _Probe:
     shared: bool = False
 
 
-def _refusal(device: Any, kind: str, model_id: str, estimate_s: float) -> tuple[str | None, str | None]:
-    from jobs.kinds.table import spec_for
+def _refused(why: str, field_name: str) -> Admission:
+    """A refusal before anything is estimated (an unknown pair, a choice or a time that can't be)."""
+    return Admission(0.0, None, None, refused=why, refused_field=field_name)
 
-    limit = spec_for(device.kind, kind).estimate
-    if limit.refuse_over_s is not None and estimate_s > limit.refuse_over_s:
-        return (
-            f"This render would take about {estimate_s / 60:.0f} minutes; {limit.refuse_why}, so the hub "
-            f"refuses anything over {limit.refuse_over_s / 60:.0f} minutes. "
-            "Choose a smaller size, fewer seconds or fewer steps.",
-            None,
+
+def _schedule_refusal(when: str, not_before: dt.datetime | None, now: dt.datetime) -> Admission | None:
+    """``when`` and ``not_before`` as the request gives them: a refusal naming the field, or None."""
+    if when not in When.values:
+        return _refused(f"Unknown choice {when!r}.", "when")
+    if when != When.NOT_BEFORE:
+        return None
+    if not not_before:
+        return _refused("Give the time the job may start.", "not_before")
+    if not_before > now + MAX_NOT_BEFORE:
+        return _refused(f"Choose a time within the next {MAX_NOT_BEFORE.days} days.", "not_before")
+    return None
+
+
+def _limit_refusal(spec: KindSpec, estimate_s: float) -> str | None:
+    """The pair's hard limit (the device would cut the render off), or None."""
+    limit = spec.estimate
+    if limit.refuse_over_s is None or estimate_s <= limit.refuse_over_s:
+        return None
+    return (
+        f"This render would take about {estimate_s / 60:.0f} minutes; {limit.refuse_why}, so the hub "
+        f"refuses anything over {limit.refuse_over_s / 60:.0f} minutes. "
+        "Choose a smaller size, fewer seconds or fewer steps."
+    )
+
+
+def _refusal(
+    spec: KindSpec, *, owner: Any, estimate_s: float, lift_limits: bool, quota: Verdict
+) -> tuple[str | None, str | None]:
+    """The first refusal that applies, with its field: the pair's limit, a lift only admins may ask for, a quota."""
+    if why := _limit_refusal(spec, estimate_s):
+        return why, None
+    if lift_limits and not getattr(owner, "is_admin", False):
+        return LIFT_ADMINS_ONLY, "lift_limits"
+    if quota.refused:
+        return quota.refused, "__all__"  # the request as a whole, not one of its fields
+    return None, None
+
+
+def _warnings(snap: DeviceSnapshot, probe: _Probe) -> list[str]:
+    """What will make the job wait or take longer, though it may be queued."""
+    warnings: list[str] = []
+    if reason := blocked_reason(snap):
+        warnings.append(f"{reason} The job will wait until that changes.")
+    if probe.model_id not in snap.loaded:
+        warnings.append("The model is not loaded yet; loading it adds a little time.")
+    if polite_blocked(probe, snap):
+        warnings.append(
+            "Loading this model by day would unload a model someone else is using; with "
+            "“Polite” on, the job waits for the night window."
         )
+    return warnings
+
+
+def _planned(
+    device_id: int, now: dt.datetime, probe: _Probe
+) -> tuple[dt.datetime | None, dt.datetime | None]:
+    """When the probe would start and be ready, planned behind every job already waiting."""
+    for job, start, finish in eta.plan(device_id, now=now, extra=probe):
+        if job is probe:
+            return start, finish
     return None, None
 
 
@@ -106,45 +167,20 @@ def admit(
 ) -> Admission:
     """Estimate, predicted start and ready times, warnings, and a refusal (with the field it concerns).
 
-    The owner's quotas are part of it (``jobs.quotas.services.quota_check``): over a limit is a refusal naming the limit,
-    the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``)."""
-    from jobs.core.scheduler import blocked_reason, polite_blocked, snapshot_for
-    from jobs.kinds.table import spec_for
-    from jobs.queue import eta
-
+    The owner's quotas are part of it (``jobs.quotas.services.quota_check``): over a limit is a refusal naming the
+    limit, the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``)."""
     try:
-        spec_for(device.kind, kind)
+        spec = spec_for(device.kind, kind)
     except ValueError as exc:
-        return Admission(0.0, None, None, refused=str(exc), refused_field="kind")
+        return _refused(str(exc), "kind")
     now = timezone.now()
-    if when not in When.values:
-        return Admission(0.0, None, None, refused=f"Unknown choice {when!r}.", refused_field="when")
-    if when == When.NOT_BEFORE:
-        if not not_before:
-            return Admission(
-                0.0, None, None, refused="Give the time the job may start.", refused_field="not_before"
-            )
-        if not_before > now + MAX_NOT_BEFORE:
-            return Admission(
-                0.0,
-                None,
-                None,
-                refused=f"Choose a time within the next {MAX_NOT_BEFORE.days} days.",
-                refused_field="not_before",
-            )
+    if early := _schedule_refusal(when, not_before, now):
+        return early
     est = eta.estimate(
         device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
     )
-    refused, refused_field = _refusal(device, kind, model_id, est)
-    from jobs.quotas.services import LIFT_ADMINS_ONLY, quota_check
-
-    if lift_limits and not getattr(owner, "is_admin", False) and refused is None:
-        refused, refused_field = LIFT_ADMINS_ONLY, "lift_limits"
     quota = quota_check(owner=owner, estimate_s=est, lift=lift_limits, now=now)
-    if refused is None and quota.refused:
-        refused, refused_field = quota.refused, "__all__"  # the request as a whole, not one of its fields
-
-    snap = snapshot_for(device.pk, now=now)
+    refused, refused_field = _refusal(spec, owner=owner, estimate_s=est, lift_limits=lift_limits, quota=quota)
     probe = _Probe(
         kind=kind,
         model_id=model_id,
@@ -156,22 +192,10 @@ def admit(
         created=now,
         estimate_s=est,
     )
-    warnings: list[str] = []
-    if reason := blocked_reason(snap):
-        warnings.append(f"{reason} The job will wait until that changes.")
-    if model_id not in snap.loaded:
-        warnings.append("The model is not loaded yet; loading it adds a little time.")
-    if polite_blocked(probe, snap):
-        warnings.append(
-            "Loading this model by day would unload a model someone else is using; with "
-            "“Polite” on, the job waits for the night window."
-        )
-    starts = ready = None
-    for job, start, finish in eta.plan(device.pk, now=now, extra=probe):
-        if job is probe:
-            starts, ready = start, finish
-    if quota.lifted and refused is None:
-        warnings.extend(f"Over a limit, lifted for this job: {why}" for why in quota.lifted)
+    warnings = _warnings(snapshot_for(device.pk, now=now), probe)
+    starts, ready = _planned(device.pk, now, probe)
+    lifted = quota.lifted if refused is None else []
+    warnings.extend(f"Over a limit, lifted for this job: {why}" for why in lifted)
     return Admission(
         estimate_s=est,
         starts_at=starts,
@@ -180,55 +204,24 @@ def admit(
         refused=refused,
         refused_field=refused_field,
         usage=quota.line,
-        lifted=quota.lifted if refused is None else [],
+        lifted=lifted,
     )
 
 
-# -- raw requests (the API doors) and the page's form, one path -------------------------------------------------
+# -- the admitted request: what the doors' intake hands to ``jobs.queue.services.submit_checked`` -------------
 
 
 @dataclass
 class CheckedRequest:
+    """A request validated by its kind's form and admitted: everything ``submit_checked`` needs to queue it."""
+
     kind: str
     model_id: str
     params: dict[str, Any]
     upload_files: dict[str, Any]
-    schedule: dict[
-        str, Any
-    ]  # when, not_before, polite, shared, an admin's lift_limits (job_submit's keywords)
+    #: when, not_before, polite, shared, and an admin's lift_limits (the form's ``schedule()``)
+    schedule: dict[str, Any]
     admission: Admission
-
-
-def _require_submitter(owner: Any) -> None:
-    if not getattr(owner, "can_submit", False):
-        raise PermissionDenied("Viewers can watch but not submit jobs.")
-
-
-def form_for(*, owner: Any, device: Any, kind: str, data: Mapping[str, Any] | None, files: Any = None):
-    """The kind's form for this device, bound to ``data``; ``RequestInvalid`` for a kind it can't run."""
-    from jobs.kinds.table import spec_for
-
-    if kind not in JobKind.values:
-        raise RequestInvalid({"kind": [f"Unknown kind {kind!r}; choose one of {', '.join(JobKind.values)}."]})
-    try:
-        spec = spec_for(device.kind, kind)
-    except ValueError as exc:
-        raise RequestInvalid({"kind": [str(exc)]}) from None
-    return spec.form(data, files, device=device, user=owner)
-
-
-def resolve_model(*, owner: Any, device: Any, kind: str, value: Any) -> Any:
-    """The device's own model id for what a script typed: the id itself, or its name without the publisher
-    ("MiniMax-H3-Turbo", any case) when exactly one of the models this device offers for the kind has it."""
-    if not isinstance(value, str) or not value:
-        return value
-    offered = form_for(owner=owner, device=device, kind=kind, data=None).fields["model"].choices
-    ids = [choice for choice, _label in offered]
-    if value in ids:
-        return value
-    name = value.rsplit("/", 1)[-1].casefold()
-    matches = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == name]
-    return matches[0] if len(matches) == 1 else value
 
 
 def form_admission(form: Any) -> Admission:
@@ -248,80 +241,21 @@ def form_admission(form: Any) -> Admission:
 
 
 def check_form(form: Any) -> CheckedRequest:
-    """A bound form's request, validated and admitted; ``RequestInvalid`` with the form's messages otherwise."""
+    """A bound form's request, validated and admitted (``admit`` runs once, here); ``RequestInvalid`` with the
+    form's messages, or the admission's refusal on the field it concerns, otherwise."""
     if not form.is_valid():
         raise RequestInvalid({name: list(errs) for name, errs in form.errors.items()})
-    schedule = form.schedule()
-    params = form.cleaned_params()
-    model_id = form.cleaned_data["model"]
     admission = form_admission(form)
     if admission.refused:
         raise RequestInvalid({admission.refused_field or "__all__": [admission.refused]})
     return CheckedRequest(
         kind=str(form.kind),
-        model_id=model_id,
-        params=params,
+        model_id=form.cleaned_data["model"],
+        params=form.cleaned_params(),
         upload_files=form.upload_files(),
-        schedule=schedule,
+        schedule=form.schedule(),
         admission=admission,
     )
-
-
-def check_request(
-    *, owner: Any, device: Any, kind: str, data: Mapping[str, Any], files: Mapping[str, Any] | None = None
-) -> CheckedRequest:
-    """Validate raw fields (the page form's names) through the same form the page uses, then admit them.
-
-    Fields the API caller leaves out take the form's defaults: ``when`` is "asap" and ``polite`` is on.
-    """
-    _require_submitter(owner)
-    data = dict(data)
-    data.setdefault("when", When.ASAP)
-    data.setdefault("polite", True)
-    if data["polite"] in (False, "false", "False", "0", 0, "off", ""):
-        data.pop("polite")  # a checkbox that isn't ticked is simply absent
-    if data.get("lift_limits") not in (None, False, "false", "False", "0", 0, "off", "") and not getattr(
-        owner, "is_admin", False
-    ):
-        from jobs.quotas.services import LIFT_ADMINS_ONLY
-
-        raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
-    if "model" in data:
-        data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
-    form = form_for(owner=owner, device=device, kind=kind, data=data, files=files or {})
-    return check_form(form)
-
-
-def submit_checked(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None = None):
-    """Queue a checked request; the same ``idempotency_key`` again returns the job it queued (see job_submit)."""
-    from jobs.queue.services import job_submit
-
-    return job_submit(
-        owner=owner,
-        device=device,
-        kind=checked.kind,
-        model_id=checked.model_id,
-        params=checked.params,
-        upload_files=checked.upload_files,
-        idempotency_key=idempotency_key,
-        **checked.schedule,
-    )
-
-
-def submit_request(
-    *,
-    owner: Any,
-    device: Any,
-    kind: str,
-    data: Mapping[str, Any],
-    files: Mapping[str, Any] | None = None,
-    idempotency_key: str | None = None,
-):
-    """``check_request`` then queue it: (job, admission). Raises ``RequestInvalid`` or ``PermissionDenied``.
-    The same ``idempotency_key`` again (a script's retry) returns the job it queued instead of a second one."""
-    checked = check_request(owner=owner, device=device, kind=kind, data=data, files=files)
-    job = submit_checked(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
-    return job, checked.admission
 
 
 __all__ = [
@@ -331,9 +265,5 @@ __all__ = [
     "RequestInvalid",
     "admit",
     "check_form",
-    "check_request",
     "form_admission",
-    "form_for",
-    "submit_checked",
-    "submit_request",
 ]

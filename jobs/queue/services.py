@@ -3,6 +3,10 @@
 Keyword-only, typed; raise ``ValidationError`` / ``PermissionDenied`` with clear messages. State changes are
 CAS transitions (``jobs.core.transitions``), so double clicks and races are harmless. Device work is enqueued after
 commit; these functions never call a device.
+
+A submission is admitted once, before it gets here: services import admission (``jobs.queue.admission``), never
+the other way round, because admission only reads and decides while services write. The doors hand over an
+admitted request (``submit_checked``, ``job_run_again``); ``job_submit``, for code with no form, admits it itself.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ import datetime as dt
 import hashlib
 import logging
 import mimetypes
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -18,10 +23,14 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Max
+from django.urls import reverse
 from django.utils import timezone
 
-from jobs.core.selectors import can_manage
+from devices.services import device_set_queue_paused
+from jobs.core.scheduler import opens_at, snapshot_for
+from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
+from jobs.kinds.table import style_of
 from jobs.models import (
     ACTIVE_STATES,
     RETRYABLE_STATES,
@@ -34,6 +43,10 @@ from jobs.models import (
 )
 from jobs.models import new_share_token as _new_token
 from jobs.queue import enqueue
+from jobs.queue.admission import CheckedRequest, admit
+from jobs.queue.engine import stop_sent, stop_unsent
+from jobs.queue.eta import plan_device
+from jobs.quotas.services import lift_message
 
 S = JobState
 PROMPT_KEYS = ("prompt", "caption", "input")
@@ -56,8 +69,6 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
     """
 
     def send() -> None:
-        from jobs.queue.engine import stop_sent, stop_unsent
-
         try:
             enqueue.send("cancel_on_device", job_id)
         except Exception:
@@ -76,8 +87,6 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
 
 def _replan_on_commit(device_id: int) -> None:
     def run() -> None:
-        from jobs.queue.eta import plan_device
-
         try:
             plan_device(device_id)
         except Exception:
@@ -116,6 +125,27 @@ def _save_uploads(job: Job, files: dict[str, Any]) -> dict[str, str]:
     return out
 
 
+def _require_submitter(owner: Any) -> None:
+    if not getattr(owner, "can_submit", False):
+        raise PermissionDenied("Viewers can watch but not submit jobs.")
+
+
+def submit_checked(
+    *, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None = None
+) -> Job:
+    """Queue a request its door's intake bound to the kind's form and ``jobs.queue.admission.check_form``
+    admitted: admission is not asked again. Dispatch and the queue plan run after commit.
+
+    With ``idempotency_key`` (the submit form's per-render token, or an API caller's ``Idempotency-Key``), the
+    same owner sending the same key again queues nothing: the job the first request queued comes back, marked
+    ``idempotent_replay = True``. The database is the arbiter (a unique column), so two requests at once in two
+    processes still make one job."""
+    _require_submitter(owner)
+    if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
+        return queued
+    return _queue_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
+
+
 def job_submit(
     *,
     owner: Any,
@@ -131,25 +161,17 @@ def job_submit(
     idempotency_key: str | None = None,
     lift_limits: bool = False,
 ) -> Job:
-    """Queue a job (params validated by the kind's form, see ``jobs.queue.admission``). Refuses whatever
-    ``jobs.queue.admission.admit`` refuses, so no door can queue what the device would turn down. Dispatch and the
-    queue plan run after commit.
-
-    With ``idempotency_key`` (the submit form's per-render token, or an API caller's ``Idempotency-Key``), the
-    same owner sending the same key again queues nothing: the job the first request queued comes back, marked
-    ``idempotent_replay = True``. The database is the arbiter (a unique column), so two requests at once in two
-    processes still make one job."""
-    from jobs.core.scheduler import opens_at, snapshot_for
-    from jobs.queue.admission import admit
-
-    if not getattr(owner, "can_submit", False):
-        raise PermissionDenied("Viewers can watch but not submit jobs.")
+    """Queue a job from its parameters (the way in for code with no form: scripts, tests, the bench). Admits it
+    once (``jobs.queue.admission.admit``) and refuses whatever that refuses, so nothing can queue what the device
+    would turn down; then as ``submit_checked`` (the same ``idempotency_key`` again returns the job it queued)."""
+    _require_submitter(owner)
     if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
         return queued
     if kind not in JobKind.values:
         raise ValidationError({"kind": f"Unknown kind {kind!r}."})
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
+    schedule = {"when": when, "not_before": not_before, "polite": polite, "shared": shared}
     admission = admit(
         owner=owner,
         device=device,
@@ -163,35 +185,47 @@ def job_submit(
     )
     if admission.refused:
         raise ValidationError({admission.refused_field or "__all__": admission.refused})
-    estimate = admission.estimate_s
-    prompt = next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), "")
+    checked = CheckedRequest(kind, model_id, params, upload_files or {}, schedule, admission)
+    return _queue_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
+
+
+def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None) -> Job:
+    """The row, in a savepoint: losing the race on the token must not end the caller's transaction."""
+    params, schedule = checked.params, checked.schedule
+    when = schedule.get("when") or When.ASAP
+    with transaction.atomic():
+        return Job.objects.create(
+            owner=owner,
+            device=device,
+            kind=checked.kind,
+            model_id=checked.model_id,
+            params=dict(params),
+            prompt=next((str(params[k]) for k in PROMPT_KEYS if params.get(k)), ""),
+            when=when,
+            not_before=schedule.get("not_before") if when == When.NOT_BEFORE else None,
+            polite=schedule.get("polite", True),
+            shared=schedule.get("shared", False),
+            estimate_s=checked.admission.estimate_s,
+            last_seq=1,
+            submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
+        )
+
+
+def _queue_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None) -> Job:
+    """The admitted request as a job: its row, its inputs, its first state and event; dispatch after commit."""
+    estimate = checked.admission.estimate_s
     with transaction.atomic():
         try:
-            with transaction.atomic():  # a savepoint: losing the race on the token must not end the outer one
-                job = Job.objects.create(
-                    owner=owner,
-                    device=device,
-                    kind=kind,
-                    model_id=model_id,
-                    params=dict(params),
-                    prompt=prompt,
-                    when=when,
-                    not_before=not_before if when == When.NOT_BEFORE else None,
-                    polite=polite,
-                    shared=shared,
-                    estimate_s=estimate,
-                    last_seq=1,
-                    submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
-                )
+            job = _create_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
         except IntegrityError:
             queued = job_already_submitted(owner=owner, idempotency_key=idempotency_key)
             if queued is None:
                 raise
             return queued
-        if upload_files:
+        if checked.upload_files:
             job.params = {
                 **job.params,
-                "files": {**job.params.get("files", {}), **_save_uploads(job, upload_files)},
+                "files": {**job.params.get("files", {}), **_save_uploads(job, checked.upload_files)},
             }
         snap = snapshot_for(device.pk)
         waits = opens_at(job, snap) > snap.now
@@ -201,10 +235,8 @@ def job_submit(
         JobEvent.objects.create(
             job=job, seq=1, state=job.state, message=message, data={"estimate_s": round(estimate, 1)}
         )
-        if admission.lifted:  # an admin's lift is part of the job's story (jobs.quotas.services)
-            from jobs.quotas.services import lift_message
-
-            job_note(job.pk, lift_message(owner, admission.lifted), data={"quota_lifted": admission.lifted})
+        if lifted := checked.admission.lifted:  # an admin's lift is part of the job's story (jobs.quotas)
+            job_note(job.pk, lift_message(owner, lifted), data={"quota_lifted": lifted})
         _dispatch_on_commit(device.pk)
         _replan_on_commit(device.pk)
     return job
@@ -244,8 +276,6 @@ def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
     elif job_transition(
         job.pk, from_states=ACTIVE_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
     ):
-        from jobs.kinds.table import style_of
-
         job.refresh_from_db()
         if style_of(job.device.kind, job.kind) == "poll" and job.remote_id:
             _stop_on_device_on_commit(job.pk, job.device_id)
@@ -294,33 +324,13 @@ def job_retry(*, job: Job, by: Any) -> Job:
     return job
 
 
-def job_run_again(*, job: Job, by: Any, changes: dict[str, Any], idempotency_key: str | None = None) -> Job:
-    """A new job like ``job`` with ``changes`` applied to its parameters (inputs are reused)."""
-    from jobs.core.selectors import can_view
-
+def job_run_again(*, job: Job, by: Any, checked: CheckedRequest, idempotency_key: str | None = None) -> Job:
+    """A new job like ``job`` (``by``'s) with the admitted request's settings; its inputs are reused, so files
+    the form checked again are not saved a second time."""
     if not can_view(by, job):
         raise PermissionDenied("You cannot see this job.")
-    params = {
-        **job.params,
-        **{
-            k: v
-            for k, v in changes.items()
-            if k not in ("when", "not_before", "polite", "shared", "model_id", "lift_limits")
-        },
-    }
-    return job_submit(
-        owner=by,
-        device=job.device,
-        kind=job.kind,
-        model_id=changes.get("model_id", job.model_id),
-        params=params,
-        when=changes.get("when", When.ASAP),
-        not_before=changes.get("not_before"),
-        polite=changes.get("polite", job.polite),
-        shared=changes.get("shared", False),
-        idempotency_key=idempotency_key,
-        lift_limits=bool(changes.get("lift_limits", False)),
-    )
+    again = replace(checked, params={**job.params, **checked.params}, upload_files={})
+    return submit_checked(owner=by, device=job.device, checked=again, idempotency_key=idempotency_key)
 
 
 def job_set_shared(*, job: Job, by: Any, shared: bool) -> Job:
@@ -348,8 +358,6 @@ def share_link_url(*, request: Any, job: Job) -> str:
     Built on ``HUB_PUBLIC_URL`` when it is set: the address a request came in on (http://127.0.0.1:8000 on the
     hub's own machine, or the inside of a reverse proxy) is often not one the person receiving the link can open.
     """
-    from django.urls import reverse
-
     if not job.share_token:
         return ""
     path = reverse("jobs-public", args=[job.share_token])
@@ -360,16 +368,12 @@ def share_link_url(*, request: Any, job: Job) -> str:
 
 
 def queue_pause(*, device: Any, by: Any) -> None:
-    from devices.services import device_set_queue_paused
-
     _require_admin(by)
     device_set_queue_paused(device_id=device.pk, paused=True)
     _replan_on_commit(device.pk)
 
 
 def queue_resume(*, device: Any, by: Any) -> None:
-    from devices.services import device_set_queue_paused
-
     _require_admin(by)
     device_set_queue_paused(device_id=device.pk, paused=False)
     _dispatch_on_commit(device.pk)
@@ -396,8 +400,6 @@ def queue_run_next(*, job: Job, by: Any) -> None:
 def queue_move(*, job: Job, by: Any, direction: str) -> None:
     """Admin reorder: swap with the neighbour in the current plan. The admin's order then holds (priorities
     are rewritten for the device's waiting jobs, which overrides fair share for them)."""
-    from jobs.core.selectors import queue_plan
-
     _require_admin(by)
     if direction not in ("up", "down"):
         raise ValidationError("Direction must be up or down.")

@@ -375,7 +375,7 @@ def test_on_a_tensorsharp_server_size_and_seconds_become_pixels_and_frames(membe
 @pytest.fixture
 def worker_finishes(monkeypatch, media):
     """Play the worker between two polls of the waiting view: the job is done and its files are saved."""
-    from jobs.doors import v1
+    from jobs.doors.v1 import waiting
 
     def finish(files):
         async def tick():
@@ -389,7 +389,7 @@ def worker_finishes(monkeypatch, media):
 
             await sync_to_async(done)()
 
-        monkeypatch.setattr(v1, "_tick", tick)
+        monkeypatch.setattr(waiting, "_tick", tick)
 
     return finish
 
@@ -428,10 +428,10 @@ def test_an_image_url_is_a_hub_url_only_its_viewers_can_fetch(member, other_memb
 
 
 def test_the_wait_has_a_limit_and_then_names_the_job(member, device, settings, monkeypatch):
-    from jobs.doors import v1
+    from jobs.doors.v1 import waiting
 
     settings.HUB_V1_WAIT_S = 1.0
-    monkeypatch.setattr(v1, "POLL_S", 0.05)
+    monkeypatch.setattr(waiting, "POLL_S", 0.05)
     response = api(member).post(
         "/v1/images/generations",
         {"model": IMAGE, "prompt": "p", "size": "512x512"},
@@ -446,10 +446,10 @@ def test_the_wait_has_a_limit_and_then_names_the_job(member, device, settings, m
 
 
 def test_an_sdk_retry_waits_on_the_job_the_first_try_queued(member, device, settings, monkeypatch):
-    from jobs.doors import v1
+    from jobs.doors.v1 import waiting
 
     settings.HUB_V1_WAIT_S = 0.2
-    monkeypatch.setattr(v1, "POLL_S", 0.05)
+    monkeypatch.setattr(waiting, "POLL_S", 0.05)
     client = api(member)
     body = {"model": IMAGE, "prompt": "p", "size": "512x512"}
     client.post("/v1/images/generations", body, content_type="application/json")

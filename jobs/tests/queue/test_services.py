@@ -12,6 +12,7 @@ from jobs.models import Job
 from jobs.queue.services import (
     job_cancel,
     job_retry,
+    job_run_again,
     job_set_shared,
     job_share_link,
     job_submit,
@@ -119,3 +120,45 @@ def test_it_serves_artifacts_only_to_allowed_people(device, member, other_member
     settings.JOBS_SENDFILE = "x-accel"
     request.user = member
     assert artifact_response(request, art)["X-Accel-Redirect"].endswith(f"results/{member.pk}/{job.pk}/a.png")
+
+
+def test_submit_checked_queues_an_admitted_request_without_admitting_it_again(device, member, monkeypatch):
+    from jobs.queue import admission, services
+    from jobs.queue.admission import Admission, CheckedRequest
+
+    def refuse(**kw):
+        raise AssertionError("admitted twice")
+
+    monkeypatch.setattr(services, "admit", refuse)
+    monkeypatch.setattr(admission, "admit", refuse)
+    params = {"prompt": "fox", "size": "832x480", "seconds": 2, "steps": 4}
+    schedule = {"when": "asap", "not_before": None, "polite": True, "shared": True}
+    checked = CheckedRequest("video", V, params, {}, schedule, Admission(123.0, None, None))
+    job = services.submit_checked(owner=member, device=device, checked=checked, idempotency_key="k" * 20)
+    assert job.estimate_s == 123.0 and job.shared and job.prompt == "fox" and job.state == "queued"
+    again = services.submit_checked(owner=member, device=device, checked=checked, idempotency_key="k" * 20)
+    assert again.pk == job.pk and again.idempotent_replay
+    with pytest.raises(PermissionDenied):
+        services.submit_checked(owner=viewer_of(member), device=device, checked=checked)
+
+
+def viewer_of(member):
+    from hub.accounts.models import User
+
+    return User.objects.create_user("watcher", password="pw-watch-1", role="viewer")
+
+
+def test_run_again_keeps_the_jobs_inputs_and_saves_no_new_ones(device, member):
+    from jobs.queue.admission import Admission, CheckedRequest
+
+    first = submit(member, device)
+    Job.objects.filter(pk=first.pk).update(params={**first.params, "files": {"start_image": "results/x.png"}})
+    first.refresh_from_db()
+    params = {"prompt": "fox again", "size": "832x480", "seconds": 3, "steps": 4}
+    schedule = {"when": "asap", "not_before": None, "polite": True, "shared": False}
+    checked = CheckedRequest(
+        "video", V, params, {"start_image": object()}, schedule, Admission(50.0, None, None)
+    )
+    again = job_run_again(job=first, by=member, checked=checked)
+    assert again.params == {**params, "files": {"start_image": "results/x.png"}}
+    assert again.estimate_s == 50.0 and again.pk != first.pk

@@ -1,0 +1,189 @@
+"""What every /v1 submit route shares: its body (JSON or multipart), its fields checked by name and type, the device
+and the model it names, and its way through the intake (``jobs.doors.intake``) to admission and the queue."""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import math
+from typing import Any
+
+from django.core.files.uploadedfile import SimpleUploadedFile
+from django.http import HttpRequest
+
+from devices.models import Device
+from devices.selectors import device_default
+from hub.ratelimit import rate_key, submit_allowed
+from jobs.doors.intake import check_request, find_device, offered_models, resolve_model
+from jobs.doors.v1.errors import V1Error
+from jobs.models import Job, JobKind
+from jobs.queue.services import submit_checked
+
+HUB_FIELDS = {"device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits"}
+
+
+def read_body(request: HttpRequest) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The fields and files of a JSON or multipart body. Nested multipart keys (``a[b]``) become dicts."""
+    ctype = request.content_type or ""
+    if ctype.startswith("multipart/form-data") or ctype == "application/x-www-form-urlencoded":
+        data: dict[str, Any] = {}
+        for key in request.POST:
+            value = request.POST.get(key)
+            head, sep, rest = key.partition("[")
+            if sep and rest.endswith("]"):
+                data.setdefault(head, {})
+                if isinstance(data[head], dict):
+                    data[head][rest[:-1]] = value
+            else:
+                data[key] = value
+        return data, {key: request.FILES[key] for key in request.FILES}
+    raw = request.body
+    if not raw.strip():
+        return {}, {}
+    try:
+        data = json.loads(raw)
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: JSON nested ~1,000 deep
+        raise V1Error(400, "We could not parse the JSON body of your request.", code="invalid_json") from None
+    if not isinstance(data, dict):
+        raise V1Error(400, "The request body must be a JSON object.", code="invalid_json")
+    return data, {}
+
+
+def check_fields(
+    data: dict[str, Any], files: dict[str, Any], allowed: set[str], *, objects: set[str] = frozenset()
+) -> None:
+    for key in [*data, *files]:
+        if key not in allowed:
+            raise V1Error(
+                400, f"Unrecognized request argument supplied: {key}.", param=key, code="unknown_parameter"
+            )
+    for key, value in data.items():
+        if isinstance(value, (list, dict)) and key not in objects:
+            raise V1Error(400, f"'{key}' must be a string or a number.", param=key, code="invalid_type")
+    if not isinstance(data.get("prompt", data.get("input", "")), str):
+        key = "prompt" if "prompt" in data else "input"
+        raise V1Error(400, f"'{key}' must be a string.", param=key, code="invalid_type")
+
+
+def device_for(request: HttpRequest, data: dict[str, Any]):
+    """The default device, or the one named (id or name) in a ``device`` field, query or ``X-Hub-Device``."""
+    ref = data.pop("device", None) or request.headers.get("X-Hub-Device") or request.GET.get("device")
+    if ref in (None, ""):
+        device = device_default()
+        if device is None:
+            raise V1Error(400, "The hub has no device yet; an admin adds one under Devices.", param="device")
+        return device
+    ref = str(ref).strip()
+    device = find_device(ref, by_name=True)
+    if device is None:
+        names = ", ".join(Device.objects.order_by("name").values_list("name", flat=True)) or "none"
+        raise V1Error(400, f"No device {ref!r}. Devices: {names}.", param="device", code="device_not_found")
+    return device
+
+
+def model_ids(device, kind: str) -> list[str]:
+    """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices."""
+    return offered_models(device, kind)
+
+
+def pick_model(device, kind: str, data: dict[str, Any]) -> str:
+    models = model_ids(device, kind)
+    label = JobKind(kind).label.lower()
+    if not models:
+        raise V1Error(
+            400,
+            f"{device.name} cannot make {label} right now (no such model on it).",
+            param="model",
+            code="model_not_found",
+        )
+    model = data.get("model")
+    if model in (None, ""):
+        if len(models) == 1:
+            return models[0]
+        raise V1Error(400, f"Choose a model: {', '.join(models)}.", param="model")
+    model = resolve_model(owner=None, device=device, kind=kind, value=model)  # e.g. without its publisher
+    if str(model) not in models:
+        raise V1Error(
+            400,
+            f"The model {model!r} is not on {device.name}; its {label} models are: {', '.join(models)} "
+            "(GET /v1/models lists them).",
+            param="model",
+            code="model_not_found",
+        )
+    return str(model)
+
+
+def size_of(value: Any) -> tuple[int, int]:
+    try:
+        w, h = str(value).lower().split("x", 1)
+        return int(w), int(h)
+    except (ValueError, AttributeError):
+        raise V1Error(
+            400, f"Give the size as WIDTHxHEIGHT (e.g. 832x480), not {value!r}.", param="size"
+        ) from None
+
+
+def whole(value: Any, param: str) -> int:
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        number = float("nan")
+    # Not finite first: int() of an infinity (e.g. JSON 1e999) raises OverflowError.
+    if not math.isfinite(number) or number != int(number):
+        raise V1Error(400, f"'{param}' must be a whole number, not {value!r}.", param=param)
+    return int(number)
+
+
+def reference_file(data: dict[str, Any], files: dict[str, Any]):
+    """``input_reference`` as an uploaded file: a multipart file, or ``{"image_url": "data:…;base64,…"}``."""
+    if "input_reference" in files:
+        return files["input_reference"]
+    ref = data.get("input_reference")
+    if ref in (None, ""):
+        return None
+    url = ref.get("image_url") if isinstance(ref, dict) else ref if isinstance(ref, str) else None
+    if not isinstance(url, str) or not url.startswith("data:"):
+        raise V1Error(
+            400,
+            "input_reference must be an uploaded image or {'image_url': 'data:image/png;base64,…'}; "
+            "the hub does not fetch URLs or know file ids.",
+            param="input_reference",
+        )
+    head, _, payload = url.partition(",")
+    try:
+        blob = base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        raise V1Error(
+            400, "input_reference's data URL is not valid base64.", param="input_reference"
+        ) from None
+    mime = head[5:].split(";", 1)[0] or "application/octet-stream"
+    return SimpleUploadedFile("input_reference", blob, mime)
+
+
+def passthrough(data: dict[str, Any], *names: str) -> dict[str, Any]:
+    return {n: data[n] for n in names if data.get(n) not in (None, "")}
+
+
+def rate_limit(request: HttpRequest) -> None:
+    retry_after = submit_allowed(rate_key(request))
+    if retry_after is not None:
+        raise V1Error(
+            429,
+            f"Too many submissions; try again in {retry_after} s.",
+            type="requests",
+            code="rate_limit_exceeded",
+            headers={"Retry-After": str(retry_after)},
+        )
+
+
+def check(request: HttpRequest, *, device, kind: str, data: dict[str, Any], files: dict[str, Any]):
+    return check_request(owner=request.user, device=device, kind=kind, data=data, files=files)
+
+
+def queue(request: HttpRequest, *, device, checked) -> Job:
+    # A caller's Idempotency-Key (curl users, other clients; the OpenAI SDK sends none): the same key again
+    # answers with the job it queued instead of queuing another.
+    key = (request.headers.get("Idempotency-Key") or "").strip()[:200]
+    extra = {"idempotency_key": key} if key else {}
+    return submit_checked(owner=request.user, device=device, checked=checked, **extra)

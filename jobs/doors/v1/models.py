@@ -1,0 +1,61 @@
+"""``/v1/models``: the models a device can run now (exactly the submit forms' choices), and the catch-all 404."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.http import HttpRequest, HttpResponse, JsonResponse
+
+from devices.capabilities import Capabilities
+from jobs.doors.v1.door import door
+from jobs.doors.v1.errors import not_found
+from jobs.doors.v1.fields import device_for, model_ids
+from jobs.kinds.table import kinds_for
+
+
+def _model_objects(device) -> list[dict[str, Any]]:
+    caps = Capabilities.from_dict(device.capabilities)
+    created = int((device.capabilities_at or device.created).timestamp())
+    out: dict[str, dict[str, Any]] = {}
+    for kind in kinds_for(device):
+        for model_id in model_ids(device, kind):
+            row = out.setdefault(
+                model_id,
+                {
+                    "id": model_id,
+                    "object": "model",
+                    "created": created,
+                    "owned_by": model_id.split("/", 1)[0] if "/" in model_id else device.name,
+                    "kinds": [],
+                    "device": device.name,
+                    "loaded": bool((m := caps.model(model_id)) and m.loaded),
+                },
+            )
+            row["kinds"].append(kind)
+    for row in out.values():
+        row["kind"] = row["kinds"][0]
+    return list(out.values())
+
+
+@door(GET="read")
+def models(request: HttpRequest) -> HttpResponse:
+    device = device_for(request, {})
+    return JsonResponse({"object": "list", "data": _model_objects(device)})
+
+
+@door(GET="read")
+def model(request: HttpRequest, model_id: str) -> HttpResponse:
+    device = device_for(request, {})
+    found = next((m for m in _model_objects(device) if m["id"] == model_id), None)
+    if found is None:
+        raise not_found(
+            f"The model {model_id!r} is not one {device.name} can run (GET /v1/models lists them)."
+        )
+    return JsonResponse(found)
+
+
+@door(GET="read", POST="read", DELETE="read", PUT="read", PATCH="read")
+def unknown(request: HttpRequest, rest: str = "") -> HttpResponse:
+    raise not_found(
+        f"No route /v1/{rest}; the hub offers videos, images/generations, audio/speech and models."
+    )
