@@ -38,12 +38,16 @@ def _sources() -> list[Path]:
 
 
 def _has_reason(lines: list[str], lineno: int, marker: str = "#") -> bool:
-    """A comment (starting with ``marker``) on line ``lineno`` (1-based) or alone on the line above."""
+    """A comment (starting with ``marker``) on line ``lineno`` (1-based), or alone on the line above it or above
+    the block of import lines it stands in (one reason may cover a group of deferred imports)."""
     line = lines[lineno - 1]
-    if marker in line and line.index(marker) > line.find(line.strip()[:1]):
+    code = line.split("#", 1)[0]
+    if marker in line[len(code) :] or (marker != "#" and marker in line):
         return True
-    above = lines[lineno - 2].strip() if lineno >= 2 else ""
-    return above.startswith(marker)
+    i = lineno - 2
+    while i >= 0 and lines[i].strip().startswith(("from ", "import ")) and marker == "#":
+        i -= 1
+    return i >= 0 and lines[i].strip().startswith(marker)
 
 
 def _local_imports(tree: ast.AST):
