@@ -2,7 +2,7 @@
 
 Producers call :func:`push` with a rendered fragment: a whole element with a stable id and
 ``hx-swap-oob="true"``, so duplicates or out-of-order arrivals are harmless. (Job and queue fragments come only
-from ``jobs.live.broadcast``, which only ``jobs.core.transitions`` calls, after commit.)
+from ``jobs.live.broadcast``, which only the jobs outbox calls, after commit: ``jobs.live.outbox``.)
 
 **Topics** are what a page asks to watch (``/ws/hub/?watch=device:3,queue:3,job:7``): exactly the elements it
 shows, so every fragment that reaches it has a target. Each topic kind names a fixed set of elements, and
@@ -168,13 +168,6 @@ def push(
         message["variant"] = True
     _send(group, message)
     return True
-
-
-def push_many(
-    groups: list[str], html: str, *, audience: list[str] | None = None, exclude: list[str] | None = None
-) -> None:
-    for group in dict.fromkeys(groups):
-        push(group, html, audience=audience, exclude=exclude)
 
 
 def reauthorize(group: str) -> None:

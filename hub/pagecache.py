@@ -11,7 +11,7 @@ it, without drawing it again, while all of these hold:
 - **nothing changed since**: :func:`changed` gives the hub a new *generation* (a token in Redis) after every
   change a page may show: any POST, PUT, PATCH or DELETE through the web (:class:`ChangesMiddleware`: every
   form, the REST API and ``/v1``), and every state, event or queue change the engine makes
-  (``jobs.live.outbox.send``). A drawing belongs to the generation read *before* it was drawn, so one drawn
+  (``jobs.live.outbox.pages_changed``). A drawing belongs to the generation read *before* it was drawn, so one drawn
   while a change was being committed is never taken for the new state.
 - **it is young**: at most ``HUB_PAGE_CACHE_S`` seconds old (default 5). This bounds what no generation
   follows: times shown relative to now, a device's gauges, a progress tick (ticks don't make a generation:

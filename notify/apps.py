@@ -8,10 +8,11 @@ class NotifyConfig(AppConfig):
     verbose_name = "Notifications"
 
     def ready(self) -> None:
-        # The app registry is ready only now: these modules import the models.
+        # These import the models, which the app registry has ready only now.
         from devices import hooks as device_hooks
-        from jobs.core import transitions
-        from notify.services import device_locked, job_entered
+        from jobs.live import outbox
+        from notify.services import device_locked, jobs_entered
 
-        transitions.register_entered(job_entered)  # a job entering a state tells the people who follow it
+        # Notify is above jobs: it hears of what a transaction changed from the outbox, last (after the pushes).
+        outbox.register("notify", jobs_entered)  # a job entering a state tells the people who follow it
         device_hooks.register_device_locked(device_locked)  # a device locked tells the household

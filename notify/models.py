@@ -82,11 +82,11 @@ class Channel(models.Model):
     def is_household(self) -> bool:
         return self.owner_id is None
 
-    def wants(self, event: str) -> bool:
-        if event == Event.TEST:
-            return True
-        flag = EVENT_FLAGS.get(event)
-        return bool(flag and self.enabled and getattr(self, flag))
+    @staticmethod
+    def wanting(event: str) -> models.Q:
+        """The channels that want ``event``: turned on, with its flag set. The one place for the rule: every
+        delivery's channels are chosen by it (``notify.services.notify_event``)."""
+        return models.Q(enabled=True, **{EVENT_FLAGS[Event(event)]: True})
 
     @property
     def event_labels(self) -> list[str]:

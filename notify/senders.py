@@ -17,6 +17,8 @@ from typing import Any
 
 from django.conf import settings
 
+from notify import vapid
+
 logger = logging.getLogger("notify")
 
 SIGNATURE_HEADER = "X-Hub-Signature-256"
@@ -160,9 +162,7 @@ def send_webhook(url: str, secret: str, message: Message) -> None:
 
 # -- Web Push ------------------------------------------------------------------------------------------------------
 def send_webpush(subscription: dict[str, Any], message: Message) -> None:
-    from pywebpush import WebPushException, webpush
-
-    from notify import vapid
+    from pywebpush import WebPushException, webpush  # heavy, and only a browser channel needs it
 
     payload = json.dumps(
         {"title": message.title, "body": message.body, "url": message.path, "tag": message.tag}

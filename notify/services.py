@@ -1,6 +1,7 @@
 """Notifications: every change to channels and deliveries goes through here.
 
-The flow (see ``jobs.core.transitions.job_transition`` and ``devices.services.device_set_state`` for the two hooks):
+The flow: transition -> outbox -> pages/pushes/notifications. The jobs outbox (``jobs.live.outbox``, which
+``NotifyConfig.ready`` registers :func:`jobs_entered` with) and ``devices.hooks.device_locked`` are the two ways in:
 
 1. After the job's transition committed, :func:`job_entered` maps the state to an event (done, failed,
    started) and calls :func:`notify_event`, which writes one pending Delivery per channel that wants it and
@@ -20,12 +21,17 @@ import uuid
 from typing import Any
 from urllib.parse import urlsplit
 
+from celery import current_app
 from django.conf import settings
 from django.core.exceptions import ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.utils import timezone
 
+from devices.models import Device
+from jobs.core.changes import Changes
+from jobs.live.fragments import job_title
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
 from notify import crypto, senders
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
 from notify.selectors import require_household_admin
@@ -265,8 +271,14 @@ def channel_rekey_all() -> tuple[int, int]:
 
 
 # -- events ----------------------------------------------------------------------------------------------------
+def jobs_entered(changes: Changes) -> None:
+    """The jobs outbox's ``notify`` stage: each state a job entered in a transaction that committed, in order."""
+    for entered in changes.entered:
+        job_entered(job_id=entered.job_id, state=entered.state, seq=entered.seq)
+
+
 def job_entered(*, job_id: int, state: str, seq: int) -> None:
-    """The hook ``jobs.core.transitions.job_transition`` calls after commit. Never raises."""
+    """Job ``job_id`` entered ``state`` (its event ``seq``) and that committed. Never raises."""
     try:
         event = STATE_EVENTS.get(state)
         if event:
@@ -278,8 +290,6 @@ def job_entered(*, job_id: int, state: str, seq: int) -> None:
 
 
 def _queue_empty_after(job_id: int) -> None:
-    from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
-
     device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
     if device_id is None:
         return
@@ -309,17 +319,14 @@ def notify_event(
     Job events go to the job owner's own channels; household events to the household channels. ``key`` names
     what happened: the same key twice (a hook run twice) makes no second delivery.
     """
-    flag = EVENT_FLAGS[Event(event)]
     if event in PERSONAL_EVENTS:
-        from jobs.models import Job
-
         job = Job.objects.filter(pk=job_id).select_related("owner").first()
         if job is None or not job.owner.is_active:
             return []
-        channels = Channel.objects.filter(owner=job.owner, enabled=True, **{flag: True})
+        channels = Channel.objects.filter(Channel.wanting(event), owner=job.owner)
         device_id = job.device_id
     else:
-        channels = Channel.objects.filter(owner__isnull=True, enabled=True, **{flag: True})
+        channels = Channel.objects.filter(Channel.wanting(event), owner__isnull=True)
     made = []
     with transaction.atomic():
         for channel_id in channels.values_list("pk", flat=True):
@@ -336,10 +343,13 @@ def notify_event(
 
 
 def _enqueue(delivery_id: int, countdown: float = 0) -> None:
-    from notify.tasks import deliver
+    """``notify.tasks.deliver`` after commit, sent by its name: the tasks are thin ways into this module, which
+    never imports them (a signature keeps Celery's own behaviour: eager mode, countdowns)."""
 
     def send() -> None:
-        deliver.apply_async((delivery_id,), countdown=countdown or None)
+        current_app.signature("notify.tasks.deliver", args=(delivery_id,)).apply_async(
+            countdown=countdown or None
+        )
 
     transaction.on_commit(send, robust=True)  # a broker hiccup is logged; it never reaches the caller
 
@@ -462,17 +472,33 @@ def _failed(delivery: Delivery, reason: str, *, permanent: bool) -> str:
 
 # -- what is said ----------------------------------------------------------------------------------------------
 def build_message(delivery: Delivery) -> senders.Message:
-    base = senders.base_url()
     event = delivery.event
     job, device = delivery.job, delivery.device or (delivery.job.device if delivery.job else None)
-    data: dict[str, Any] = {}
-    path = "/notify/"
     if job is not None and event in PERSONAL_EVENTS:
-        from jobs.live.fragments import job_title
+        path, title, body, data = _job_message(job, event)
+    elif event in HOUSEHOLD_EVENTS and device is not None:
+        path, title, body, data = _device_message(device, event)
+    else:
+        path, data = "/notify/", {}
+        title, body = "Test from Tiiny Hub", f"If you read this, “{delivery.channel.name}” works."
+    return senders.Message(
+        event=event,
+        title=title,
+        body=body,
+        path=path,
+        url=f"{senders.base_url()}{path}",
+        tag=f"hub-{event}-{job.pk if job else (device.pk if device else delivery.pk)}",
+        data=data,
+        delivery_id=delivery.pk,
+        attempt=delivery.attempt,
+    )
 
-        title_text = job_title(job, limit=80)
-        path = f"/jobs/{job.pk}/"
-        data["job"] = {
+
+def _job_message(job: Job, event: str) -> tuple[str, str, str, dict[str, Any]]:
+    """(path, title, body, data) of a message about a person's job: it started, finished or failed."""
+    title_text = job_title(job, limit=80)
+    data = {
+        "job": {
             "id": job.pk,
             "kind": job.kind,
             "state": job.state,
@@ -481,41 +507,30 @@ def build_message(delivery: Delivery) -> senders.Message:
             "progress": round(job.progress),
             "error": job.error_human or None,
         }
-        if event == Event.JOB_DONE:
-            took = ""
-            if job.started_at and job.finished_at:
-                took = f" in {_duration((job.finished_at - job.started_at).total_seconds())}"
-            title, body = (
-                f"Finished: {title_text}",
-                f"{job.get_kind_display()} on {job.device.name}, done{took}.",
-            )
-        elif event == Event.JOB_FAILED:
-            title = f"Failed: {title_text}"
-            body = job.error_human or "The device reported an error."
-        else:
-            title, body = f"Started: {title_text}", f"{job.get_kind_display()} on {job.device.name}."
-    elif event == Event.QUEUE_EMPTY and device is not None:
-        path = f"/devices/{device.pk}/"
+    }
+    if event == Event.JOB_DONE:
+        took = ""
+        if job.started_at and job.finished_at:
+            took = f" in {_duration((job.finished_at - job.started_at).total_seconds())}"
+        title = f"Finished: {title_text}"
+        body = f"{job.get_kind_display()} on {job.device.name}, done{took}."
+    elif event == Event.JOB_FAILED:
+        title = f"Failed: {title_text}"
+        body = job.error_human or "The device reported an error."
+    else:
+        title, body = f"Started: {title_text}", f"{job.get_kind_display()} on {job.device.name}."
+    return f"/jobs/{job.pk}/", title, body, data
+
+
+def _device_message(device: Device, event: str) -> tuple[str, str, str, dict[str, Any]]:
+    """(path, title, body, data) of a message about the box itself: a queue ran empty, a device is locked."""
+    if event == Event.QUEUE_EMPTY:
         title, body = f"{device.name}: the queue is empty", "Nothing is waiting or running on it any more."
-        data["device"] = {"id": device.pk, "name": device.name, "state": device.state}
-    elif event == Event.DEVICE_LOCKED and device is not None:
-        path = f"/devices/{device.pk}/"
+    else:
         title = f"{device.name} is locked"
         body = " ".join(filter(None, [device.state_message, device.state_fix])) or "It refuses every call."
-        data["device"] = {"id": device.pk, "name": device.name, "state": device.state}
-    else:
-        title, body = "Test from Tiiny Hub", f"If you read this, “{delivery.channel.name}” works."
-    return senders.Message(
-        event=event,
-        title=title,
-        body=body,
-        path=path,
-        url=f"{base}{path}",
-        tag=f"hub-{event}-{job.pk if job else (device.pk if device else delivery.pk)}",
-        data=data,
-        delivery_id=delivery.pk,
-        attempt=delivery.attempt,
-    )
+    data = {"device": {"id": device.pk, "name": device.name, "state": device.state}}
+    return f"/devices/{device.pk}/", title, body, data
 
 
 def _duration(seconds: float) -> str:

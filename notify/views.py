@@ -15,9 +15,11 @@ from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
 from hub.parsing import parse_id
+from jobs.models import Job
 from notify import selectors, services, vapid
 from notify.forms import ChannelForm
 from notify.models import Channel
+from notify.templatetags.notify_tags import box_context
 
 SW_PATH = Path(settings.BASE_DIR) / "static" / "sw.js"
 MAX_SUBSCRIPTION_BYTES = 4096
@@ -134,9 +136,6 @@ def channel_test(request: HttpRequest, channel_id: int) -> HttpResponse:
 @require_GET
 def job_deliveries_box(request: HttpRequest, job_id: int) -> HttpResponse:
     """The job page's Notifications box, for the job's owner (the deliveries went to their own channels)."""
-    from jobs.models import Job
-    from notify.templatetags.notify_tags import box_context
-
     job = Job.objects.filter(pk=parse_id(job_id) or 0, owner=request.user).first()
     if job is None:
         raise Http404("no such job")

@@ -1,13 +1,15 @@
-"""What a transaction changed for the live pages, collected per transaction and handed to the outbox once.
+"""What a transaction changed, collected while it runs and handed to the outbox once, after it commits.
 
-Transitions (``jobs.core.transitions``) and the planner only *record* what changed: a job's new state, an
-event, a progress tick, a device to replan, a queue to send. Once the transaction commits, the collection goes,
-once, to the outbox that the jobs app registers at start-up (``jobs.live.outbox.send``, in ``JobsConfig.ready``):
-it replans, pushes the pages and marks kept pages stale. The core never imports what sends.
+The flow: transition -> outbox -> pages/pushes/notifications. Transitions (``jobs.core.transitions``), the
+planner and the engine's progress reports only *record* here what changed: which jobs moved (and the state each
+entered), which devices to replan, whose queue to send, which progress ticks. Once the transaction commits, its
+collection (:class:`Changes`) goes, once, to the outbox the jobs app registers at start-up
+(``jobs.live.outbox.send``, in ``JobsConfig.ready``), whose handlers replan, push, mark kept pages stale and
+notify. The core never imports what sends; a rolled-back transaction sends nothing.
 
-The flow: transition -> changes (collected) -> commit -> outbox -> plan, pushes, page cache.
-:func:`held` holds a whole block's changes (the path from a render's end to the next request) and sends them
-once at its end.
+:func:`held` holds a block's live updates (the path from a render's end to the next request) and sends them once,
+at its end. What a job entering a state tells people (``Changes.entered``) is never held: it goes out with the
+commit of its own transaction.
 """
 
 from __future__ import annotations
@@ -26,99 +28,158 @@ from django.db import connections, transaction
 logger = logging.getLogger("jobs")
 
 
+@dataclass(frozen=True)
+class Entered:
+    """A job entered ``state``; ``seq`` is its event's (what tells people of it is keyed on it)."""
+
+    job_id: int
+    state: str
+    seq: int
+
+
 @dataclass
-class Pending:
-    """What one transaction changed, for the live pages."""
+class Changes:
+    """What one transaction (or one :func:`held` block) changed."""
 
     #: job id -> the state it entered (None: an event without a state change)
     jobs: dict[int, str | None] = field(default_factory=dict)
     ticks: set[int] = field(default_factory=set)  # jobs whose progress alone moved
     replan: set[int] = field(default_factory=set)  # devices to replan before anything is rendered
+    #: job id -> its device, for a job that moved on while it holds the device (preparing → submitted → running →
+    #: collecting): the device is replanned only when that job's finish drifted from the stored plan
+    moved: dict[int, int] = field(default_factory=dict)
     queues: set[int] = field(default_factory=set)  # devices whose queue goes out
-    callback: Any = None
+    entered: list[Entered] = field(default_factory=list)  # each state a job entered, in order
+    callback: Any = field(default=None, repr=False)  # what sends it after commit (a transaction's collection)
+    savepoints: tuple[str, ...] = ()  # the savepoints its callback was registered inside
+
+    def is_empty(self) -> bool:
+        return not (self.jobs or self.ticks or self.replan or self.moved or self.queues or self.entered)
 
 
-_flushing: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("hub_live_flushing", default=None)
-_held: contextvars.ContextVar[Pending | None] = contextvars.ContextVar("hub_live_held", default=None)
-_PENDING_ATTR = "_hub_live_pending"
+_flushing: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("hub_live_flushing", default=None)
+_held: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("hub_live_held", default=None)
+_CONN_ATTR = "_hub_live_changes"
 
 
-def _pending() -> tuple[Pending, bool]:
-    """The current transaction's collection (and whether it is new); outside one, a fresh collection. Inside
-    :func:`held`, the held collection.
+# -- recording ---------------------------------------------------------------------------------------------------
+def job_entered(job_id: int, device_id: int | None, *, state: str, seq: int, moved_on: bool) -> None:
+    """A job entered ``state`` (its event ``seq``): the job and its device's queue go out, the device is replanned
+    (``moved_on``, a job moving on while it holds the device: only when its finish drifted), and the outbox's
+    notification handlers hear of it."""
+    with _recording() as live:
+        live.jobs[job_id] = state
+        if device_id is not None:
+            if moved_on:
+                live.moved[job_id] = device_id
+            else:
+                live.replan.add(device_id)
+            live.queues.add(device_id)
+    # Not a live update, so never held; inside a savepoint of its own it goes (or is rolled back) with it.
+    with _recording(hold=False, exact=True) as told:
+        told.entered.append(Entered(job_id, state, seq))
 
-    A collection whose callback a rollback discarded is replaced, so a rolled-back change never holds back
-    a later one.
+
+def job_noted(job_id: int, device_id: int | None, *, queue: bool = False) -> None:
+    """An event in a job's story without a state change: the job goes out (``queue``: its device's queue too)."""
+    with _recording() as live:
+        live.jobs.setdefault(job_id, None)
+        if queue and device_id is not None:
+            live.queues.add(device_id)
+
+
+def job_ticked(job_id: int) -> None:
+    """A running job's progress or phase moved (saved with ``job_set``): its status, row and the running
+    card go out, each at most about once a second."""
+    with _recording() as live:
+        live.ticks.add(job_id)
+
+
+def replan(device_id: int) -> None:
+    """The device's plan must be computed anew (a job started or ended there): done with the change's pushes,
+    once per collection (inside :func:`held`, once for the whole block)."""
+    with _recording() as live:
+        live.replan.add(device_id)
+        live.queues.add(device_id)
+
+
+def plan_changed(device_id: int) -> None:
+    """The device's plan was stored anew or one of its queue settings changed: its queue goes out once."""
+    with _recording() as live:
+        live.queues.add(device_id)
+
+
+@contextmanager
+def _recording(*, hold: bool = True, exact: bool = False) -> Iterator[Changes]:
+    """The collection a change is recorded in; a new one is sent after commit (outside a transaction: at once)."""
+    changes, new = _collection(hold=hold, exact=exact)
+    yield changes
+    if new:
+        _send_after_commit(changes)
+
+
+def _collection(*, hold: bool, exact: bool) -> tuple[Changes, bool]:
+    """The collection a change joins, and whether it is new: while the outbox sends one, that one (a replan's
+    new plan joins its own sending); inside :func:`held` (``hold``), the block's; else the transaction's, or a
+    fresh one outside a transaction (sent at once).
+
+    A collection whose callback a rollback discarded is replaced, so a rolled-back change never holds back a
+    later one. ``exact``: the change must go, or be rolled back, with the savepoint it is made in: it joins the
+    transaction's collection only when that was registered inside the same savepoint, else it gets one of its
+    own there (a notification of a transition a caller's savepoint rolled back would tell of what never was).
     """
-    if (flushing := _flushing.get()) is not None:
+    if not exact and (flushing := _flushing.get()) is not None:
         return flushing, False
-    if (holding := _held.get()) is not None:
+    if hold and (holding := _held.get()) is not None:
         return holding, False
     conn = transaction.get_connection()
     if not conn.in_atomic_block:
-        return Pending(), True
-    current: Pending | None = getattr(conn, _PENDING_ATTR, None)
+        return Changes(), True
+    savepoints = tuple(conn.savepoint_ids)
+    current: Changes | None = getattr(conn, _CONN_ATTR, None)
     if current is not None and any(entry[1] is current.callback for entry in conn.run_on_commit):
-        return current, False
-    current = Pending()
-    setattr(conn, _PENDING_ATTR, current)
+        if not exact or current.savepoints == savepoints:
+            return current, False
+        return Changes(savepoints=savepoints), True  # one of its own, beside the transaction's
+    current = Changes(savepoints=savepoints)
+    setattr(conn, _CONN_ATTR, current)
     return current, True
 
 
-def schedule(
-    *,
-    job_id: int | None = None,
-    device_id: int | None = None,
-    entered: str | None = None,
-    tick: bool = False,
-    replan: bool = False,
-    queue: bool = False,
-) -> None:
-    pending, new = _pending()
-    if job_id is not None:
-        if tick:
-            pending.ticks.add(job_id)
-        else:
-            pending.jobs[job_id] = entered or pending.jobs.get(job_id)
-    if device_id is not None:
-        if replan:
-            pending.replan.add(device_id)
-        if queue or replan:
-            pending.queues.add(device_id)
-    if new:
+def _send_after_commit(changes: Changes) -> None:
+    def run() -> None:
+        conn = transaction.get_connection()
+        if getattr(conn, _CONN_ATTR, None) is changes:
+            setattr(conn, _CONN_ATTR, None)
+        flush(changes)
 
-        def run() -> None:
-            conn = transaction.get_connection()
-            if getattr(conn, _PENDING_ATTR, None) is pending:
-                setattr(conn, _PENDING_ATTR, None)
-            flush(pending)
-
-        pending.callback = run
-        transaction.on_commit(run)  # outside a transaction: at once
+    changes.callback = run
+    transaction.on_commit(run)  # outside a transaction: at once
 
 
+# -- sending -----------------------------------------------------------------------------------------------------
 #: The outbox: sends what one collection changed (registered by the jobs app; nothing is sent before).
-_outbox: Callable[[Pending], None] | None = None
+_outbox: Callable[[Changes], None] | None = None
 
 
-def register_outbox(send: Callable[[Pending], None]) -> None:
+def register_outbox(send: Callable[[Changes], None]) -> None:
     """Called once at start-up (``JobsConfig.ready``) with the function that sends a collection."""
     global _outbox
     _outbox = send
 
 
-def flush(pending: Pending) -> None:
-    """Hand ``pending`` to the outbox. Changes recorded while it sends (a replan storing a new plan) join it."""
+def flush(changes: Changes) -> None:
+    """Hand ``changes`` to the outbox. Changes recorded while it sends (a replan storing a new plan) join it."""
     if _outbox is None:
         return
     t0 = time.monotonic()
-    token = _flushing.set(pending)  # a replan's plan_changed joins this flush instead of sending on its own
+    token = _flushing.set(changes)
     try:
-        _outbox(pending)
+        _outbox(changes)
     finally:
         _flushing.reset(token)
         logger.debug(  # what live updates cost, beside the engine's steps (HUB_DEBUG_LOGGERS=jobs)
-            "trace flush jobs=%s took=%.4f t=%.4f", list(pending.jobs), time.monotonic() - t0, time.time()
+            "trace flush jobs=%s took=%.4f t=%.4f", list(changes.jobs), time.monotonic() - t0, time.time()
         )
 
 
@@ -135,58 +196,41 @@ def held(*, aside: bool = False) -> Iterator[None]:
     if _held.get() is not None:
         yield
         return
-    token = _held.set(Pending())
+    token = _held.set(Changes())
     try:
         yield
     finally:
-        pending = _held.get()  # send_held may have started a new collection
+        changes = _held.get()  # send_held may have started a new collection
         _held.reset(token)
-        if pending is not None:
-            _send(pending, aside=aside)
+        if changes is not None:
+            _send(changes, aside=aside)
 
 
 def send_held(*, aside: bool = False) -> None:
     """Inside :func:`held`: send what the block collected so far now, and go on collecting. Before a long wait
     that is not the device's (a result's download): the pages show what happened up to it."""
-    pending = _held.get()
-    if pending is not None:
-        _held.set(Pending())
-        _send(pending, aside=aside)
+    changes = _held.get()
+    if changes is not None:
+        _held.set(Changes())
+        _send(changes, aside=aside)
 
 
-def _send(pending: Pending, *, aside: bool) -> None:
-    if not (pending.jobs or pending.ticks or pending.replan or pending.queues):
+def _send(changes: Changes, *, aside: bool) -> None:
+    if changes.is_empty():
         return
     if aside and not transaction.get_connection().in_atomic_block:
-        _flush_aside(pending)
+        _flush_aside(changes)
     else:
-        transaction.on_commit(lambda: flush(pending))  # outside a transaction: at once
+        transaction.on_commit(lambda: flush(changes))  # outside a transaction: at once
 
 
-def _flush_aside(pending: Pending) -> None:
+def _flush_aside(changes: Changes) -> None:
     def run() -> None:
         try:
-            flush(pending)
+            flush(changes)
         except Exception:  # best effort, as every live update
             logger.exception("sending live updates failed")
         finally:
             connections.close_all()  # this thread's own connections
 
     threading.Thread(target=run, name="live-updates", daemon=True).start()
-
-
-def replan(device_id: int) -> None:
-    """The device's plan must be computed anew (a job started or ended there): done with the change's pushes,
-    once per collection (inside :func:`held`, once for the whole block)."""
-    schedule(device_id=device_id, replan=True)
-
-
-def job_ticked(job_id: int) -> None:
-    """A running job's progress or phase moved (saved with :func:`job_set`): its status, row and the running
-    card go out, each at most about once a second."""
-    schedule(job_id=job_id, tick=True)
-
-
-def plan_changed(device_id: int) -> None:
-    """The device's plan was stored anew or one of its queue settings changed: its queue goes out once."""
-    schedule(device_id=device_id, queue=True)

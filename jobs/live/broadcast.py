@@ -1,5 +1,6 @@
-"""The one module that pushes job and queue changes to open browsers. Only ``jobs.core.transitions`` calls it,
-after commit: a state change, an event, a progress tick or a queue change (see ``jobs.core.changes`` and ``jobs.live.outbox``).
+"""The one module that pushes job and queue changes to open browsers. Only the outbox calls it (``jobs.live.outbox``:
+transition -> outbox -> pages/pushes/notifications), after commit: a state change, an event, a progress tick or a
+queue change.
 
 Rendering lives in ``jobs.live.fragments``; this module decides who receives what. Every fragment goes to the
 topic group of the elements it replaces (``hub.live``), so a page gets only what it shows:
@@ -29,7 +30,13 @@ from __future__ import annotations
 
 import logging
 
+from django.contrib.auth import get_user_model
+from django.core.cache import cache
+
+from devices.models import Device
 from hub import live
+from jobs.live import fragments
+from jobs.models import ACTIVE_STATES, WAITING_STATES
 
 logger = logging.getLogger("jobs.live.broadcast")
 
@@ -42,16 +49,9 @@ def job_audience(job) -> list[str]:
     return audience
 
 
-def job_groups(job) -> list[str]:
-    """The groups a job's own fragments are sent to: its page and its owner's dashboard list."""
-    return [live.job_group(job.pk), live.mine_group(job.owner_id)]
-
-
 def broadcast_job(job_id: int, *, tick: bool = False, entered: str | None = None) -> None:
     """Push one job's elements. ``tick``: only progress moved (status, row, running card; throttled).
     ``entered``: the state it just moved to, if any (the move to done brings the result's player)."""
-    from jobs.live import fragments
-
     try:
         job = fragments.job_with_related(job_id)
         if job is None:
@@ -68,8 +68,6 @@ def broadcast_job(job_id: int, *, tick: bool = False, entered: str | None = None
 
 
 def _job_page(job, watching: set[str], *, tick: bool, entered: str | None) -> None:
-    from jobs.live import fragments
-
     if f"job:{job.pk}" not in watching:
         return
     group, audience = live.job_group(job.pk), job_audience(job)
@@ -87,8 +85,6 @@ def _job_page(job, watching: set[str], *, tick: bool, entered: str | None) -> No
 
 
 def _owner_list(job, watching: set[str], *, tick: bool) -> None:
-    from jobs.live import fragments
-
     if f"mine:{job.owner_id}" not in watching:
         return
     group, audience = live.mine_group(job.owner_id), [live.user_group(job.owner_id)]
@@ -102,8 +98,6 @@ def _owner_list(job, watching: set[str], *, tick: bool) -> None:
 
 def _list_changed(owner_id: int, recent) -> bool:
     """Which jobs the owner's list holds changed since it was last sent (the rows themselves move by row)."""
-    from django.core.cache import cache
-
     key, ids = f"live:mine-ids:{owner_id}", ",".join(str(j.pk) for j in recent)
     try:
         if cache.get(key) == ids:
@@ -117,8 +111,6 @@ def _list_changed(owner_id: int, recent) -> bool:
 def _running(device, watching: set[str], *, tick: bool) -> None:
     """The running-now card, on a tick. (The admins' control list, ~4 KB with its buttons, follows state
     changes only: the running card beside it on the queue page shows the moving bar.)"""
-    from jobs.live import fragments
-
     every = live.TICK_EVERY_S if tick else 0.0
     if watching & {f"plan:{device.pk}", f"queue:{device.pk}"}:
         variants = plan_variants(device)
@@ -154,11 +146,6 @@ def plan_variants(device) -> list[PlanVariant]:
     own. When that set of people changes, the group's "already sent" memory is reset first: the public
     version's exclusions changed, so no fragment may be skipped as identical to one sent to other sockets.
     """
-    from django.contrib.auth import get_user_model
-
-    from jobs.live import fragments
-    from jobs.models import ACTIVE_STATES, WAITING_STATES
-
     private = list(
         get_user_model()
         .objects.filter(
@@ -187,8 +174,6 @@ def plan_variants(device) -> list[PlanVariant]:
 
 
 def _remember_split(device_id: int, key: str) -> None:
-    from django.core.cache import cache
-
     name = f"live:plan-split:{device_id}"
     try:
         if cache.get(name) == key:
@@ -202,9 +187,6 @@ def _remember_split(device_id: int, key: str) -> None:
 def broadcast_queue(device_id: int) -> None:
     """Push one device's queue: the running-now card and the plan (in versions, ``plan_variants``), the
     controls (admins)."""
-    from devices.models import Device
-    from jobs.live import fragments
-
     try:
         device = Device.objects.filter(pk=device_id).first()
         if device is None:

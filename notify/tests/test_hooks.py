@@ -43,6 +43,22 @@ def test_a_finished_job_makes_one_delivery_per_wanting_channel(
     assert delivery.status == "pending"
 
 
+def test_only_channels_turned_on_with_the_events_flag_get_a_delivery(
+    member, device, django_capture_on_commit_callbacks
+):
+    from notify.models import Channel
+
+    on = _hook(member)
+    off = _hook(member)
+    Channel.objects.filter(pk=off.pk).update(enabled=False)
+    _hook(member, on_done=False)
+    assert list(Channel.objects.filter(Channel.wanting("job.done")).values_list("pk", flat=True)) == [on.pk]
+    job = make_job(member, device, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(job)
+    assert list(Delivery.objects.values_list("channel_id", flat=True)) == [on.pk]
+
+
 def test_started_is_opt_in(member, device, django_capture_on_commit_callbacks):
     quiet, loud = _hook(member), _hook(member, on_started=True)
     job = make_job(member, device, state="queued")

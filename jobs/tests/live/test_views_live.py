@@ -6,7 +6,6 @@ import pytest
 from django.core.exceptions import PermissionDenied
 
 from hub import live
-from jobs.live.broadcast import job_groups
 from jobs.live.topics import job_topic, mine_topic, plan_topic, queue_topic
 from jobs.tests.ui_fixtures import hold_device, make_job
 
@@ -58,13 +57,27 @@ def test_the_mine_topic_is_your_recent_jobs_list_and_only_takes_your_own_id(memb
         mine_topic(other_member, str(member.pk))
 
 
-def test_job_fragments_go_only_to_topic_groups_with_the_jobs_audience(member, device):
-    from jobs.live.broadcast import job_audience
+def test_job_fragments_go_only_to_topic_groups_with_the_jobs_audience(member, device, monkeypatch):
+    """What ``broadcast_job`` sends where: the job's page elements to ``job.<id>`` for the job's audience, its
+    owner's list (or row) to ``mine.<owner>`` for the owner; a state change sends nothing else."""
+    from jobs.live.broadcast import broadcast_job, job_audience
 
     private = make_job(member, device)
     shared = make_job(member, device, shared=True)
-    assert job_groups(private) == [live.job_group(private.pk), live.mine_group(member.pk)]
     assert live.EVERYONE not in job_audience(private) and live.EVERYONE in job_audience(shared)
+    sent: list[tuple[str, tuple[str, ...], bool]] = []
+
+    def push(group, html, *, audience=None, variant=False, **kw):
+        sent.append((group, tuple(audience or ()), variant))
+        return True
+
+    monkeypatch.setattr(live, "watched", lambda topics: set(topics))  # every topic has a page open
+    monkeypatch.setattr(live, "push", push)
+    broadcast_job(private.pk)
+    page, mine = live.job_group(private.pk), live.mine_group(member.pk)
+    assert {group for group, _, _ in sent} == {page, mine}
+    assert {a for g, a, variant in sent if g == page and not variant} == {tuple(job_audience(private))}
+    assert {a for g, a, _ in sent if g == mine} == {(live.user_group(member.pk),)}
 
 
 @pytest.mark.django_db(transaction=True)
