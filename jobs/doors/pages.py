@@ -18,7 +18,7 @@ from jobs.core.selectors import PagePlan, can_manage
 from jobs.doors.intake import file_fields, form_again, new_submit_token, submit_token_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
-from jobs.live.fragments import JobRow, job_context, queue_context, sparkline, sparklines
+from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.models import Job, JobKind
 from jobs.queue.admission import Admission, form_admission
 from jobs.queue.services import share_link_url
@@ -288,9 +288,6 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
         ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]
         ctx["spark"] = job_spark(job)
     return ctx
-
-
-RECENT_SHOWN = 8
 
 
 def dashboard_context(user: Any) -> dict[str, Any]:

@@ -25,18 +25,23 @@ from dataclasses import dataclass
 from typing import Any
 
 from django.db.models import Prefetch
+from django.template.defaultfilters import floatformat
 from django.template.loader import render_to_string
 from django.urls import reverse
 from django.utils import timezone
 
 from devices.capabilities import Capabilities
-from devices.models import Device
-from jobs.core.selectors import PagePlan, running_job
+from devices.models import Device, DeviceMetric
+from hub import live
+from jobs.core.selectors import PagePlan, can_manage, plan_shows_prompt, running_job
 from jobs.models import ACTIVE_STATES, Artifact, Job, JobEvent, JobState
+from jobs.queue.eta import remaining_seconds
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
 EVENTS_SHOWN = 60
+#: The dashboard's "my recent jobs": the page (``jobs.doors.pages``) and the pushes of the list show as many.
+RECENT_SHOWN = 8
 MOVES = [("up", "↑", "Move up"), ("down", "↓", "Move down")]
 
 
@@ -51,6 +56,17 @@ def job_title(job: Job, *, limit: int = 80) -> str:
     if not text:
         return f"{job.get_kind_display()} #{job.pk}"
     return text if len(text) <= limit else text[: limit - 1].rstrip() + "…"
+
+
+def plan_label(job: Any, viewer: Any = None) -> str:
+    """How the queue plan and the running-now card name a job for one person (``{{ job|plan_label:user }}``):
+    by its prompt where ``jobs.core.selectors.plan_shows_prompt`` allows, else "Video by mia". ``viewer``: the
+    person a page is drawn for or a push goes to; None (or missing from a template's context) for the version
+    everyone else gets."""
+    if job is None or job == "":
+        return ""
+    person = viewer if getattr(viewer, "is_authenticated", False) else None  # missing from the context: None
+    return job_title(job) if plan_shows_prompt(person, job) else public_label(job)
 
 
 # -- job fragments ----------------------------------------------------------------------------------------------
@@ -95,11 +111,7 @@ def result_of(artifacts: list[Artifact]) -> Result:
 
 def eta_for(job: Job, *, now: dt.datetime | None = None) -> dict[str, Any] | None:
     """Remaining time of a running job, from its own progress rate and its model's history (``jobs.queue.eta``)."""
-    if job.state not in ACTIVE_STATES:
-        return None
-    from jobs.queue.eta import remaining_seconds
-
-    if not job.estimate_s:
+    if job.state not in ACTIVE_STATES or not job.estimate_s:
         return None
     now = now or timezone.now()
     remaining = remaining_seconds(job, now=now)
@@ -116,18 +128,6 @@ def job_with_related(job_id: int) -> Job | None:
         .filter(pk=job_id)
         .first()
     )
-
-
-def job_fragments(job: Job) -> list[str]:
-    """Status (pill + progress + phase/ETA), event log, result and list row of one job, all out-of-band
-    (what the job shows to anyone who may view it; ``jobs.live.broadcast`` sends each to its own topic)."""
-    ctx = job_context(job, oob=True)
-    return [
-        render_to_string(f"{DETAIL}#job-status", ctx),
-        render_to_string(f"{DETAIL}#job-events", ctx),
-        render_to_string(f"{DETAIL}#job-result", ctx),
-        render_to_string(f"{PARTS}#job-row", {"c": JobRow.of(job, oob=True)}),
-    ]
 
 
 def render_status(job: Job, *, ctx: dict[str, Any] | None = None) -> str:
@@ -162,8 +162,6 @@ def job_page_fragments(job: Job, *, viewer: Any, with_player: bool) -> list[str]
 
     Without ``with_player`` a finished job's result is left out: the page has it, and its player must stay.
     """
-    from jobs.core.selectors import can_manage
-
     ctx = job_context(job, oob=True)
     out = [render_status(job, ctx=ctx), render_events(ctx), render_privacy(job)]
     if with_player or not has_player(job):
@@ -180,8 +178,6 @@ def actions_variants(job: Job) -> list[tuple[str, list[str], list[str]]]:
     The owner and admins may act (cancel, retry, share); others see at most "Run again with changes" (people
     who may queue jobs) and only on a shared job. ``exclude`` keeps each socket to its one version.
     """
-    from hub import live
-
     owner, admins = live.user_group(job.owner_id), live.ADMINS
     managers = render_buttons(job, manage=True, submit=True)
     if job.owner.can_submit:
@@ -205,9 +201,7 @@ def render_job_row(job: Job) -> str:
 
 
 def recent_jobs(owner_id: int) -> list[Job]:
-    """The dashboard's "my recent jobs" (``jobs.doors.pages.RECENT_SHOWN`` of them, newest first)."""
-    from jobs.doors.pages import RECENT_SHOWN
-
+    """The dashboard's "my recent jobs" (``RECENT_SHOWN`` of them, newest first)."""
     return list(
         Job.objects.filter(owner_id=owner_id, hidden_at__isnull=True)
         .select_related("device", "owner")
@@ -310,8 +304,6 @@ class JobRow:
 
     @classmethod
     def of(cls, job: Job, *, oob: bool = False) -> JobRow:
-        from django.template.defaultfilters import floatformat
-
         return cls(
             pk=job.pk,
             owner_id=job.owner_id,
@@ -352,8 +344,6 @@ class PlanItem:
 
     @classmethod
     def of(cls, entry: PlanEntry, viewer: Any, *, paged: bool) -> PlanItem:
-        from jobs.templatetags.plan_labels import plan_label
-
         job = entry.job
         return cls(
             pk=job.pk,
@@ -422,54 +412,87 @@ def queue_context(
     :class:`PagePlan` when the page read several at once (``PagePlan.for_devices``)."""
     now = now or timezone.now()
     plan = plan if plan is not None else PagePlan(device)
-    running = plan.running
-    ends = [plan.end] if plan.end else []
-    if running and running.predicted_finish:
-        ends.append(running.predicted_finish)
-    span_end = max(ends, default=None)
-    total = (span_end - now).total_seconds() if span_end and span_end > now else 0.0
-    waiting = plan.waiting
-
-    def entries(start: int, count: int) -> list[PlanEntry]:
-        out = []
-        for i, job in enumerate(plan.jobs(start, count), start=start + 1):
-            if job is None:  # deleted since the plan was read
-                continue
-            label = job_title(job) if (job.shared or admin) else public_label(job)
-            e = PlanEntry(job, label, job.predicted_start, job.predicted_finish, position=i)
-            if total and e.start and e.finish:
-                e.offset_pct = round(max(0.0, (e.start - now).total_seconds()) / total * 100, 1)
-                e.width_pct = round(max(1.5, (e.finish - max(e.start, now)).total_seconds() / total * 100), 1)
-                e.width_pct = min(e.width_pct, 100 - e.offset_pct)
-            out.append(e)
-        return out
-
+    running, waiting = plan.running, plan.waiting
+    axis = _Axis.of(plan, now)
     pager = _pager(waiting, page) if page is not None else None
-    shown = entries(pager["start"], QUEUE_PAGE_SIZE) if pager else entries(0, PLAN_SHOWN)
+    shown = (
+        axis.entries(plan, pager["start"], QUEUE_PAGE_SIZE, admin=admin)
+        if pager
+        else axis.entries(plan, 0, PLAN_SHOWN, admin=admin)
+    )
     ctx = {
         "device": device,
         "running": running,
-        "running_label": (job_title(running) if (running.shared or admin) else public_label(running))
-        if running
-        else "",
+        "running_label": _entry_label(running, admin=admin) if running else "",
         "running_eta": eta_for(running, now=now) if running else None,
         "entries": shown,
         "waiting": waiting,
         "more": 0 if pager else waiting - len(shown),
         "pager": pager,
-        # Where the admins' buttons come back to (a cancel's plain POST): this page of the queue page.
-        "queue_back": reverse("jobs-queue")
-        + (f"?device={device.pk}&page={pager['page']}" if pager and pager["page"] > 1 else ""),
-        "plan_end": span_end,
+        "queue_back": _queue_back(device, pager),
+        "plan_end": axis.end,
         "summaries": summary_window(device),
         "now": now,
         "admin": admin,
         "moves": MOVES,
     }
     if summary:
-        head = shown[:PLAN_SHOWN] if pager and pager["page"] == 1 else entries(0, PLAN_SHOWN)
+        head = (
+            shown[:PLAN_SHOWN]
+            if pager and pager["page"] == 1
+            else axis.entries(plan, 0, PLAN_SHOWN, admin=admin)
+        )
         ctx["summary"] = {"entries": head, "more": waiting - len(head)}
     return ctx
+
+
+def _entry_label(job: Job, *, admin: bool) -> str:
+    """A plan entry's label in the admins' controls and the running card's for everyone: the prompt when the job is
+    shared (or the label is for admins), else "Video by mia" (each person's plan labels with ``plan_label``)."""
+    return job_title(job) if (job.shared or admin) else public_label(job)
+
+
+def _queue_back(device: Device, pager: dict[str, Any] | None) -> str:
+    """Where the admins' buttons come back to (a cancel's plain POST): this page of the queue page."""
+    on_page = pager and pager["page"] > 1
+    return reverse("jobs-queue") + (f"?device={device.pk}&page={pager['page']}" if on_page else "")
+
+
+@dataclass(frozen=True)
+class _Axis:
+    """The plan's timeline: from now to the end of the last predicted finish (``end``; ``total`` seconds)."""
+
+    now: dt.datetime
+    end: dt.datetime | None
+    total: float
+
+    @classmethod
+    def of(cls, plan: PagePlan, now: dt.datetime) -> _Axis:
+        ends = [plan.end] if plan.end else []
+        if plan.running and plan.running.predicted_finish:
+            ends.append(plan.running.predicted_finish)
+        end = max(ends, default=None)
+        return cls(now, end, (end - now).total_seconds() if end and end > now else 0.0)
+
+    def entries(self, plan: PagePlan, start: int, count: int, *, admin: bool) -> list[PlanEntry]:
+        """Plan entries ``start`` to ``start + count`` (0-based) with their bars on this axis."""
+        out = []
+        for i, job in enumerate(plan.jobs(start, count), start=start + 1):
+            if job is None:  # deleted since the plan was read
+                continue
+            entry = PlanEntry(
+                job, _entry_label(job, admin=admin), job.predicted_start, job.predicted_finish, position=i
+            )
+            self.place(entry)
+            out.append(entry)
+        return out
+
+    def place(self, e: PlanEntry) -> None:
+        """``e``'s bar: where it starts on the axis and how wide it is (percent; at least 1.5 so it shows)."""
+        if self.total and e.start and e.finish:
+            e.offset_pct = round(max(0.0, (e.start - self.now).total_seconds()) / self.total * 100, 1)
+            width = round(max(1.5, (e.finish - max(e.start, self.now)).total_seconds() / self.total * 100), 1)
+            e.width_pct = min(width, 100 - e.offset_pct)
 
 
 def queue_fragments(device: Device, *, viewer: Any = None) -> list[str]:
@@ -516,8 +539,6 @@ def sparklines(
     device_ids: list[int], *, since: dt.datetime, until: dt.datetime | None = None
 ) -> dict[int, dict]:
     """:func:`sparkline` of each device, from one read (a page showing several devices)."""
-    from devices.models import DeviceMetric
-
     until = until or timezone.now()
     resolution = (
         10

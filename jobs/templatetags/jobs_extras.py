@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 from django import template
+from django.utils import timezone
 
 register = template.Library()
 
@@ -48,10 +51,6 @@ def took(job) -> float | None:
 @register.filter
 def dtlocal(value) -> str:
     """A value for ``<input type="datetime-local">``: "2026-11-29T23:00" in the hub's time zone."""
-    import datetime as dt
-
-    from django.utils import timezone
-
     if isinstance(value, dt.datetime):
         if timezone.is_aware(value):
             value = timezone.localtime(value)

@@ -7,12 +7,12 @@ from typing import Any
 
 from django import template
 
+from jobs.doors.quota_views import people_quota_context
+
 register = template.Library()
 
 
 @register.simple_tag(takes_context=True)
 def people_quota(context: Any) -> dict[str, Any]:
-    from jobs.doors.quota_views import people_quota_context
-
     request = context.get("request")
     return people_quota_context(getattr(request, "user", None))

@@ -89,10 +89,11 @@ def test_it_renders_the_npu_timeline(member_client, member, device):
 
 
 def test_it_renders_out_of_band_fragments_for_the_socket(member, device):
-    from jobs.live.fragments import job_fragments, job_with_related, queue_fragments
+    from jobs.live.fragments import job_page_fragments, job_with_related, queue_fragments, render_job_row
 
     job = make_job(member, device, state="running", prompt="a fox")
-    html = job_fragments(job_with_related(job.pk))
+    full = job_with_related(job.pk)  # what the pushes send: the job page's elements and the owner's list row
+    html = [*job_page_fragments(full, viewer=member, with_player=True), render_job_row(full)]
     ids = [f'id="job-{job.pk}-{p}"' for p in ("status", "events", "result", "row")]
     assert all(any(i in h for h in html) for i in ids)
     assert all('hx-swap-oob="true"' in h for h in html)
