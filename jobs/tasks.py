@@ -1,10 +1,23 @@
-"""Celery tasks: thin, id-taking ways into ``jobs.queue.engine``. Each is safe to run twice (CAS claims inside)."""
+"""Celery tasks: thin, id-taking ways into ``jobs.queue`` (the engine, dispatch, reconcile, the planner) and the
+result files. Each is safe to run twice (CAS claims inside).
+
+The queue sends these by their names (``jobs.queue.enqueue``), never importing this module: beat's schedule in
+``hub.celery`` names them too, so the names stay as they are.
+"""
 
 from __future__ import annotations
 
 import logging
 
 from celery import shared_task
+from django.utils import timezone
+
+from jobs.files.thumbnails import missing_recent, thumbnail_for_job
+from jobs.models import Job
+from jobs.queue import engine
+from jobs.queue.dispatch import dispatch_device
+from jobs.queue.eta import plan_device
+from jobs.queue.reconcile import reconcile as run_reconcile
 
 logger = logging.getLogger("jobs.tasks")
 
@@ -12,8 +25,6 @@ logger = logging.getLogger("jobs.tasks")
 @shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
 def dispatch(device_id: int) -> int | None:
     """Short: take the device lease, pick the next job, claim it (queued → preparing), start its runner."""
-    from jobs.queue.engine import dispatch_device
-
     return dispatch_device(device_id)
 
 
@@ -23,56 +34,40 @@ def run_job(job_id: int) -> None:
 
     Its time limits are set per call by dispatch from the job's estimate (a long render needs a long limit).
     """
-    from jobs.queue.engine import run
-
-    run(job_id)
+    engine.run(job_id)
 
 
 @shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
 def poll_job(job_id: int, ticket: int) -> None:
     """One poll of a poll-style job; only the holder of the current ticket polls, then it re-enqueues itself."""
-    from jobs.queue.engine import poll
-
-    poll(job_id, ticket)
+    engine.poll(job_id, ticket)
 
 
 @shared_task(ignore_result=True, soft_time_limit=600, time_limit=660)
 def recover_job(job_id: int) -> None:
-    from jobs.queue.engine import recover
-
-    recover(job_id)
+    engine.recover(job_id)
 
 
 @shared_task(ignore_result=True, soft_time_limit=400, time_limit=460)
 def cancel_on_device(job_id: int) -> None:
     """Stop a cancelled render on the device (for video: DELETE, then stop the model — slow), free the device."""
-    from jobs.queue.engine import cancel_on_device as run_cancel
-
-    run_cancel(job_id)
+    engine.cancel_on_device(job_id)
 
 
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def reconcile() -> dict[str, int]:
     """Beat, every few seconds: revive dead poll chains, recover jobs whose worker died, start idle queues."""
-    from jobs.queue.engine import reconcile as run_reconcile
-
     return run_reconcile()
 
 
 @shared_task(ignore_result=True, soft_time_limit=30, time_limit=40)
 def plan(device_id: int) -> None:
-    from jobs.queue.eta import plan_device
-
     plan_device(device_id)
 
 
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def sweep_thumbnails() -> int:
     """Beat: queue the thumbnails whose task was lost (``jobs.files.thumbnails.missing_recent``). Returns how many."""
-    from django.utils import timezone
-
-    from jobs.files.thumbnails import missing_recent
-
     ids = missing_recent(now=timezone.now())
     for job_id in ids:
         make_thumbnail.delay(job_id)
@@ -82,9 +77,6 @@ def sweep_thumbnails() -> int:
 @shared_task(ignore_result=True, soft_time_limit=60, time_limit=90)
 def make_thumbnail(job_id: int) -> None:
     """The gallery thumbnail of a done job, made after the device is free for the next one."""
-    from jobs.files.thumbnails import thumbnail_for_job
-    from jobs.models import Job
-
     job = Job.objects.filter(pk=job_id).select_related("owner").first()
     if job is not None:
         thumbnail_for_job(job)

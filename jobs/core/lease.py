@@ -23,7 +23,8 @@ from django.db import IntegrityError, close_old_connections, connection, transac
 from django.db.models import Q
 from django.utils import timezone
 
-from jobs.models import DeviceLease
+from devices.services import device_mark_active
+from jobs.models import DeviceLease, Job
 
 logger = logging.getLogger("jobs.core.lease")
 
@@ -107,7 +108,7 @@ def lease_stop_sent(device_id: int, job_id: int, *, pickup: dt.timedelta) -> boo
     """A stop for ``job_id`` was queued: unless a worker claims it within ``pickup`` (its message was lost with
     Redis, or its worker died before the claim), the lease lapses and reconcile sends the stop again, instead of
     the device rendering a cancelled job for a whole TTL. The device stays shut meanwhile
-    (``jobs.queue.engine.stops_pending``). A live stopper's claim is left alone."""
+    (``jobs.queue.stops.stops_pending``). A live stopper's claim is left alone."""
     now = timezone.now()
     return bool(
         DeviceLease.objects.filter(pk=device_id, job_id=job_id)
@@ -116,16 +117,8 @@ def lease_stop_sent(device_id: int, job_id: int, *, pickup: dt.timedelta) -> boo
     )
 
 
-def lease_holder(device_id: int, *, now: dt.datetime | None = None) -> int | None:
-    """The job holding a live lease on the device, or None."""
-    now = now or timezone.now()
-    row = (
-        DeviceLease.objects.filter(pk=device_id, expires_at__gte=now).values_list("job_id", flat=True).first()
-    )
-    return row
-
-
 def lease_is_live(device_id: int, job_id: int) -> bool:
+    """Whether ``job_id`` holds the device's lease and it has not lapsed."""
     return DeviceLease.objects.filter(pk=device_id, job_id=job_id, expires_at__gte=timezone.now()).exists()
 
 
@@ -148,10 +141,8 @@ def keep_alive(device_id: int, job_id: int, *, poll_chain: bool = False) -> Iter
                         lost.set()
                         logger.warning("job %s lost the lease on device %s", job_id, device_id)
                         return
-                    _mark_device_active(device_id)
+                    mark_device_active(device_id)
                     if poll_chain:
-                        from jobs.models import Job
-
                         Job.objects.filter(pk=job_id).update(next_poll_at=timezone.now() + ttl())
                 except Exception:
                     logger.warning("lease renewal for job %s failed", job_id, exc_info=True)
@@ -168,8 +159,6 @@ def keep_alive(device_id: int, job_id: int, *, poll_chain: bool = False) -> Iter
         thread.join(timeout=5)
 
 
-def _mark_device_active(device_id: int) -> None:
+def mark_device_active(device_id: int) -> None:
     """While a job runs, the metric poller polls the device fast (devices.services.device_mark_active)."""
-    from devices.services import device_mark_active
-
     device_mark_active(device_id=device_id, until=timezone.now() + ttl())

@@ -21,8 +21,12 @@ from dataclasses import dataclass, field
 from typing import Any
 from zoneinfo import ZoneInfo
 
+from django.db.models import Sum
+from django.utils import timezone
+
 from devices.capabilities import NPU_MARGIN
 from devices.models import Device
+from jobs.models import Job
 
 K_MAX_JUMP = 3
 FAIR_WINDOW = dt.timedelta(days=7)
@@ -184,11 +188,6 @@ def next_job(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> 
     return pick(candidates, snap.loaded, k)
 
 
-def order_jobs(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> list[Any]:
-    """The whole waiting queue in the order it is expected to run (for the plan and the ETA)."""
-    return [job for job, _why in order_with_reasons(snap, jobs, k)]
-
-
 def order_with_reasons(
     snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP
 ) -> list[tuple[Any, str]]:
@@ -291,31 +290,11 @@ def snapshot_for(
     device_id: int, *, now: dt.datetime | None = None, device: Device | None = None
 ) -> DeviceSnapshot:
     """The device's scheduling facts now; ``device``: its row as the caller just read it (saves reading it again)."""
-    from django.db.models import Sum
-    from django.utils import timezone
-
-    from jobs.models import Job
-
     now = now or timezone.now()
     if device is None or device.pk != device_id:
         device = Device.objects.get(pk=device_id)
-    loaded = {str(m.get("model_id")) for m in device.loaded_models or [] if m.get("model_id")}
-    hub = set(device.hub_loaded_models or [])
-    costs = {}
-    for m in (device.capabilities or {}).get("models", []):
-        if m.get("npu_usage") is not None:
-            costs[m["id"]] = int(m["npu_usage"])
+    loaded = _loaded_models(device)
     vault = (device.capabilities or {}).get("vault") or {}
-    start, end = vault.get("summary_start_hour"), vault.get("summary_end_hour")
-    free = None
-    if device.npu_units_total is not None and device.npu_units_used is not None:
-        free = device.npu_units_total - device.npu_units_used
-    usage = dict(
-        Job.objects.filter(device_id=device_id, finished_at__gte=now - FAIR_WINDOW)
-        .values_list("owner_id")
-        .annotate(s=Sum("device_seconds"))
-        .values_list("owner_id", "s")
-    )
     return DeviceSnapshot(
         device_id=device_id,
         now=now,
@@ -325,12 +304,44 @@ def snapshot_for(
         night_end=device.night_end,
         time_zone=device.time_zone or "UTC",
         loaded=frozenset(loaded),
-        foreign_loaded=frozenset(loaded - hub),
-        npu_free=free,
-        npu_cost=costs,
-        usage={k: float(v or 0) for k, v in usage.items()},
-        summary_start=dt.time(start) if start is not None else None,
-        summary_end=dt.time(end) if end is not None else None,
+        foreign_loaded=frozenset(loaded - set(device.hub_loaded_models or [])),
+        npu_free=_npu_free(device),
+        npu_cost=_npu_costs(device),
+        usage=_fair_usage(device_id, now),
+        summary_start=_hour(vault.get("summary_start_hour")),
+        summary_end=_hour(vault.get("summary_end_hour")),
         summary_model=vault.get("summary_model"),
         may_evict_summary=device.may_evict_summary_model,
     )
+
+
+def _loaded_models(device: Device) -> set[str]:
+    """The models running on the device, by its last reading."""
+    return {str(m.get("model_id")) for m in device.loaded_models or [] if m.get("model_id")}
+
+
+def _npu_costs(device: Device) -> dict[str, int]:
+    """Each model's NPU units, as the device's capabilities state them."""
+    models = (device.capabilities or {}).get("models", [])
+    return {m["id"]: int(m["npu_usage"]) for m in models if m.get("npu_usage") is not None}
+
+
+def _npu_free(device: Device) -> int | None:
+    if device.npu_units_total is None or device.npu_units_used is None:
+        return None
+    return device.npu_units_total - device.npu_units_used
+
+
+def _fair_usage(device_id: int, now: dt.datetime) -> dict[int, float]:
+    """Owner id -> device-seconds of their jobs on the device that finished within ``FAIR_WINDOW``."""
+    usage = (
+        Job.objects.filter(device_id=device_id, finished_at__gte=now - FAIR_WINDOW)
+        .values_list("owner_id")
+        .annotate(s=Sum("device_seconds"))
+        .values_list("owner_id", "s")
+    )
+    return {owner_id: float(seconds or 0) for owner_id, seconds in usage}
+
+
+def _hour(hour: int | None) -> dt.time | None:
+    return dt.time(hour) if hour is not None else None

@@ -9,7 +9,8 @@ from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Q, QuerySet
 from django.http import Http404
 
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, waiting_on
+from jobs.core.scheduler import order_with_reasons, snapshot_for
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, clamp_datetime, waiting_on
 
 
 def jobs_visible_to(user: Any) -> QuerySet[Job]:
@@ -94,8 +95,6 @@ def _active_jobs(**where: Any) -> QuerySet[Job]:
 
 def _in_run_order(device: Any, waiting: list[Any]) -> list[Any]:
     """``waiting`` (jobs or ``PlanRow``) in the scheduler's run order, each with its ``owner`` and ``plan_reason``."""
-    from jobs.core.scheduler import order_with_reasons, snapshot_for
-
     device_id = getattr(device, "pk", device)
     # The few owners in one query, shared by their jobs (a join built one User per waiting job).
     owners = get_user_model().objects.in_bulk({job.owner_id for job in waiting})
@@ -120,8 +119,6 @@ class PlanRow:
     __slots__ = ("pk", *FIELDS[1:], "owner", "plan_reason")
 
     def __init__(self, values: tuple) -> None:
-        from jobs.models import clamp_datetime
-
         for name, value in zip(("pk", *self.FIELDS[1:]), values, strict=True):
             # Dates come clamped, as ``Job.from_db`` gives them to every other reader.
             setattr(self, name, clamp_datetime(value) if isinstance(value, dt.datetime) else value)
@@ -162,8 +159,6 @@ class PagePlan:
     def __init__(self, device: Any, *, active: list[Job] | None = None, stats: dict | None = None) -> None:
         """``active`` and ``stats`` (count, unplanned, end of the waiting jobs), when given, are this device's
         part of :meth:`for_devices`' reads; otherwise they are read here."""
-        from jobs.models import clamp_datetime
-
         self.device_id = getattr(device, "pk", device)
         self.active = _active_on(self.device_id) if active is None else active
         if stats is None:

@@ -44,8 +44,8 @@ from jobs.models import (
 from jobs.models import new_share_token as _new_token
 from jobs.queue import enqueue
 from jobs.queue.admission import CheckedRequest, admit
-from jobs.queue.engine import stop_sent, stop_unsent
 from jobs.queue.eta import plan_device
+from jobs.queue.stops import stop_sent, stop_unsent
 from jobs.quotas.services import lift_message
 
 S = JobState
@@ -65,7 +65,7 @@ def _stop_on_device_on_commit(job_id: int, device_id: int) -> None:
     The cancel stands whatever the broker says: with Redis down the send raised after the commit, and the page,
     the API and /v1 answered 500 for a job that was cancelled. The stop is then only late: the lease the job
     still holds is marked expired (nobody is stopping it), which keeps the device's queue shut and lets beat's
-    reconcile send the stop as soon as the broker is back (``jobs.queue.engine.reconcile``).
+    reconcile send the stop as soon as the broker is back (``jobs.queue.reconcile``).
     """
 
     def send() -> None:

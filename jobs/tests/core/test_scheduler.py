@@ -5,7 +5,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
-from jobs.core.scheduler import DeviceSnapshot, next_job, order_jobs
+from jobs.core.scheduler import DeviceSnapshot, next_job, order_with_reasons
 
 T0 = dt.datetime(2026, 11, 5, 14, 0, tzinfo=dt.UTC)  # a Thursday afternoon (day)
 
@@ -122,13 +122,11 @@ def test_it_keeps_renders_off_the_summary_model_in_the_vaults_window_unless_the_
 
 def test_it_orders_the_whole_queue_with_affinity_and_windows():
     jobs = [J(1, model_id="x"), J(2, model_id="y"), J(3, model_id="x"), J(4, when="tonight")]
-    order = [j.pk for j in order_jobs(snap(), jobs)]
+    order = [j.pk for j, _why in order_with_reasons(snap(), jobs)]
     assert order == [1, 3, 2, 4]
 
 
 def test_the_plan_says_why_each_job_waits_or_jumps():
-    from jobs.core.scheduler import order_with_reasons
-
     jobs = [J(1, model_id="m/music"), J(2, model_id="m/video", owner_id=2), J(3, when="tonight")]
     rows = order_with_reasons(snap(loaded=frozenset({"m/video"})), jobs)
     assert [(j.pk, why) for j, why in rows] == [

@@ -81,8 +81,8 @@ def test_a_job_submitted_while_redis_is_down_is_queued_without_an_error(alone, p
     from django.test import Client
 
     from hub.accounts.tokens import token_create
+    from jobs.doors.intake import submit_request
     from jobs.models import Job
-    from jobs.queue.admission import submit_request
 
     redis = _redis(_driver())
     _, raw = token_create(user=member, name="script", scopes=["read", "submit"])

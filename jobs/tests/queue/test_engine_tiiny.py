@@ -6,6 +6,7 @@ import time
 
 import pytest
 
+from jobs.core.lease import lease_is_live
 from jobs.models import Artifact, Job
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import wait_job, wait_thumbnail
@@ -331,7 +332,7 @@ def test_it_cancels_a_blocking_song_while_it_runs(engine, tiiny, pocket, member)
     job_cancel(job=job, by=member)
     tiiny.set_speed(3000)
     _until(
-        lambda: not __import__("jobs.core.lease", fromlist=["x"]).lease_holder(pocket.pk),
+        lambda: not lease_is_live(pocket.pk, job.pk),
         timeout=30,
         what="the device to be free",
     )

@@ -1,4 +1,4 @@
-"""How often a render is polled (``jobs.queue.engine._interval_for``), on a fake clock: sparse far from its end, fast
+"""How often a render is polled (``jobs.queue.pacing.interval_for``), on a fake clock: sparse far from its end, fast
 near it, so its end is seen within a fraction of a second for a handful of requests (issue 13)."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import pytest
 from django.utils import timezone
 
 from jobs.models import Job, RenderStat
-from jobs.queue import engine
+from jobs.queue import pacing
 
 pytestmark = pytest.mark.django_db
 VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"
@@ -42,7 +42,7 @@ def job(pocket, member):
 def clock(monkeypatch, job):
     t0 = job.submit_started_at
     now = {"t": 0.0}
-    monkeypatch.setattr(engine, "_now", lambda: t0 + dt.timedelta(seconds=now["t"]))
+    monkeypatch.setattr(pacing, "_now", lambda: t0 + dt.timedelta(seconds=now["t"]))
     return now
 
 
@@ -64,7 +64,7 @@ def render(job, clock, length: float, *, startup: float = 0.5, tail: float = 0.0
     engine's rule until it is seen done: (polls, seconds between its end and the poll that saw it)."""
     end = startup + length + tail
     polls = 0
-    wait = engine._first_interval(job, NO_STAGES)
+    wait = pacing.first_interval(job, NO_STAGES)
     while True:
         clock["t"] += wait
         polls += 1
@@ -73,8 +73,8 @@ def render(job, clock, length: float, *, startup: float = 0.5, tail: float = 0.0
             return polls, t - end
         now = 0.0 if t < startup else min(99.0, float(int((t - startup) / length * 100)))
         moved, job.progress = now > job.progress, now
-        # As ``engine._on_poll`` does after each poll: the engine's own memory of the job is in ``remote_data``.
-        wait = engine._next_interval(job, moved, runner=NO_STAGES)
+        # As the engine does after each poll (``_on_poll``): its own memory of the job is in ``remote_data``.
+        wait = pacing.next_interval(job, moved, runner=NO_STAGES)
 
 
 @pytest.mark.parametrize("length", [28.0, 84.0, 420.0])
@@ -90,18 +90,18 @@ def test_a_render_costs_a_handful_of_polls_and_its_end_is_seen_within_a_fraction
 
 def test_a_render_under_way_is_not_polled_at_the_ramp_up_rate(job, clock):
     clock["t"], job.progress = 1.0, 2.0  # moving, but too little done to trust its own rate
-    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.5)  # half the time run; was 0.3
+    assert pacing.interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.5)  # half the time run; was 0.3
 
 
 def test_nothing_known_yet_starts_fast(job, clock):
-    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
+    assert pacing.interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
     history(job, 420.0, samples=1)  # one sample is not trusted to push the first polls out
-    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
+    assert pacing.interval_for(job, NO_STAGES, stalls=0) == pytest.approx(0.15)
 
 
 def test_a_trusted_history_spaces_the_first_polls(job, clock):
     history(job, 100.0, samples=2)
-    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(engine.START_SHARE * 100.0)
+    assert pacing.interval_for(job, NO_STAGES, stalls=0) == pytest.approx(pacing.START_SHARE * 100.0)
     polls, late = render(job, clock, 95.0)
     assert late <= 0.3 + 0.5
     assert polls <= 16
@@ -114,7 +114,7 @@ def test_a_render_that_sits_at_99_percent_is_still_seen_within_the_fast_poll(job
 
 def test_once_a_quarter_is_done_it_may_wait_as_long_as_it_has_run(job, clock):
     clock["t"], job.progress = 10.0, 30.0  # ends in ~23 s by its own rate
-    assert engine._interval_for(job, NO_STAGES, stalls=0) == pytest.approx(10.0)  # was 5 (half the time run)
+    assert pacing.interval_for(job, NO_STAGES, stalls=0) == pytest.approx(10.0)  # was 5 (half the time run)
 
 
 def renders(job, clock, length: float, runs: int = 10, **kw) -> list[tuple[int, float]]:
@@ -147,13 +147,13 @@ def test_a_later_stage_is_paced_from_its_own_polls(job, clock):
     start = job.submit_started_at + dt.timedelta(seconds=clock["t"])
     Job.objects.filter(pk=job.pk).update(remote_id="stage-2", submit_started_at=start)
     job.remote_id, job.submit_started_at, job.progress = "stage-2", start, 50.0
-    t0, end, wait, polls = clock["t"], clock["t"] + 0.5 + 210.0, engine._first_interval(job, stages), 0
+    t0, end, wait, polls = clock["t"], clock["t"] + 0.5 + 210.0, pacing.first_interval(job, stages), 0
     while clock["t"] < end:
         clock["t"] += wait
         polls += 1
         share = min(0.99, max(0.0, int((clock["t"] - t0 - 0.5) / 210.0 * 100) / 100.0))
         moved, job.progress = 50.0 + share * 50.0 > job.progress, 50.0 + share * 50.0
-        wait = engine._next_interval(job, moved, runner=stages)
+        wait = pacing.next_interval(job, moved, runner=stages)
     assert clock["t"] - end <= 0.3 and runs[0][1] <= 0.3
     assert polls <= 28  # 27 before
     assert job.remote_data["pace"]["id"] == "stage-2"  # the first stage's pace says nothing of this one

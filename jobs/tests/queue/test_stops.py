@@ -12,7 +12,10 @@ from django.utils import timezone
 from jobs.core import lease
 from jobs.models import DeviceLease
 from jobs.queue import engine
+from jobs.queue.dispatch import dispatch_device
+from jobs.queue.reconcile import reconcile
 from jobs.queue.services import job_cancel
+from jobs.queue.stops import stop_pickup
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
@@ -49,21 +52,21 @@ def test_a_lost_stop_is_sent_again_after_the_pickup_window_not_the_lease_ttl(
     job = _cancelled_render(member, device, django_capture_on_commit_callbacks)
     assert sent == [job.pk]
     now = timezone.now()
-    pickup = engine.stop_pickup()
+    pickup = stop_pickup()
     assert pickup < lease.ttl()
-    assert engine.dispatch_device(device.pk) is None  # the device stays shut while the stop is on its way
+    assert dispatch_device(device.pk) is None  # the device stays shut while the stop is on its way
 
     expires = DeviceLease.objects.get(pk=device.pk).expires_at
     assert now < expires <= now + pickup + dt.timedelta(seconds=1)  # not the poll chain's TTL
-    engine.reconcile()
+    reconcile()
     assert sent == [job.pk]  # still within its window: not sent twice
 
     DeviceLease.objects.filter(pk=device.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
-    engine.reconcile()  # the window passed and nobody claimed it
+    reconcile()  # the window passed and nobody claimed it
     assert sent == [job.pk, job.pk]  # sent again, long before the TTL
-    engine.reconcile()
+    reconcile()
     assert sent == [job.pk, job.pk]  # and given a new window
-    assert engine.dispatch_device(device.pk) is None
+    assert dispatch_device(device.pk) is None
 
 
 def test_a_stop_delivered_twice_stops_the_device_once(
@@ -80,7 +83,7 @@ def test_a_stop_delivered_twice_stops_the_device_once(
 
     # The first stopper died mid-stop: its claim lapses, and the next delivery takes it over.
     DeviceLease.objects.filter(pk=device.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
-    engine.reconcile()
+    reconcile()
     assert sent == [job.pk, job.pk]
     assert lease.lease_claim_stop(device.pk, job.pk)
 
@@ -94,7 +97,7 @@ def test_a_job_waiting_for_a_device_the_poller_found_away_has_it_polled_fast(mem
 
     Device.objects.filter(pk=device.pk).update(state=away, active_until=None)
     make_job(member, device)
-    engine.reconcile()
+    reconcile()
     now = timezone.now()
     device.refresh_from_db()
     assert device_poll_interval(device=device, watched=False, now=now) == POLL_FAST
@@ -105,6 +108,6 @@ def test_a_job_waiting_for_a_device_the_poller_found_away_has_it_polled_fast(mem
     from jobs.models import Job
 
     Job.objects.filter(device=device).update(state="cancelled")
-    engine.reconcile()
+    reconcile()
     device.refresh_from_db()
     assert device.active_until < timezone.now()
