@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 
 from devices import errors
-from devices.capabilities import Capabilities, ModelCap, VideoCap, tensorsharp_cap
+from devices.capabilities import Capabilities, ModelCap, TensorSharpCap, VideoCap, tensorsharp_cap
 from devices.clients.base import DEFAULT_TIMEOUTS, HttpDevice, Timeouts, error_text
 
 logger = logging.getLogger("devices.clients.tensorsharp")
@@ -77,17 +77,11 @@ class TensorSharpClient(HttpDevice):
         return self.json(self._get("/api/queue/status"))
 
     def capabilities(self, previous: Capabilities | None = None) -> Capabilities:
+        """The hosted model (the one loaded) and the others it could host; video options for a video model."""
         raw = self.models()
         ts = tensorsharp_cap(raw)
         caps = Capabilities(kind="tensorsharp", tensorsharp=ts)
-        loaded = ts.loaded
-        arch = ts.architecture.lower()
-        if ts.video is not None:
-            kind = "video"
-        elif "qwen_image" in arch or "image-edit" in loaded.lower() or "image_edit" in arch:
-            kind = "image_edit"
-        else:
-            kind = "chat"
+        loaded, kind = ts.loaded, _loaded_kind(ts)
         for name in raw.get("models") or ([loaded] if loaded else []):
             caps.models.append(
                 ModelCap(
@@ -100,21 +94,7 @@ class TensorSharpClient(HttpDevice):
                 )
             )
         if ts.video is not None and loaded:
-            # Sizes are free (multiples of 32); steps are the quality lever (4-8 fast, 20 default on H3).
-            caps.video[loaded] = VideoCap(
-                model_id=loaded,
-                canvases=[],
-                step_options=list(range(4, 21)),
-                default_steps=20 if ts.fps == 24 else 30,
-                fps=ts.fps or 24,
-                max_seconds=7,
-                max_keyframes=2
-                if ts.video.get("supportsEndImageConditioning")
-                else (1 if ts.video.get("supportsImageConditioning") else 0),
-                audio={"sample_rate": 32000, "channels": 2, "sidecar": True}
-                if ts.video.get("supportsAudio")
-                else None,
-            )
+            caps.video[loaded] = _video_cap(ts, ts.video)
         return caps
 
     # -- uploads and results -----------------------------------------------------------------------------
@@ -199,3 +179,35 @@ def _sse_frames(lines: Iterator[str]) -> Iterator[dict]:
                 yield frame
         except ValueError:
             pass
+
+
+def _loaded_kind(ts: TensorSharpCap) -> str:
+    """What the loaded model does: video, image edits, or (anything else) chat."""
+    arch = ts.architecture.lower()
+    if ts.video is not None:
+        return "video"
+    if "qwen_image" in arch or "image-edit" in ts.loaded.lower() or "image_edit" in arch:
+        return "image_edit"
+    return "chat"
+
+
+def _video_cap(ts: TensorSharpCap, video: dict[str, Any]) -> VideoCap:
+    """The loaded video model's options. Sizes are free (multiples of 32); steps are the quality lever (4-8 fast,
+    20 default on H3)."""
+    return VideoCap(
+        model_id=ts.loaded,
+        canvases=[],
+        step_options=list(range(4, 21)),
+        default_steps=20 if ts.fps == 24 else 30,
+        fps=ts.fps or 24,
+        max_seconds=7,
+        max_keyframes=_max_keyframes(video),
+        audio={"sample_rate": 32000, "channels": 2, "sidecar": True} if video.get("supportsAudio") else None,
+    )
+
+
+def _max_keyframes(video: dict[str, Any]) -> int:
+    """Start and end frames (2), a start frame only (1), or none."""
+    if video.get("supportsEndImageConditioning"):
+        return 2
+    return 1 if video.get("supportsImageConditioning") else 0

@@ -1,26 +1,44 @@
-"""The Tiiny client against the emulator over HTTP: loading through each quirk, capabilities, errors."""
+"""The Tiiny client against the emulator over HTTP: loading through each quirk, capabilities, errors.
+
+The first request after a load goes through the job runner's ``TiinyRunner.first_use``, the one production path
+that retries it within the readiness window.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
+from types import SimpleNamespace
+from typing import TypeVar
 
 import pytest
 
 from devices import errors
-from devices.clients import tiiny as tiiny_mod
-from devices.clients.tiiny import TiinyClient
+from devices.capabilities import voices_for_model
+from devices.clients import eviction
+from devices.clients.tiiny import LoadResult, TiinyClient
+from jobs.kinds.runners.tiiny import TiinyRunner
 
 VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"
 CHAT = "Qwen/Qwen3.6-35B-A3B-turbo"
 IMAGE = "Tongyi-MAI/Z-Image-Turbo"
 CODER = "Qwen/Qwen3-Coder-Next"
 LOOPS = "RoyalCities/Foundation-1"
+T = TypeVar("T")
 
 
 @pytest.fixture
 def c(tiiny) -> TiinyClient:
     # The emulator runs thousands of times faster than a device: poll and wait in milliseconds.
     return TiinyClient(tiiny.base_url, tiiny.api_key, poll_interval=0.01, load_grace_s=0.02)
+
+
+def first_use(c: TiinyClient, loaded: LoadResult, fn: Callable[[], T]) -> T:
+    """``fn`` as a job sends its first request after ``loaded``: retried on xh2a / an early 502 until the
+    readiness window (``c.load_grace_s`` from ``loaded.ready_at``) and a few windows more have passed."""
+    runner = TiinyRunner(SimpleNamespace(pk=0, device=SimpleNamespace(pk=0)), c)
+    runner.ready_at = loaded.ready_at
+    return runner.first_use(fn)
 
 
 def test_it_loads_a_model_and_reports_it_already_loaded_next_time(tiiny, c):
@@ -42,7 +60,7 @@ def test_it_unloads_first_when_the_npu_is_nearly_full_despite_a_fits_answer(tiin
 
 
 def test_it_recovers_when_a_fake_fit_load_silently_vanishes(tiiny, c, monkeypatch):
-    monkeypatch.setattr(tiiny_mod, "NPU_MARGIN", 0)  # trust the "fits" answer, to see the rollback path
+    monkeypatch.setattr(eviction, "NPU_MARGIN", 0)  # trust the "fits" answer, to see the rollback path
     tiiny.set_quirks(["fake_fit"])
     tiiny.load(CHAT)
     result = c.ensure_loaded(VIDEO, deadline_s=60)
@@ -72,14 +90,14 @@ def test_it_refuses_politely_to_evict_a_model_someone_else_loaded(tiiny, c):
 
 def test_it_retries_xh2a_backend_fail_on_the_first_inference(tiiny, c):
     tiiny.set_quirks(["xh2a_after_load"])
-    c.ensure_loaded(IMAGE, deadline_s=30)
+    loaded = c.ensure_loaded(IMAGE, deadline_s=30)
     calls = []
 
-    def first_use() -> bytes:
+    def generate() -> bytes:
         calls.append(1)
         return c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30)
 
-    png = c.with_load_grace(first_use, attempts=4, wait_s=0.01)
+    png = first_use(c, loaded, generate)
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     assert len(calls) == 2
 
@@ -89,13 +107,14 @@ def test_it_retries_an_early_502_after_a_load_without_calling_the_device_locked(
     # 10 device seconds of 502s = 1.25 s real (the load: 3 s): the first request lands inside them even on a busy
     # machine. At speed 100 (0.1 s) and then 25 (0.4 s) a full suite's load let the request through after it.
     tiiny.set_speed(8)
-    c.ensure_loaded(IMAGE, deadline_s=30, settle=False)
+    c.load_grace_s = (
+        10 / 8
+    )  # the device's window at this speed: retries go on for it and 3 windows more (5 s)
+    loaded = c.ensure_loaded(IMAGE, deadline_s=30, settle=False)
     with pytest.raises(errors.Transient):
         c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30)
-    png = c.with_load_grace(
-        lambda: c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30),
-        attempts=60,  # 3 s of retries, past the window
-        wait_s=0.05,
+    png = first_use(
+        c, loaded, lambda: c.image_generate(model=IMAGE, prompt="a fox", size="512x512", timeout=30)
     )
     assert png[:4] == b"\x89PNG"
 
@@ -119,8 +138,8 @@ def test_it_reads_capabilities(tiiny, c):
     assert video.source == "device"
     assert caps.model(VIDEO).loaded
     assert caps.npu_cost(IMAGE) == 32
-    assert "vivian" in caps.voices_for("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice").voices
-    assert caps.voices_for("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign").mode == "instruct"
+    assert "vivian" in voices_for_model("Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice").voices
+    assert voices_for_model("Qwen/Qwen3-TTS-12Hz-1.7B-VoiceDesign").mode == "instruct"
     assert "background" not in caps.stages_3d
     assert caps.versions["tiiny_os"]
     assert caps.to_dict() == type(caps).from_dict(caps.to_dict()).to_dict()
@@ -159,11 +178,11 @@ def test_it_follows_the_state_of_the_device(tiiny, c):
 
 def test_it_keeps_the_key_out_of_logs_during_a_whole_load(tiiny, c, caplog):
     caplog.set_level(logging.DEBUG)
-    c.ensure_loaded(LOOPS, deadline_s=30)
-    c.with_load_grace(
+    loaded = c.ensure_loaded(LOOPS, deadline_s=30)
+    first_use(
+        c,
+        loaded,
         lambda: c.music_wav(model=LOOPS, prompt="drums", seconds=2, steps=8, cfg_scale=7, seed=1, timeout=30),
-        attempts=6,
-        wait_s=0.02,
     )
     with pytest.raises(errors.AuthFailed) as info:
         TiinyClient(tiiny.base_url, "wrong-key").models()
