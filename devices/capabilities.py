@@ -3,7 +3,7 @@
 The clients build a ``Capabilities`` from the device's answers (``TiinyClient.capabilities()``,
 ``TensorSharpClient.capabilities()``); ``Device.capabilities`` stores ``caps.to_dict()``; the job forms read it
 back with ``Capabilities.from_dict(device.capabilities)`` and ask ``caps.video_models()``,
-``caps.voices_for(model_id)`` and friends. Nothing here does I/O.
+``caps.tts_models()`` and friends (voices: ``voices_for_model(model_id)``). Nothing here does I/O.
 
 Two facts are not available from the device through port 80 and come from the reference instead:
 * TTS voices (the per-model table in tiiny-device-api.md, "Text to speech: which voice to send");
@@ -153,9 +153,6 @@ class Capabilities:
 
     def tts_models(self) -> list[ModelCap]:
         return self.models_of_kind("tts")
-
-    def voices_for(self, model_id: str) -> VoiceSpec:
-        return voices_for_model(model_id)
 
     def npu_cost(self, model_id: str) -> int | None:
         m = self.model(model_id)
