@@ -9,12 +9,10 @@ Errors are turned into JSON by the handlers in ``hub.api``.
 from __future__ import annotations
 
 import json
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
 from django.core.exceptions import RequestDataTooBig
-from django.core.files import File
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
@@ -35,6 +33,7 @@ from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, 
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.doors.intake import find_device, form_again, form_for, submit_request, with_defaults
 from jobs.files.downloads import artifact_response
+from jobs.files.inputs import stored_inputs
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
@@ -437,17 +436,6 @@ def _again_data(job: Job) -> dict[str, Any]:
     return {**form_class.fields_from_params(job.params or {}), "model": job.model_id, "polite": job.polite}
 
 
-def _stored_inputs(job: Job) -> dict[str, Any]:
-    """The job's input files, for the form to check again (``job_run_again`` reuses the stored copies)."""
-    out = {}
-    root = (Path(settings.MEDIA_ROOT) / "results").resolve()
-    for name, rel in ((job.params or {}).get("files") or {}).items():
-        path = (Path(settings.MEDIA_ROOT) / str(rel)).resolve()
-        if root in path.parents and path.is_file():
-            out[name] = File(open(path, "rb"), name=path.name)
-    return out
-
-
 @router.post(
     "/{job_id}/again",
     url_name="job_again",
@@ -487,7 +475,8 @@ def job_again(request: HttpRequest, job_id: str):
             )
     data = {"when": "asap", **_again_data(job), **changes}
     data = with_defaults(owner=request.user, device=device, kind=job.kind, data=data, files={})
-    files = _stored_inputs(job)
+    # The stored copies, for the form to check again (``job_run_again`` reuses them).
+    files = stored_inputs(job)
     try:
         checked = check_form(form_again(owner=request.user, job=job, data=data, files=files))
     finally:

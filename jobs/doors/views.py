@@ -50,6 +50,8 @@ from jobs.doors.pages import (
 )
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import input_response, preview_response
+from jobs.files.previews import preview_box
+from jobs.kinds.table import style_of
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
 from jobs.queue import services
@@ -399,17 +401,15 @@ def job_public_input(request: HttpRequest, token: str, name: str) -> HttpRespons
 
 @require_safe
 def job_preview(request: HttpRequest, job_id: int) -> HttpResponse:
-    """The latest preview the device streamed, as the worker left it on disk (no device request)."""
+    """The latest preview the device streamed, as the worker left it in the store (no device request)."""
     return preview_response(request, job_for(request.user, job_id))
 
 
 @require_GET
 def job_preview_box(request: HttpRequest, job_id: int) -> HttpResponse:
     """The page's preview box, polled while the job runs: 204 while nothing changed, empty once it is over."""
-    from jobs.templatetags.job_media import preview_of
-
     job = job_for(request.user, job_id)
-    preview = preview_of(job)
+    preview = preview_box(job, style_of=style_of)
     if not preview["show"]:
         return HttpResponse("")  # finished: the box goes (the result takes its place)
     mode = "a" if preview["active"] else "w"

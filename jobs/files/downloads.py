@@ -11,18 +11,17 @@ by the caller), then answers like a static file server would:
   ``If-Modified-Since`` answer 304, ``If-Range`` that no longer matches gets the full 200.
 - ``Cache-Control: private, no-cache``: a browser may keep the bytes but must ask every time, so a revoked
   share link or an unshared job stops working at once (the check is cheap: a 304 carries no body).
-- Bytes are streamed from disk in chunks (an async iterator under ASGI, where Django would otherwise
+- Bytes are streamed from the store (``jobs.files.store``) in chunks (an async iterator under ASGI, where Django would otherwise
   collect a sync iterator into one list in memory), never read whole.
 
 Behind nginx or Apache set ``JOBS_SENDFILE`` to ``x-accel`` (``X-Accel-Redirect`` to ``JOBS_SENDFILE_PREFIX`` +
-path, an ``internal`` location aliasing MEDIA_ROOT) or ``x-sendfile`` (``X-Sendfile`` with the absolute
-path): the web server then streams the bytes and handles ``Range`` itself, so the request's ``Range`` is only
-passed through.
+stored name, an ``internal`` location aliasing MEDIA_ROOT) or ``x-sendfile`` (``X-Sendfile`` with the absolute
+path; a storage with no local files streams through Django instead): the web server then streams the bytes and
+handles ``Range`` itself, so the request's ``Range`` is only passed through.
 """
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
@@ -38,6 +37,8 @@ from django.utils.cache import get_conditional_response
 from django.utils.http import content_disposition_header, http_date, parse_http_date_safe
 
 from jobs.core.selectors import can_view
+from jobs.files import store
+from jobs.files.store import Stored
 from jobs.models import Artifact
 
 CHUNK = 256 * 1024
@@ -47,10 +48,9 @@ _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNOR
 
 
 def artifact_path(artifact: Artifact) -> Path:
-    """The file on disk, refusing anything that would resolve outside MEDIA_ROOT/results."""
-    root = (Path(settings.MEDIA_ROOT) / "results").resolve()
-    path = (Path(settings.MEDIA_ROOT) / str(artifact.file)).resolve()
-    if root not in path.parents:
+    """The file on disk (filesystem storage), refusing anything that would resolve outside the results."""
+    path = store.local_file(str(artifact.file))
+    if path is None:
         raise Http404("No such file.")
     return path
 
@@ -96,12 +96,12 @@ def parse_range(header: str, size: int) -> ByteRange | None:
     return ByteRange(max(size - suffix, 0), size - 1)
 
 
-def _etag(artifact: Artifact, stat: os.stat_result) -> str:
+def _etag(artifact: Artifact, stat: Stored) -> str:
     # The sha256 is taken when the result is saved and results never change in place; the size guards against
     # a file replaced on disk behind the row's back. Rows without a real digest (blank, or the all-zero
     # placeholder of rows made by hand) fall back to mtime + size.
-    tag = artifact.sha256 if artifact.sha256 and artifact.sha256.strip("0") else f"{stat.st_mtime_ns:x}"
-    return f'"{tag[:40]}-{stat.st_size:x}"'
+    tag = artifact.sha256 if artifact.sha256 and artifact.sha256.strip("0") else f"{stat.mtime_ns:x}"
+    return f'"{tag[:40]}-{stat.size:x}"'
 
 
 def _if_range_passes(request: HttpRequest, etag: str, last_modified: int) -> bool:
@@ -147,12 +147,12 @@ class AsyncChunks(FileChunks):
             yield data
 
 
-def _stream(request: HttpRequest, path: Path, start: int, length: int, *, status: int) -> HttpResponse:
+def _stream(request: HttpRequest, found: Stored, start: int, length: int, *, status: int) -> HttpResponse:
     if request.method == "HEAD":
         response = HttpResponse(status=status)
     else:
         kind = AsyncChunks if isinstance(request, ASGIRequest) else SyncChunks
-        response = StreamingHttpResponse(kind(open(path, "rb"), start, length), status=status)
+        response = StreamingHttpResponse(kind(store.open_stored(found), start, length), status=status)
     response["Content-Length"] = str(length)  # for HEAD too: what the GET would send
     return response
 
@@ -164,14 +164,10 @@ def artifact_response(
     allowed = can_view(request.user, job) or (bool(share_token) and share_token == job.share_token)
     if not allowed:
         raise Http404("No such file.")  # no existence leak
-    path = artifact_path(artifact)
-    try:
-        stat = path.stat()
-    except OSError:
-        stat = None
-    if stat is None or not path.is_file():
+    found = store.find(str(artifact.file))
+    if found is None:
         raise Http404("The file is gone.")
-    size, last_modified, etag = stat.st_size, int(stat.st_mtime), _etag(artifact, stat)
+    last_modified, etag = found.mtime_ns // 1_000_000_000, _etag(artifact, found)
     headers = {
         "ETag": etag,
         "Last-Modified": http_date(last_modified),
@@ -182,49 +178,54 @@ def artifact_response(
 
     response = get_conditional_response(request, etag=etag, last_modified=last_modified)
     if response is None:
-        response = _body(request, artifact, path, size, etag, last_modified, inline=inline)
+        response = _body(request, artifact, found, etag, last_modified, inline=inline)
     for name, value in headers.items():
         response.headers.setdefault(name, value)
     return response
 
 
 def _body(
-    request: HttpRequest,
-    artifact: Artifact,
-    path: Path,
-    size: int,
-    etag: str,
-    last_modified: int,
-    *,
-    inline: bool,
+    request: HttpRequest, artifact: Artifact, found: Stored, etag: str, last_modified: int, *, inline: bool
 ) -> HttpResponse:
     mode = getattr(settings, "JOBS_SENDFILE", "")
-    if mode in ("x-accel", "x-sendfile"):
-        # The web server sends the bytes and answers Range itself (it sees the client's request headers).
-        response = HttpResponse()
-        rel = path.relative_to(Path(settings.MEDIA_ROOT).resolve()).as_posix()
-        if mode == "x-accel":
-            response["X-Accel-Redirect"] = settings.JOBS_SENDFILE_PREFIX.rstrip("/") + "/" + quote(rel)
-        else:
-            response["X-Sendfile"] = str(path)
+    if mode == "x-accel" or (mode == "x-sendfile" and found.path is not None):
+        response = _handed_to_web_server(mode, found)
     else:
-        wanted: ByteRange | None = None
-        if request.method in ("GET", "HEAD") and _if_range_passes(request, etag, last_modified):
-            try:
-                wanted = parse_range(request.headers.get("Range", ""), size)
-            except Unsatisfiable:
-                response = HttpResponse(
-                    f"The requested range is outside the file ({size} bytes).\n",
-                    status=416,
-                    content_type="text/plain; charset=utf-8",
-                )
-                response["Content-Range"] = f"bytes */{size}"
-                return response
-        if wanted is None:
-            response = _stream(request, path, 0, size, status=200)
-        else:
-            response = _stream(request, path, wanted.start, wanted.length, status=206)
-            response["Content-Range"] = f"bytes {wanted.start}-{wanted.end}/{size}"
+        response = _ranged(request, found, etag, last_modified)
+        if response.status_code == 416:
+            return response
     response["Content-Type"] = artifact.mime or "application/octet-stream"
     response["Content-Disposition"] = content_disposition_header(not inline, artifact.name)
+    return response
+
+
+def _handed_to_web_server(mode: str, found: Stored) -> HttpResponse:
+    """The web server sends the bytes and answers Range itself (it sees the client's request headers)."""
+    response = HttpResponse()
+    if mode == "x-accel":
+        response["X-Accel-Redirect"] = settings.JOBS_SENDFILE_PREFIX.rstrip("/") + "/" + quote(found.name)
+    else:
+        response["X-Sendfile"] = str(found.path)
+    return response
+
+
+def _ranged(request: HttpRequest, found: Stored, etag: str, last_modified: int) -> HttpResponse:
+    """The whole file (200), the one range asked for (206), or 416 for a range outside the file."""
+    size = found.size
+    wanted: ByteRange | None = None
+    if request.method in ("GET", "HEAD") and _if_range_passes(request, etag, last_modified):
+        try:
+            wanted = parse_range(request.headers.get("Range", ""), size)
+        except Unsatisfiable:
+            response = HttpResponse(
+                f"The requested range is outside the file ({size} bytes).\n",
+                status=416,
+                content_type="text/plain; charset=utf-8",
+            )
+            response["Content-Range"] = f"bytes */{size}"
+            return response
+    if wanted is None:
+        return _stream(request, found, 0, size, status=200)
+    response = _stream(request, found, wanted.start, wanted.length, status=206)
+    response["Content-Range"] = f"bytes {wanted.start}-{wanted.end}/{size}"
     return response

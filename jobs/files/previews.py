@@ -1,9 +1,12 @@
 """Live previews: the latest picture a device streamed while it renders, kept on the hub's disk.
 
 The worker that holds a TensorSharp stream writes each preview frame it receives to one file per job
-(``results/<owner>/<job>/live/preview``, replaced atomically, so a reader never sees half a picture). The job
+(``jobs.files.store.preview_name``, replaced atomically, so a reader never sees half a picture). The job
 page shows it and asks the hub (never the device) for a newer one every 2 s while the job is active; the
 file's modification time is its version, so an unchanged preview costs one ``stat`` and a 204.
+
+Whether a job's device streams previews at all is the kinds table's to say (its runner style): the callers look
+it up and pass it in (:func:`preview_box`), so this module never reads the table.
 """
 
 from __future__ import annotations
@@ -11,10 +14,11 @@ from __future__ import annotations
 import base64
 import binascii
 import logging
-import os
 import re
-from pathlib import Path
+from collections.abc import Callable
+from typing import Any
 
+from jobs.files import store
 from jobs.models import Job
 
 logger = logging.getLogger("jobs.files.previews")
@@ -27,20 +31,16 @@ _DATA_URL = re.compile(r"^data:(image/(?:png|jpeg|webp));base64,", re.IGNORECASE
 FRAME_KEYS = ("image", "preview")
 
 
-def preview_path(job: Job) -> Path:
-    from jobs.kinds.runners.base import job_dir
-
-    return job_dir(job) / "live" / "preview"
-
-
-def streams_previews(job: Job) -> bool:
-    """Whether this job's device can send previews while it renders (TensorSharp's SSE streams)."""
-    from jobs.kinds.table import spec_for
-
+def preview_box(job: Job, *, style_of: Callable[[str, str], str]) -> dict[str, Any]:
+    """What the job page's preview box shows: whether the page polls for a preview (the job is not over and its
+    device streams previews while it renders: ``style_of(device kind, kind) == "stream"``, the kinds table's
+    look-up, passed in by the caller), whether the job is active, and the current preview's version."""
     try:
-        return spec_for(job.device.kind, job.kind).style == "stream"
-    except ValueError:
-        return False
+        streams = style_of(job.device.kind, job.kind) == "stream"
+    except ValueError:  # a pair no device kind runs
+        streams = False
+    show = not job.is_final and streams
+    return {"show": show, "active": job.is_active, "version": preview_version(job) if show else ""}
 
 
 def preview_from_frame(frame: dict) -> bytes | None:
@@ -63,27 +63,17 @@ def preview_from_frame(frame: dict) -> bytes | None:
 
 def keep_preview(job: Job, data: bytes) -> None:
     """Replace the job's preview with ``data`` (atomic: readers see the old picture or the new one)."""
-    path = preview_path(job)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".preview.{os.getpid()}.part")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    store.save_bytes(store.preview_name(job), data)
 
 
 def clear_preview(job: Job) -> None:
-    try:
-        preview_path(job).unlink()
-    except FileNotFoundError:
-        pass
+    store.delete([store.preview_name(job)])
 
 
 def preview_version(job: Job) -> str:
     """A token that changes whenever the preview does ("" when there is none)."""
-    try:
-        st = preview_path(job).stat()
-    except OSError:
-        return ""
-    return f"{st.st_mtime_ns:x}{st.st_size:x}"
+    found = store.find(store.preview_name(job))
+    return f"{found.mtime_ns:x}{found.size:x}" if found is not None else ""
 
 
 def sniff_mime(data: bytes) -> str:

@@ -2,7 +2,7 @@
 
 Made once, by the worker, right after the result file it shows is saved and checksummed
 (``jobs.tasks.make_thumbnail`` calls :func:`thumbnail_for_job` once the job is done), never on a web request. It is an
-``Artifact`` of kind THUMB beside the result (``results/<owner>/<job>/thumb.webp``), so it is served by the
+``Artifact`` of kind THUMB beside the result (``thumb.webp`` in the job's folder of the store), so it is served by the
 same authorizing file view and follows the job's visibility exactly.
 
 What it shows, by the result it belongs to:
@@ -32,6 +32,7 @@ from pathlib import Path
 from django.db.models import Exists, OuterRef
 from PIL import Image, ImageDraw, ImageOps
 
+from jobs.files import store
 from jobs.models import Artifact, Job, JobState
 
 logger = logging.getLogger("jobs.files.thumbnails")
@@ -84,12 +85,10 @@ def thumbnail_source(job: Job) -> Artifact | None:
 
 def make_thumbnail(job: Job, source: Artifact) -> Artifact:
     """Draw the thumbnail of ``source`` and save it as the job's THUMB artifact (replacing an older one)."""
-    from jobs.kinds.runners.base import save_artifact
-
     started = time.monotonic()
     picture = _picture_of(job, source)
     data = encode(picture)
-    thumb = save_artifact(job, kind=Artifact.Kind.THUMB, name=THUMB_NAME, data=data, mime=THUMB_MIME)
+    thumb = store.save_artifact(job, kind=Artifact.Kind.THUMB, name=THUMB_NAME, data=data, mime=THUMB_MIME)
     logger.info(
         "job %s: thumbnail from %s (%d bytes, %.0f ms)",
         job.pk,
@@ -108,21 +107,18 @@ def encode(picture: Image.Image) -> bytes:
 
 
 def _picture_of(job: Job, source: Artifact) -> Image.Image:
-    from jobs.files.downloads import artifact_path
-
-    path = artifact_path(source)
-    if source.kind == Artifact.Kind.VIDEO:
-        return video_frame(path)
     if source.kind == Artifact.Kind.MESH:
-        from jobs.kinds.runners.base import input_path
-
-        image = input_path(job, "image")
-        if image is None or not image.is_file():
+        image = store.input_name(job, "image")
+        if image is None or store.find(image) is None:
             raise ThumbnailError("the 3D model's source picture is missing")
-        return still_image(image)
-    if source.kind == Artifact.Kind.IMAGE:
-        return still_image(path)
-    return waveform(audio_peaks(path))
+        with store.local_path(image) as path:
+            return still_image(path)
+    with store.local_path(str(source.file)) as path:
+        if source.kind == Artifact.Kind.VIDEO:
+            return video_frame(path)
+        if source.kind == Artifact.Kind.IMAGE:
+            return still_image(path)
+        return waveform(audio_peaks(path))
 
 
 # -- pictures ------------------------------------------------------------------------------------------------

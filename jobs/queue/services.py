@@ -14,9 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
-import mimetypes
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 from django.conf import settings
@@ -30,6 +28,7 @@ from devices.services import device_set_queue_paused
 from jobs.core.scheduler import opens_at, snapshot_for
 from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
+from jobs.files.store import save_input
 from jobs.kinds.table import style_of
 from jobs.models import (
     ACTIVE_STATES,
@@ -106,23 +105,8 @@ def _require_manage(job: Job, by: Any) -> None:
 
 
 def _save_uploads(job: Job, files: dict[str, Any]) -> dict[str, str]:
-    """Inputs live beside the results: MEDIA_ROOT/results/<owner>/<job>/inputs/<name>.<ext>."""
-    out = {}
-    folder = Path(settings.MEDIA_ROOT) / "results" / str(job.owner_id) / str(job.pk) / "inputs"
-    folder.mkdir(parents=True, exist_ok=True)
-    for name, f in files.items():
-        mime = getattr(f, "sniffed_mime", None) or getattr(f, "content_type", "") or ""
-        ext = mimetypes.guess_extension(mime) or Path(getattr(f, "name", "") or "").suffix or ".bin"
-        ext = {".jpe": ".jpg", ".jpeg": ".jpg"}.get(ext, ext)
-        dest = folder / f"{name}{ext}"
-        with open(dest, "wb") as fh:
-            if hasattr(f, "chunks"):
-                for chunk in f.chunks():
-                    fh.write(chunk)
-            else:
-                fh.write(f.read() if hasattr(f, "read") else bytes(f))
-        out[name] = f"results/{job.owner_id}/{job.pk}/inputs/{dest.name}"
-    return out
+    """Inputs live beside the results, in the job's inputs folder of the store (``jobs.files.store.save_input``)."""
+    return {name: save_input(job, name, f) for name, f in files.items()}
 
 
 def _require_submitter(owner: Any) -> None:

@@ -37,6 +37,7 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from jobs.core.transitions import job_note
 from jobs.models import (
     ACTIVE_STATES,
     QUOTA_FIELDS,
@@ -338,6 +339,19 @@ def quota_check(
     if not limits.any:
         return Verdict()
     usage = usage_for(owner, now=now)
+    broken = _time_limits_broken(limits, usage, estimate_s=estimate_s, now=now) + _count_limits_broken(
+        limits, usage
+    )
+    verdict = Verdict(line=usage_line(limits, usage))
+    if broken and lift:
+        verdict.lifted = broken
+    elif broken:
+        verdict.refused = broken[0] + (ADMIN_HINT if getattr(owner, "is_admin", False) else "")
+    return verdict
+
+
+def _time_limits_broken(limits: Limits, usage: Usage, *, estimate_s: float, now: dt.datetime) -> list[str]:
+    """The refusals of the daily and weekly device-time limits the new job would break."""
     broken: list[str] = []
     if (limit := limits.device_minutes_per_day) is not None:
         frees = _next_day(usage.day_start)
@@ -353,6 +367,12 @@ def quota_check(
             new_s=estimate_s, frees=frees, now=now,
         ):  # fmt: skip
             broken.append(why)
+    return broken
+
+
+def _count_limits_broken(limits: Limits, usage: Usage) -> list[str]:
+    """The refusals of the queue and storage limits one more job would break."""
+    broken: list[str] = []
     if (limit := limits.max_queued) is not None and usage.queued + 1 > limit:
         when = f" (about {timezone.localtime(usage.next_end):%H:%M})" if usage.next_end else ""
         broken.append(
@@ -364,12 +384,7 @@ def quota_check(
             f"{LABELS['storage_mb']}: {usage.storage_mb:.0f} of {limit} MB used; frees up when you delete "
             "results you no longer need (the Usage page lists them, largest first)."
         )
-    verdict = Verdict(line=usage_line(limits, usage))
-    if broken and lift:
-        verdict.lifted = broken
-    elif broken:
-        verdict.refused = broken[0] + (ADMIN_HINT if getattr(owner, "is_admin", False) else "")
-    return verdict
+    return broken
 
 
 def usage_line(limits: Limits, usage: Usage) -> str:
@@ -404,13 +419,27 @@ def quota_set(*, by: Any | None, user: Any | None = None, **values: int | None) 
     """
     if by is not None and not getattr(by, "is_admin", False):  # None: the command line (``manage.py quota``)
         raise PermissionDenied("Only admins can set limits.")
+    _check_limit_values(values, person=user is not None)
+    _store_limits(user, values)
+    who = getattr(by, "username", "the command line")
+    logger.info("limits of %s set by %s: %s", getattr(user, "username", "the household"), who, values)
+    return household_limits() if user is None else limits_for(user)
+
+
+def _check_limit_values(values: dict[str, int | None], *, person: bool) -> None:
+    """Refuse unknown limit names and values that are not whole numbers ≥ 0 (or ``UNLIMITED`` for a person)."""
     unknown = set(values) - set(QUOTA_FIELDS)
     if unknown:
         raise ValidationError(f"Unknown limit(s): {', '.join(sorted(unknown))}.")
+    low = UNLIMITED if person else 0
     for name, value in values.items():
-        low = UNLIMITED if user is not None else 0
         if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < low):
             raise ValidationError({name: f"{LABELS[name]}: give a whole number of 0 or more."})
+
+
+def _store_limits(user: Any | None, values: dict[str, int | None]) -> None:
+    """Write the values on the household's row (``user=None``) or the person's; a person's row with nothing of
+    their own left is removed, so they follow the household."""
     with transaction.atomic():
         if user is None:
             row, _ = HouseholdQuota.objects.select_for_update().get_or_create(pk=1)
@@ -420,10 +449,7 @@ def quota_set(*, by: Any | None, user: Any | None = None, **values: int | None) 
             setattr(row, name, value)
         row.save()
         if user is not None and all(getattr(row, n) is None for n in QUOTA_FIELDS):
-            row.delete()  # nothing of their own left: they follow the household
-    who = getattr(by, "username", "the command line")
-    logger.info("limits of %s set by %s: %s", getattr(user, "username", "the household"), who, values)
-    return household_limits() if user is None else limits_for(user)
+            row.delete()
 
 
 def device_use_record(
@@ -451,8 +477,6 @@ def can_delete_results(user: Any, job: Job) -> bool:
 def results_delete(*, job: Job, by: Any) -> int:
     """Delete a finished job's result files (thumbnail included) to free storage; the job and its story stay.
     Returns the bytes freed. The files go after commit, so a rolled-back delete leaves them all in place."""
-    from jobs.core.transitions import job_note
-
     if not can_delete_results(by, job):
         raise PermissionDenied("You can only delete your own results.")
     if job.state in ACTIVE_STATES:
@@ -470,6 +494,7 @@ def results_delete(*, job: Job, by: Any) -> int:
             f"Results deleted by {who}: {len(artifacts)} file(s), {freed / MB:.1f} MB freed.",
             data={"freed_bytes": freed, "files": [n.rsplit("/", 1)[-1] for n in names]},
         )
+        # The files through the artifacts' storage (the store's, ``jobs.files.store``; quotas don't import files).
         storage = artifacts[0].file.storage
 
         def remove() -> None:

@@ -1,4 +1,4 @@
-"""Template tags for the job page's inputs and live preview (read from disk: a stat or two, no device I/O)."""
+"""Template tags for the job page's inputs and live preview (read from the store: a stat or two, no device I/O)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from typing import Any
 from django import template
 
 from jobs.files.inputs import job_inputs
-from jobs.files.previews import preview_version, streams_previews
+from jobs.files.previews import preview_box
+from jobs.kinds.table import style_of
 
 register = template.Library()
 
@@ -21,6 +22,6 @@ def inputs_of(job: Any, public: bool = False) -> list:
 
 @register.simple_tag
 def preview_of(job: Any) -> dict[str, Any]:
-    """``{% preview_of job as preview %}``: whether the page polls for a preview, and the current one."""
-    show = not job.is_final and streams_previews(job)
-    return {"show": show, "active": job.is_active, "version": preview_version(job) if show else ""}
+    """``{% preview_of job as preview %}``: whether the page polls for a preview, and the current one (the job's
+    device streams previews when the kinds table gives its pair the "stream" style)."""
+    return preview_box(job, style_of=style_of)

@@ -11,7 +11,8 @@ from typing import Any
 
 from devices import errors
 from jobs.files.previews import clear_preview, keep_preview, preview_from_frame
-from jobs.kinds.runners.base import ProgressFn, Runner, Stopped, input_bytes, result_path, save_artifact
+from jobs.files.store import input_bytes, save_artifact, work_path
+from jobs.kinds.runners.base import ProgressFn, Runner, Stopped
 from jobs.models import Artifact
 
 logger = logging.getLogger("jobs.kinds.runners.tensorsharp")
@@ -113,11 +114,11 @@ class TensorSharpVideoRunner(TensorSharpRunner):
         frames = self.client.video_stream(self.body(), read_timeout=self.timeout_s())
         final = self._run_stream(frames, progress)
         progress(99.0, "Downloading")
-        dest = result_path(self.job, "video.mp4.download")
+        dest = work_path(self.job, "video.mp4.download")
         self.client.download(final["url"], dest)
         save_artifact(self.job, kind=Artifact.Kind.VIDEO, name="video.mp4", path=dest, mime="video/mp4")
         if final.get("audioUrl"):  # MiniMax-H3's audio is a separate WAV, never muxed: keep it beside the MP4
-            wav = result_path(self.job, "audio.wav.download")
+            wav = work_path(self.job, "audio.wav.download")
             self.client.download(final["audioUrl"], wav)
             save_artifact(self.job, kind=Artifact.Kind.SIDECAR, name="audio.wav", path=wav, mime="audio/wav")
         clear_preview(self.job)  # the result replaces it
@@ -148,7 +149,7 @@ class TensorSharpEditRunner(TensorSharpRunner):
             if p.get(k) is not None:
                 body[k] = p[k]
         final = self._run_stream(self.client.image_edit_stream(body, read_timeout=self.timeout_s()), progress)
-        dest = result_path(self.job, "image.png.download")
+        dest = work_path(self.job, "image.png.download")
         self.client.download(final["url"], dest)
         save_artifact(self.job, kind=Artifact.Kind.IMAGE, name="image.png", path=dest, mime="image/png")
         clear_preview(self.job)  # the result replaces it

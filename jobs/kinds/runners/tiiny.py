@@ -15,17 +15,9 @@ from django.utils import timezone
 from devices import errors
 from devices.services import device_note_loaded, device_note_running, device_note_unloaded
 from jobs.core.transitions import job_set
+from jobs.files.store import data_uri, input_bytes, save_artifact, work_path
 from jobs.kinds.estimates import stage_3d_seconds
-from jobs.kinds.runners.base import (
-    PollResult,
-    ProgressFn,
-    Runner,
-    Stopped,
-    data_uri,
-    input_bytes,
-    result_path,
-    save_artifact,
-)
+from jobs.kinds.runners.base import PollResult, ProgressFn, Runner, Stopped
 from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.kinds.runners.tiiny")
@@ -212,7 +204,7 @@ class TiinyVideoRunner(TiinyRunner):
         )
 
     def collect(self) -> None:
-        dest = result_path(self.job, "video.mp4.download")
+        dest = work_path(self.job, "video.mp4.download")
         self.client.video_download(self.job.remote_id, dest)
         save_artifact(self.job, kind=Artifact.Kind.VIDEO, name="video.mp4", path=dest, mime="video/mp4")
 
@@ -315,7 +307,7 @@ class TiinyMeshRunner(TiinyRunner):
                 mesh = self.job.remote_data.get("mesh")
                 if not mesh:
                     raise errors.BadRequest("The previous stage left no mesh.")
-                files["mesh"] = ("mesh.glb", result_path(self.job, mesh).read_bytes(), "model/gltf-binary")
+                files["mesh"] = ("mesh.glb", work_path(self.job, mesh).read_bytes(), "model/gltf-binary")
         return files
 
     def _submit_stage(self, index: int) -> tuple[str, dict[str, Any]]:
@@ -380,7 +372,7 @@ class TiinyMeshRunner(TiinyRunner):
         i = self._index()
         stage = self._stages()[i]
         name = f"stage-{i + 1}-{stage}.glb"
-        self.client.task3d_download(self._stage_artifact_url(), result_path(self.job, name))
+        self.client.task3d_download(self._stage_artifact_url(), work_path(self.job, name))
         tasks = {**(self.job.remote_data.get("tasks") or {}), stage: self.job.remote_id}
         if i + 1 >= len(self._stages()):
             return None
@@ -391,7 +383,7 @@ class TiinyMeshRunner(TiinyRunner):
     def collect(self) -> None:
         i = self._index()
         stage = self._stages()[i]
-        staged = result_path(self.job, f"stage-{i + 1}-{stage}.glb")
+        staged = work_path(self.job, f"stage-{i + 1}-{stage}.glb")
         fmt = self.job.params.get("format", "glb")
         save_artifact(
             self.job,

@@ -14,8 +14,8 @@ from django.conf import settings
 
 from conftest import save_screenshot
 from devices.emulator.media import video_mp4, wav_bytes
+from jobs.files.store import save_artifact
 from jobs.files.thumbnails import thumbnail_for_job
-from jobs.kinds.runners.base import save_artifact
 from jobs.tests.ui_fixtures import device, hold_device, make_job  # noqa: F401 - device is a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]

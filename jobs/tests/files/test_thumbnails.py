@@ -20,7 +20,8 @@ from django.test import Client
 from PIL import Image, ImageStat
 
 from devices.emulator.media import glb_bytes, mp3_bytes, png_bytes, video_mp4, wav_bytes
-from jobs.files.previews import keep_preview, preview_from_frame, preview_path
+from jobs.files.previews import keep_preview, preview_from_frame
+from jobs.files.store import preview_name, save_artifact
 from jobs.files.thumbnails import (
     BAR_COLOUR,
     THUMB_NAME,
@@ -29,7 +30,6 @@ from jobs.files.thumbnails import (
     thumbnail_for_job,
     thumbnail_source,
 )
-from jobs.kinds.runners.base import save_artifact
 from jobs.models import Artifact
 from jobs.tests.ui_fixtures import add_artifact, make_job
 
@@ -392,7 +392,7 @@ def test_the_tensorsharp_runner_keeps_the_latest_preview_and_makes_the_thumbnail
         seen: list[tuple[float, int, str]] = []
 
         def progress(pct: float, phase: str) -> bool:
-            path = preview_path(job)
+            path = Path(media) / preview_name(job)
             if path.exists():
                 with Image.open(path) as im:
                     seen.append((pct, path.stat().st_mtime_ns, im.format))
@@ -404,7 +404,7 @@ def test_the_tensorsharp_runner_keeps_the_latest_preview_and_makes_the_thumbnail
             runner.execute(progress)
     assert len(seen) >= 3 and {fmt for _, _, fmt in seen} == {"PNG"}  # a whole picture every time
     assert len({stamp for _, stamp, _ in seen}) >= 3  # replaced as new previews arrived
-    assert not preview_path(job).exists()  # the result replaced it
+    assert not (Path(media) / preview_name(job)).exists()  # the result replaced it
     thumbnail_for_job(job)  # what the done job's task does
     assert sorted(a.name for a in job.artifacts.all()) == ["image.png", THUMB_NAME]
     assert _thumb(job).size == THUMB_SIZE

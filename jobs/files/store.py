@@ -1,0 +1,361 @@
+"""One home for a job's files: its results, its inputs, its live preview and its thumbnail.
+
+Every file of a job lives in one folder of the default storage (``STORAGES["default"]``, a FileSystemStorage on
+MEDIA_ROOT today), ``results/<owner>/<job>/``:
+
+- results and the thumbnail at its top, each recorded as an ``Artifact`` whose ``file`` is the stored name;
+- the inputs in ``inputs/`` (``<name>.<ext>``), ``job.params["files"]`` mapping each input's name to its stored name;
+- the live preview at ``live/preview``;
+- a runner's work files (downloads before they become a result, 3D stages) beside the results.
+
+Names are relative POSIX paths, as ``Artifact.file`` keeps them. Everything that writes or reads these files goes
+through this module and Django's storage API, so another storage (an object store) is a settings change. Tools that
+need a real file (ffmpeg, X-Sendfile) ask :func:`local_path`: the file itself on the filesystem, a temporary copy
+from a storage without ``path()``.
+
+Saves are atomic: a reader sees the old file or the new one, never half of one (a temporary file beside the target,
+then a rename; a storage without ``path()`` is sent the whole file in one save).
+"""
+
+from __future__ import annotations
+
+import base64
+import errno
+import hashlib
+import logging
+import mimetypes
+import os
+import posixpath
+import shutil
+import tempfile
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+from typing import Any, BinaryIO
+
+from django.core.exceptions import SuspiciousFileOperation
+from django.core.files import File
+from django.core.files.storage import Storage, default_storage
+from django.db import transaction
+
+from jobs.models import Artifact, Job
+
+logger = logging.getLogger("jobs.files.store")
+
+#: The folder of every job's files, in the default storage.
+RESULTS = "results"
+CHUNK = 1024 * 1024
+#: Where a storage without ``path()`` gets its work files (downloads before they are saved).
+WORK_DIR = "hub-work"
+
+
+def storage() -> Storage:
+    """The default storage (``STORAGES["default"]``); looked up on every call, so tests can swap it."""
+    return default_storage
+
+
+def _fs_path(name: str) -> Path | None:
+    """The file's path on the filesystem storage; None for a storage without ``path()``."""
+    try:
+        return Path(storage().path(name))
+    except NotImplementedError:
+        return None
+
+
+# -- names ---------------------------------------------------------------------------------------------------
+def job_folder(job: Job) -> str:
+    return f"{RESULTS}/{job.owner_id}/{job.pk}"
+
+
+def result_name(job: Job, name: str) -> str:
+    return f"{job_folder(job)}/{name}"
+
+
+def inputs_folder(job: Job) -> str:
+    return f"{job_folder(job)}/inputs"
+
+
+def preview_name(job: Job) -> str:
+    return f"{job_folder(job)}/live/preview"
+
+
+def clean_name(name: Any, *, within: str = RESULTS) -> str | None:
+    """``name`` normalised, if it is a relative name inside the folder ``within``; None for anything else."""
+    if not isinstance(name, str) or not name or name.startswith("/") or "\x00" in name:
+        return None
+    norm = posixpath.normpath(name)
+    return norm if norm.startswith(within.rstrip("/") + "/") else None
+
+
+def input_name(job: Job, name: str) -> str | None:
+    """The stored name of the job's input ``name`` (``job.params["files"]``), if it lies inside the results.
+
+    A job run again keeps the first job's inputs, so this is not limited to the job's own folder (the job page is:
+    ``find(..., within=inputs_folder(job))``)."""
+    files = job.params.get("files") if isinstance(job.params, dict) else None
+    return clean_name((files or {}).get(name))
+
+
+# -- finding and reading -------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Stored:
+    """A stored file that exists: its name (symlinks resolved on the filesystem), size and modification time."""
+
+    name: str
+    size: int
+    mtime_ns: int
+    path: Path | None = None  # the local file, on the filesystem storage
+
+
+def find(name: Any, *, within: str = RESULTS) -> Stored | None:
+    """The file called ``name``, if it exists and lies inside the folder ``within`` (on the filesystem: after
+    resolving ``..`` and symlinks, so a link out of the folder is refused); None otherwise."""
+    if _fs_path("") is None:
+        return _find_elsewhere(name, within)
+    path = local_file(name, within=within)
+    try:
+        if path is None or not path.is_file():
+            return None
+        st = path.stat()
+    except OSError:
+        return None
+    return Stored(path.relative_to(_resolved("")).as_posix(), st.st_size, st.st_mtime_ns, path)
+
+
+def local_file(name: Any, *, within: str = RESULTS) -> Path | None:
+    """On the filesystem storage, the file's path with ``..`` and symlinks resolved, if that lies inside the folder
+    ``within`` (whether the file exists or not); None for anything outside, or a storage without ``path()``."""
+    if not isinstance(name, str) or not name or _fs_path("") is None:
+        return None
+    try:
+        root = _resolved(within)
+        path = _resolved(name)
+    except (SuspiciousFileOperation, OSError, RuntimeError, ValueError):
+        return None
+    return path if root in path.parents else None
+
+
+def _resolved(name: str) -> Path:
+    return Path(storage().path(name)).resolve()
+
+
+def _find_elsewhere(name: str, within: str) -> Stored | None:
+    clean = clean_name(name, within=within)
+    if clean is None or not storage().exists(clean):
+        return None
+    modified = storage().get_modified_time(clean)
+    return Stored(clean, storage().size(clean), round(modified.timestamp() * 1_000_000) * 1000)
+
+
+def open_stored(stored: Stored) -> BinaryIO:
+    """The file opened for reading (the caller closes it); seekable."""
+    if stored.path is not None:
+        return open(stored.path, "rb")
+    return storage().open(stored.name, "rb")
+
+
+def exists(name: str) -> bool:
+    return storage().exists(name)
+
+
+def read_bytes(name: str) -> bytes:
+    with storage().open(name, "rb") as fh:
+        return fh.read()
+
+
+@contextmanager
+def local_path(name: str) -> Iterator[Path]:
+    """A real file with the stored file's bytes, for tools that need one (ffmpeg, Pillow): the file itself on
+    the filesystem storage, else a temporary copy removed afterwards. Refuses names outside the results."""
+    if clean_name(name) is None:
+        raise FileNotFoundError(errno.ENOENT, "not a stored file", name)
+    direct = _fs_path(name)
+    if direct is not None:
+        yield direct
+        return
+    fd, tmp = tempfile.mkstemp(prefix="hub-", suffix=PurePosixPath(name).suffix)
+    try:
+        with os.fdopen(fd, "wb") as out, storage().open(name, "rb") as src:
+            shutil.copyfileobj(src, out, CHUNK)
+        yield Path(tmp)
+    finally:
+        os.unlink(tmp)
+
+
+# -- writing -------------------------------------------------------------------------------------------------
+def save_bytes(name: str, data: bytes) -> str:
+    """Store ``data`` as ``name``, replacing what was there (atomic). Returns the name."""
+    return save_chunks(name, (data,))
+
+
+def save_chunks(name: str, chunks: Iterable[bytes]) -> str:
+    """Store the bytes of ``chunks`` as ``name``, replacing what was there (atomic). Returns the name."""
+    dest = _fs_path(name)
+    if dest is None:
+        with tempfile.TemporaryFile() as spool:
+            for chunk in chunks:
+                spool.write(chunk)
+            spool.seek(0)
+            return _save_elsewhere(name, spool)
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_name(f".{dest.name}.{os.getpid()}.{threading.get_ident()}.part")
+    try:
+        with open(tmp, "wb") as fh:
+            for chunk in chunks:
+                fh.write(chunk)
+        os.replace(tmp, dest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return name
+
+
+def adopt(name: str, path: Path) -> str:
+    """Move the local file ``path`` (a finished download) into the store as ``name`` (atomic). Returns the name."""
+    dest = _fs_path(name)
+    if dest is not None and Path(path) == dest:
+        return name
+    if dest is not None:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            os.replace(path, dest)  # same disk (work_path): a rename
+            return name
+        except OSError as exc:
+            if exc.errno != errno.EXDEV:
+                raise
+    with open(path, "rb") as fh:
+        save_chunks(name, iter(lambda: fh.read(CHUNK), b""))
+    os.unlink(path)
+    return name
+
+
+def _save_elsewhere(name: str, handle: Any) -> str:
+    """A storage without ``path()`` (an object store) takes the whole file in one save."""
+    target = storage()
+    if target.exists(name):
+        target.delete(name)
+    saved = target.save(name, File(handle, name=PurePosixPath(name).name))
+    if saved != name:
+        raise OSError(f"the storage saved {name} as {saved}")
+    return name
+
+
+def work_path(job: Job, name: str) -> Path:
+    """A local file for a runner to download into before :func:`adopt` makes it a result (or to keep a 3D stage
+    for the next one): in the job's folder on the filesystem storage (adopting is then a rename), else in a
+    temporary folder of this machine."""
+    path = _fs_path(result_name(job, name))
+    if path is None:
+        path = Path(tempfile.gettempdir()) / WORK_DIR / str(job.owner_id) / str(job.pk) / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def delete(names: Iterable[str]) -> None:
+    """Remove these files (a missing one is no error; one that can't be removed is logged and left)."""
+    target = storage()
+    for name in names:
+        try:
+            target.delete(name)
+        except OSError:
+            logger.warning("could not remove %s", name, exc_info=True)
+
+
+# -- results ---------------------------------------------------------------------------------------------------
+def digest_of(name: str) -> tuple[str, int]:
+    """(sha256 hex, size) of a stored file, read in chunks."""
+    h = hashlib.sha256()
+    size = 0
+    with storage().open(name, "rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def save_artifact(
+    job: Job,
+    *,
+    kind: str,
+    name: str,
+    data: bytes | None = None,
+    path: Path | None = None,
+    mime: str | None = None,
+) -> Artifact:
+    """Store a result (``data``, or the local file ``path`` moved in) in the job's folder, checksum it, and record
+    it. Idempotent by name, so a collect step that runs twice (after a crash) leaves one row per file."""
+    stored = result_name(job, name)
+    if data is not None:
+        save_bytes(stored, data)
+    elif path is not None:
+        adopt(stored, Path(path))
+    digest, size = digest_of(stored)
+    mime = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
+    with transaction.atomic():
+        Artifact.objects.filter(job=job, name=name).delete()
+        artifact = Artifact.objects.create(
+            job=job, kind=kind, file=stored, name=name, mime=mime, bytes=size, sha256=digest
+        )
+    return artifact
+
+
+# -- inputs ----------------------------------------------------------------------------------------------------
+def save_input(job: Job, name: str, upload: Any) -> str:
+    """Store an uploaded input as ``inputs/<name>.<ext>`` (the extension from its checked type); its stored name."""
+    mime = getattr(upload, "sniffed_mime", None) or getattr(upload, "content_type", "") or ""
+    ext = mimetypes.guess_extension(mime) or Path(getattr(upload, "name", "") or "").suffix or ".bin"
+    ext = {".jpe": ".jpg", ".jpeg": ".jpg"}.get(ext, ext)
+    if hasattr(upload, "chunks"):
+        chunks: Iterable[bytes] = upload.chunks()
+    else:
+        chunks = (upload.read() if hasattr(upload, "read") else bytes(upload),)
+    return save_chunks(f"{inputs_folder(job)}/{name}{ext}", chunks)
+
+
+def input_bytes(job: Job, name: str) -> tuple[bytes, str, str] | None:
+    """(data, file name, mime) of an uploaded input, or None."""
+    stored = input_name(job, name)
+    if stored is None or not exists(stored):
+        return None
+    filename = PurePosixPath(stored).name
+    mime = mimetypes.guess_type(filename)[0] or "application/octet-stream"
+    return read_bytes(stored), filename, mime
+
+
+def data_uri(job: Job, name: str) -> str | None:
+    got = input_bytes(job, name)
+    if got is None:
+        return None
+    data, _name, mime = got
+    return f"data:{mime};base64,{base64.b64encode(data).decode()}"
+
+
+__all__ = [
+    "RESULTS",
+    "Stored",
+    "adopt",
+    "clean_name",
+    "data_uri",
+    "delete",
+    "digest_of",
+    "exists",
+    "find",
+    "input_bytes",
+    "input_name",
+    "inputs_folder",
+    "job_folder",
+    "local_file",
+    "local_path",
+    "open_stored",
+    "preview_name",
+    "read_bytes",
+    "result_name",
+    "save_artifact",
+    "save_bytes",
+    "save_chunks",
+    "save_input",
+    "storage",
+    "work_path",
+]
