@@ -34,7 +34,7 @@ def run() -> list[tuple[str, float, float]]:
     from devices.emulator.testing import run_tiiny
     from hub.accounts.models import User
     from hub.testing import start_beat, start_worker
-    from jobs.queue.admission import submit_request
+    from jobs.doors.intake import submit_request
     from jobs.tests.conftest import ENGINE_ENV, make_device
 
     member = User.objects.create_user("bench", password="bench-pass-1", role="member")

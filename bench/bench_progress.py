@@ -65,7 +65,7 @@ def run() -> tuple[list, list, dict]:
     from devices.emulator.testing import run_tiiny
     from hub.accounts.models import User
     from hub.testing import start_asgi_server, start_beat, start_worker
-    from jobs.queue.admission import submit_request
+    from jobs.doors.intake import submit_request
     from jobs.tests.conftest import make_device
 
     member = User.objects.create_user("bench", password="bench-pass-1", role="member")
@@ -199,7 +199,7 @@ def report(device_seen: list, dom_seen: list, info: dict) -> None:
         "What bounds it is the hub's poll rhythm, not the push path: a value is shown within a fraction of a "
         "second of the hub reading it (*shown*), but the hub reads the render at a fraction of the time it has "
         "left or has run (every 0.15 s near its end, at most every 20 s far from it: `JOBS_POLL_*`, "
-        "`jobs.queue.engine._interval_for`), and a progress push goes out at most once a second per job. Those "
+        "`jobs.queue.pacing.interval_for`), and a progress push goes out at most once a second per job. Those "
         "intervals are proportional to the render's length, so on a real device (this render "
         f"{SPEED:g}x longer) the waits far from the end grow with it, up to the 20 s cap (by the code; not "
         "measured at speed 1 here).\n"

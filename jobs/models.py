@@ -331,7 +331,7 @@ class PersonQuota(models.Model):
 class DeviceUse(models.Model):
     """One span a job held a device, as the hub measured it: from the claim (model load included) to the
     release of the lease (render, download and clean-up done). Written once per span by the engine
-    (``jobs.queue.engine.end_job``); a job that is re-queued, interrupted or retried has one row per run. Quotas and
+    (``jobs.queue.dispatch.end_job``); a job that is re-queued, interrupted or retried has one row per run. Quotas and
     the Usage page add these up; the row outlives the job (deleting a job does not give its time back)."""
 
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")

@@ -645,7 +645,9 @@ class Night:
     def _submit_service(self, sub: Submission, device: Any) -> None:
         from django.core.files.uploadedfile import SimpleUploadedFile
 
-        from jobs.queue.admission import RequestInvalid, check_request, submit_checked
+        from jobs.doors.intake import check_request
+        from jobs.queue.admission import RequestInvalid
+        from jobs.queue.services import submit_checked
 
         files = {k: SimpleUploadedFile(f"{k}.png", v, "image/png") for k, v in sub.files.items()}
         user = self.users[sub.owner]
