@@ -131,8 +131,9 @@ def _deletable(request: HttpRequest, job_id: int):
 
 
 def _back(request: HttpRequest, default: str) -> str:
+    """``next`` if it is a path of ours, else ``default`` (never a bare word: ``redirect`` takes it for a URL name)."""
     target = request.POST.get("next") or request.GET.get("next") or ""
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return target
     return default
 

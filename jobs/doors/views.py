@@ -62,9 +62,10 @@ PARTS = "jobs/_fragments.html"
 
 
 def _back(request: HttpRequest, default: str) -> str:
-    """Where to go after a POST: ``next`` if it is ours, else ``default`` (no open redirects)."""
+    """Where to go after a POST: ``next`` if it is a path of ours, else ``default`` (no open redirects; and never a
+    bare word, which ``redirect`` would take for a URL name)."""
     target = request.POST.get("next") or ""
-    if url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
+    if target.startswith("/") and url_has_allowed_host_and_scheme(target, allowed_hosts={request.get_host()}):
         return target
     return default
 

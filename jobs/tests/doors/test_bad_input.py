@@ -379,3 +379,13 @@ GALLERY_FIELDS = ["q", "kind", "state", "person", "device", "since", "until", "b
 def test_fuzz_the_gallery(member, device, params, cursor):
     response = quiet_client(member).get("/jobs/", {**params, "cursor": cursor})
     assert response.status_code < 500, (params, cursor, response.status_code)
+
+
+@pytest.mark.parametrize("value", ["-5539547", "jobs-queue", "https://evil.example/", "//evil.example/x"])
+def test_a_next_that_is_not_a_path_of_ours_goes_back_to_the_default(member_client, member, device, value):
+    """Found by hub/tests/test_fuzz.py: ``redirect("-5539547")`` took the word for a URL name and answered 500."""
+    job = make_job(member, device, state="queued")
+    response = member_client.post(f"/jobs/{job.pk}/cancel/", {"next": value})
+    assert response.status_code == 302 and response["Location"] == f"/jobs/{job.pk}/"
+    usage = member_client.post(f"/usage/results/{job.pk}/delete/", {"next": value})
+    assert usage.status_code == 302 and usage["Location"] == "/usage/"
