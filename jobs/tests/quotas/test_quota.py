@@ -37,14 +37,15 @@ def bearer(user, scopes=("read", "submit")) -> Client:
 def sdk_for(user):
     """The real SDK, unchanged, speaking HTTP to the hub in this process (WSGI), so it sees this test's rows.
     Like Django's test client, the request signals must not close the test's database connection."""
+    from django.core.handlers.wsgi import WSGIHandler
     from django.core.signals import request_finished, request_started
-    from django.core.wsgi import get_wsgi_application
     from django.db import close_old_connections
 
     from hub.accounts.tokens import token_create
 
     raw = token_create(user=user, name="sdk", scopes=["read", "submit"])[1]
-    transport = httpx.WSGITransport(app=get_wsgi_application())
+    transport = httpx.WSGITransport(app=WSGIHandler())  # not get_wsgi_application(): its django.setup() would
+    # configure logging again, dropping the handlers the test run added (hub.tests.leakguard's log scanner)
     request_started.disconnect(close_old_connections)
     request_finished.disconnect(close_old_connections)
     try:
