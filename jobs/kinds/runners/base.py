@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from devices import errors
-from jobs.files.store import save_artifact  # noqa: F401  (re-exported for jobs/tests/queue/test_services.py)
 from jobs.models import Job
 
 logger = logging.getLogger("jobs.kinds.runners")

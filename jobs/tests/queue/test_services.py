@@ -105,7 +105,7 @@ def test_it_creates_and_revokes_share_links(device, member):
 
 def test_it_serves_artifacts_only_to_allowed_people(device, member, other_member, settings, tmp_path, rf):
     from jobs.files.downloads import artifact_response
-    from jobs.kinds.runners.base import save_artifact
+    from jobs.files.store import save_artifact
 
     settings.MEDIA_ROOT = tmp_path
     job = submit(member, device)
