@@ -10,7 +10,7 @@ from django.db.models import Count, F, Max, Q, QuerySet
 from django.http import Http404
 
 from jobs.core.scheduler import order_with_reasons, snapshot_for
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, clamp_datetime, waiting_on
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, clamp_datetime, waiting_on
 
 
 def jobs_visible_to(user: Any) -> QuerySet[Job]:
@@ -226,3 +226,12 @@ def plan_jobs(rows: list[PlanRow]) -> list[Job | None]:
             job.plan_reason = row.plan_reason
         out.append(job)
     return out
+
+
+def jobs_ask_soon(device: Any, now: dt.datetime, window: dt.timedelta) -> bool:
+    """``devices.hooks.jobs_ask_soon``: a submitted or running job of ``device`` polls it within ``window`` of now."""
+    return device.jobs.filter(
+        state__in=(JobState.SUBMITTED, JobState.RUNNING),
+        next_poll_at__lte=now + window,
+        next_poll_at__gte=now - window,
+    ).exists()

@@ -8,7 +8,7 @@ The flow: transition -> outbox -> pages/pushes/notifications.
 2. Once the transaction commits, ``jobs.core.changes`` hands the collection, once, to :func:`send` (registered in
    ``JobsConfig.ready``: the core never imports what sends). A rolled-back transaction sends nothing.
 3. :func:`send` calls the handlers registered here, stage by stage (:data:`STAGES`): ``plan``, the planner
-   (``jobs.apps.replan``: the pages show its times, so it goes first); ``push``, this module's :func:`push`
+   (``jobs.queue.eta.replan_changed``: the pages show its times, so it goes first); ``push``, this module's :func:`push`
    (``jobs.live.broadcast``) then :func:`pages_changed` (``hub.pagecache``); ``notify``, what a job entering a
    state tells people (``notify.services.jobs_entered``, registered by ``notify.apps``, the layer above jobs).
 

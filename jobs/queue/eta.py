@@ -8,16 +8,19 @@ kind) has its shape and its seed in ``jobs.kinds.estimates``, and ``jobs.kinds.t
 from __future__ import annotations
 
 import datetime as dt
+import logging
 from typing import Any
 
 from django.db import transaction
 from django.utils import timezone
 
 from devices.models import Device
-from jobs.core.changes import plan_changed
+from jobs.core.changes import Changes, plan_changed
 from jobs.core.scheduler import earliest_start, order_with_reasons, snapshot_for
 from jobs.kinds.table import seed_seconds, shape_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, RenderStat, waiting_on
+
+logger = logging.getLogger("jobs")
 
 EWMA_ALPHA = 0.3
 LOAD_SECONDS = 30.0  # a model that is not loaded yet: launch + warm-up
@@ -171,6 +174,30 @@ def _later(t: dt.datetime, seconds: float, ceiling: dt.datetime) -> dt.datetime:
     if not seconds < (ceiling - t).total_seconds():  # also catches NaN and infinity
         return ceiling
     return t + dt.timedelta(seconds=max(seconds, 0.0))
+
+
+def replan_changed(collected: Changes) -> None:
+    """The outbox's ``plan`` stage: each device whose plan moved is planned anew before anything is pushed; one
+    whose job only moved on while holding it, when that job's finish drifted (or the job is gone)."""
+    collected.replan |= _drifted(collected)
+    while collected.replan:  # a replan records its queue in this same collection: it goes out with it
+        device_id = collected.replan.pop()
+        try:
+            plan_device(device_id)
+        except Exception:
+            logger.exception("planning device %s failed", device_id)
+
+
+def _drifted(collected: Changes) -> set[int]:
+    """The devices of the jobs that moved on while holding them whose finish drifted from the stored plan (after
+    a model load, say), or that are gone."""
+    moved = {job: device for job, device in collected.moved.items() if device not in collected.replan}
+    if not moved:
+        return set()
+    fields = ("pk", "estimate_s", "progress", "remote_data", "predicted_finish")
+    jobs = {job.pk: job for job in Job.objects.filter(pk__in=moved).only(*fields)}
+    now = timezone.now()
+    return {device for job, device in moved.items() if job not in jobs or finish_drifted(jobs[job], now=now)}
 
 
 def plan_device(device_id: int) -> None:

@@ -133,7 +133,7 @@ def test_send_calls_every_handler_stage_by_stage_and_a_failing_one_stops_none(mo
 
 
 def test_the_apps_register_the_planner_the_pushes_the_page_cache_and_the_notifications():
-    from jobs.apps import replan
+    from jobs.queue.eta import replan_changed as replan
     from notify.services import jobs_entered
 
     assert outbox._handlers == {
@@ -176,8 +176,8 @@ def test_kept_pages_are_drawn_again_after_a_change_but_not_after_ticks_alone(mon
 def test_the_planner_replans_each_device_once_and_for_a_moved_job_only_when_its_finish_drifted(
     member, device, monkeypatch
 ):
-    from jobs.apps import replan
     from jobs.queue import eta
+    from jobs.queue.eta import replan_changed as replan
 
     planned = []
     monkeypatch.setattr(eta, "plan_device", planned.append)
