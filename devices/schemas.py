@@ -8,6 +8,8 @@ from typing import Any
 from ninja import Schema
 from pydantic import Field
 
+from hub.api_types import LocalTime
+
 
 class LoadedModelOut(Schema):
     model_id: str
@@ -32,8 +34,8 @@ class DeviceOut(Schema):
     versions: dict[str, Any]
     is_default: bool
     queue_paused: bool
-    night_start: dt.time
-    night_end: dt.time
+    night_start: LocalTime
+    night_end: LocalTime
     time_zone: str
     loaded_models: list[LoadedModelOut]
     url: str | None = Field(description="The device's address: admins only (null for everyone else).")

@@ -17,6 +17,8 @@ from django.conf import settings
 from django.core.exceptions import PermissionDenied, RequestDataTooBig, SuspiciousOperation, ValidationError
 from django.http import Http404, HttpRequest, HttpResponse, UnreadablePostError
 from django.http.multipartparser import MultiPartParserError
+from django.urls import path, re_path
+from django.views.decorators.csrf import csrf_exempt
 from ninja import NinjaAPI
 from ninja.errors import HttpError
 from ninja.errors import ValidationError as NinjaValidationError
@@ -50,6 +52,23 @@ api.add_router("", jobs_queue_router)
 @api.get("/ping", auth=None, include_in_schema=False)
 def ping(request):
     return {"ok": True}
+
+
+@csrf_exempt  # it changes nothing, and a POST to a wrong path deserves the API's answer, not a CSRF page
+def unknown_route(request: HttpRequest, rest: str = "") -> HttpResponse:
+    """Any path under /api/ that no route matches: the API's JSON 404, not Django's HTML page."""
+    return _error(request, 404, f"No route /api/{rest}; the routes are listed at /api/docs.")
+
+
+def urls() -> tuple[list, str, str]:
+    """The API's routes, then the JSON 404 for every other path under /api/ (what ``hub.urls`` mounts)."""
+    patterns, app_name, namespace = api.urls
+    # ninja's root answers an HTML 404; its name stays (the schema's server address is reversed from it)
+    patterns = [
+        path("", unknown_route, name="api-root") if getattr(p, "name", None) == "api-root" else p
+        for p in patterns
+    ]
+    return [*patterns, re_path(r"^(?P<rest>.*)$", unknown_route, name="unknown")], app_name, namespace
 
 
 def _error(request: HttpRequest, status: int, detail: str, errors: dict[str, list[str]] | None = None):

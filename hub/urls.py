@@ -4,17 +4,17 @@ from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
 
+from hub import api as hub_api
 from hub import metrics as hub_metrics
 from hub import views
-from hub.api import api
 from jobs.doors import views as jobs_views
 from jobs.doors.v1 import v1
 from notify import views as notify_views
 
 
-def _token_door(ninja_api):
+def _token_door(urls):
     """The API's own auth answers 401 in JSON; Django's sign-in redirect must not step in first."""
-    patterns, app_name, namespace = ninja_api.urls
+    patterns, app_name, namespace = urls
     for pattern in patterns:
         login_not_required(pattern.callback)
     return patterns, app_name, namespace
@@ -34,8 +34,8 @@ urlpatterns = [
     path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)
     path("sw.js", notify_views.service_worker, name="notify-sw"),  # at the root: its scope is the whole hub
     path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.doors.quota_views)
-    path("api/", _token_door(api)),
-    path("v1/", _token_door(v1)),
+    path("api/", _token_door(hub_api.urls())),
+    path("v1/", _token_door(v1.urls)),
     path("admin/", admin.site.urls),
 ]
 

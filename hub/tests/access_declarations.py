@@ -215,6 +215,7 @@ DECLARATIONS: dict[str, dict] = {
     "v1:models": {"GET": API_READ, "POST": API_NO},
     "v1:model": {"GET": API_READ, "POST": API_NO},
     "v1:unknown": {m: "401 404 404 404 404" for m in ("GET", "POST", "PUT", "PATCH", "DELETE")},
+    "api:unknown": {m: "404 404 404 404 404" for m in ("GET", "POST", "PUT", "PATCH", "DELETE")},
 }
 
 # The admin site: admins only. The sign-in middleware sends anonymous people to the hub's sign-in page first;

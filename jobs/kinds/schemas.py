@@ -20,6 +20,7 @@ from pydantic import ConfigDict, Field
 
 # The API's one error shape is hub's (every app's routes answer it); re-exported for the routes importing it here.
 from hub.api_errors import ErrorOut as ErrorOut
+from hub.api_types import LocalTime
 
 When = Literal["asap", "tonight", "not_before"]
 
@@ -315,8 +316,8 @@ class PlanOut(Schema):
     device_name: str
     paused: bool
     blocked: str = Field(description="Why nothing may start on the device now; empty when something may.")
-    night_start: dt.time
-    night_end: dt.time
+    night_start: LocalTime
+    night_end: LocalTime
     running: RunningOut | None
     jobs: list[PlanJobOut]
     clear_at: dt.datetime | None = Field(description="When the whole plan is predicted to be done.")
