@@ -22,7 +22,9 @@ def schema_of(client: Client, name: str) -> dict:
     return client.get("/api/openapi.json").json()["components"]["schemas"][name]
 
 
-@pytest.mark.parametrize("schema,route", [("DeviceOut", "/api/devices/{id}"), ("PlanOut", "/api/devices/{id}/plan")])
+@pytest.mark.parametrize(
+    "schema,route", [("DeviceOut", "/api/devices/{id}"), ("PlanOut", "/api/devices/{id}/plan")]
+)
 def test_night_times_are_declared_as_they_are_sent(api, device, schema, route):
     """JSON Schema's ``format: time`` is RFC 3339's full-time, with an offset; the hub sends local "07:00:00"."""
     declared = schema_of(api, schema)["properties"]
@@ -45,7 +47,11 @@ def test_an_unknown_path_is_the_apis_json_404(api, method, path):
 def test_an_unknown_path_answers_json_to_a_browser_session_too(member):
     browser = Client(enforce_csrf_checks=True)
     browser.force_login(member)
-    for response in (browser.get("/api/nope"), browser.post("/api/nope", {"x": "1"}), Client().get("/api/nope")):
+    for response in (
+        browser.get("/api/nope"),
+        browser.post("/api/nope", {"x": "1"}),
+        Client().get("/api/nope"),
+    ):
         assert response.status_code == 404 and "routes are listed at /api/docs" in response.json()["detail"]
 
 
