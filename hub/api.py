@@ -27,8 +27,8 @@ from devices.api import router as devices_router
 from hub.api_auth import API_AUTH
 from hub.ratelimit import RateLimited
 from jobs.doors.api import pydantic_errors
-from jobs.doors.api import queue_router as jobs_queue_router
 from jobs.doors.api import router as jobs_router
+from jobs.doors.api_queue import router as jobs_queue_router
 from jobs.queue.admission import RequestInvalid
 
 api = NinjaAPI(

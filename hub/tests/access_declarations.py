@@ -185,6 +185,17 @@ DECLARATIONS: dict[str, dict] = {
     "api:device_metrics": {"GET": API_READ, "POST": API_NO},
     "api:device_metric_history": {"GET": API_READ, "POST": API_NO},
     "api:device_plan": {"GET": API_READ, "POST": API_NO},
+    "api:pool_plan": {"GET": API_READ, "POST": API_NO},
+    "api:usage": {"GET": API_READ, "POST": API_NO},
+    # the queue's controls are the admins'; a viewer's token only reads. The matrix's job is finished: 422
+    "api:device_pause": {"GET": API_NO, "POST": "401 403 403 403 ok"},
+    "api:device_resume": {"GET": API_NO, "POST": "401 403 403 403 ok"},
+    "api:job_move": {"GET": API_NO, "POST": "401 400 400 400 400", "shared": "same"},  # {} has no direction
+    "api:job_run_next": {
+        "GET": API_NO,
+        "POST": "401 403 403 404 400",
+        "shared": {"POST": "401 403 403 403 400"},
+    },
     # notification channels: as on the pages, a channel is its owner's alone (an admin gets 404 for a person's
     # one too); a viewer's token only reads, so its changes are 403 before the channel is looked up
     "api:notify_channel_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names

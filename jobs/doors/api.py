@@ -1,4 +1,4 @@
-"""REST routes for jobs (``/api/jobs``) and the per-device queue plan (``/api/devices/{id}/plan``).
+"""REST routes for jobs (``/api/jobs``); the queue's plan and controls are in ``jobs.doors.api_queue``.
 
 Thin, like the pages: an access-checking selector first (``jobs_visible_to`` / ``job_for``: no existence
 leak), the request validated by the same form the page uses (``jobs.queue.admission``), one service call. Scopes:
@@ -16,7 +16,6 @@ from django.core.exceptions import RequestDataTooBig
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
-from django.utils.text import capfirst
 from ninja import Query, Router
 from ninja.errors import HttpError
 from ninja.responses import Status
@@ -28,8 +27,7 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
-from jobs.core.scheduler import blocked_reason, snapshot_for
-from jobs.core.selectors import can_view, job_for, jobs_visible_to, queue_plan, running_job
+from jobs.core.selectors import job_for, jobs_visible_to
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.doors.intake import find_device, form_again, form_for, submit_request, with_defaults
 from jobs.files.downloads import artifact_response
@@ -39,19 +37,17 @@ from jobs.kinds.schemas import (
     CancelIn,
     JobDetailOut,
     JobListOut,
-    PlanOut,
     ShareIn,
     SubmittedOut,
     submit_body_openapi,
 )
 from jobs.kinds.table import api_schemas, form_class_for, schema_for
-from jobs.live.fragments import eta_for, job_title, public_label
-from jobs.models import WAITING_STATES, Artifact, Job, JobEvent, JobKind, JobState
+from jobs.live.fragments import eta_for
+from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
 from jobs.queue.admission import RequestInvalid, check_form
 
 router = Router(tags=["jobs"])
-queue_router = Router(tags=["queue"])
 
 READ, SUBMIT = "read", "submit"
 SUBMIT_ERRORS = {**ERRORS, 415: ErrorOut, 429: ErrorOut}
@@ -526,96 +522,4 @@ def job_artifact(request: HttpRequest, job_id: str, artifact_id: str, download: 
 
 
 # -- the queue plan -----------------------------------------------------------------------------------------------
-def waiting_because(job: Job, *, ahead: int, blocked: str) -> str:
-    """Why a waiting job has not started: the device's block, else the plan's own reason
-    (``jobs.core.scheduler.order_with_reasons``, the same words as the queue page), else its place in line."""
-    if blocked:
-        return blocked
-    if getattr(job, "plan_reason", ""):
-        return capfirst(job.plan_reason) + "."
-    if ahead:
-        return f"Behind {ahead} job{'s' if ahead != 1 else ''}."
-    return "Next in line: it starts as soon as the device is free."
-
-
-@queue_router.get(
-    "/devices/{device_id}/plan",
-    url_name="device_plan",
-    response={200: PlanOut, **ERRORS},
-    summary="A device's queue plan",
-)
-def device_plan(request: HttpRequest, device_id: str):
-    """The order the device will run its jobs in, each with predicted start and finish and why it waits.
-
-    Everyone sees the whole plan; another person's private job shows as e.g. “Video by mia”, without its
-    prompt (as on the queue page).
-    """
-    require_scope(request, READ)
-    pk = parse_id(device_id)
-    device = Device.objects.filter(pk=pk).first() if pk is not None else None
-    if device is None:
-        raise Http404("No such device.")
-    user = request.user
-    snap = snapshot_for(device.pk)
-    blocked = blocked_reason(snap)
-    running = running_job(device)
-    waiting = [j for j in queue_plan(device) if j.state in WAITING_STATES]
-
-    def seen(job: Job) -> tuple[str, str | None, str | None]:
-        if can_view(user, job):
-            return job_title(job), job.prompt, _abs(request, reverse("api:job_get", args=[job.pk]))
-        return public_label(job), None, None
-
-    rows = []
-    for i, job in enumerate(waiting):
-        label, prompt, url = seen(job)
-        rows.append(
-            {
-                "position": i + 1,
-                "id": job.pk,
-                "kind": job.kind,
-                "state": job.state,
-                "owner": job.owner.username,
-                "label": label,
-                "prompt": prompt,
-                "model": job.model_id,
-                "when": job.when,
-                "not_before": job.not_before,
-                "predicted_start": job.predicted_start,
-                "predicted_finish": job.predicted_finish,
-                "waiting_because": waiting_because(job, ahead=i + (1 if running else 0), blocked=blocked),
-                "url": url,
-            }
-        )
-    running_out = None
-    if running is not None:
-        label, prompt, url = seen(running)
-        running_out = {
-            "id": running.pk,
-            "kind": running.kind,
-            "state": running.state,
-            "owner": running.owner.username,
-            "label": label,
-            "prompt": prompt,
-            "progress": round(running.progress, 1),
-            "phase": running.phase,
-            "predicted_finish": running.predicted_finish,
-            "url": url,
-        }
-    ends = [j.predicted_finish for j in waiting if j.predicted_finish]
-    if running is not None and running.predicted_finish:
-        ends.append(running.predicted_finish)
-    return {
-        "device": device.pk,
-        "device_name": device.name,
-        "paused": device.queue_paused,
-        "blocked": blocked,
-        "night_start": device.night_start,
-        "night_end": device.night_end,
-        "running": running_out,
-        "jobs": rows,
-        "clear_at": max(ends) if ends else None,
-    }
-
-
-__all__ = ["parse_id", "pydantic_errors", "queue_router", "router"]
+__all__ = ["parse_id", "pydantic_errors", "router"]

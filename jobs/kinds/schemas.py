@@ -321,3 +321,43 @@ class PlanOut(Schema):
     running: RunningOut | None
     jobs: list[PlanJobOut]
     clear_at: dt.datetime | None = Field(description="When the whole plan is predicted to be done.")
+
+
+class PoolPlanOut(Schema):
+    devices: list[PlanOut] = Field(description="Every device's plan, the default device first.")
+    clear_at: dt.datetime | None = Field(description="When every device's plan is predicted to be done.")
+
+
+class LimitOut(Schema):
+    value: int | None = Field(description="The limit in force; null: no limit.")
+    own: bool = Field(description="Set for you, rather than the household's default.")
+
+
+class UsageLimitsOut(Schema):
+    device_minutes_per_day: LimitOut
+    device_minutes_per_week: LimitOut
+    max_queued: LimitOut
+    storage_mb: LimitOut
+
+
+class UsageDayOut(Schema):
+    date: dt.date
+    device_minutes: float
+    stored_mb: float = Field(description="Results made that day and still kept.")
+
+
+class UsageOut(Schema):
+    limits: UsageLimitsOut
+    device_minutes_today: float = Field(description="Measured device time today (household day).")
+    device_minutes_this_week: float = Field(
+        description="Measured device time this household week, from Monday."
+    )
+    booked_minutes: float = Field(
+        description="What your waiting and running jobs are estimated to take still."
+    )
+    queued: int = Field(description="Your jobs waiting or running.")
+    storage_mb: float
+    summary: str = Field(
+        description="The Usage page's line, e.g. “Today 12 of 60 device minutes · …”; empty without limits."
+    )
+    days: list[UsageDayOut] = Field(description="The last 14 household days, oldest first.")

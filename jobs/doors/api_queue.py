@@ -1,0 +1,227 @@
+"""REST routes for the queue: each device's plan, the pool's, the admins' controls, and a person's usage.
+
+The same rules as the queue and usage pages, through the same services (``jobs.queue.services``,
+``jobs.quotas.services``): admins pause and resume a device's lane, move a waiting job up or down, or run it
+next; everyone reads the plans (another person's private job shows as "Video by mia", without its prompt) and
+their own usage. A control answers with the device's plan as it now is. Errors are turned into JSON by
+``hub.api``: 403 for someone who may not, 404 for what they may not see, 422 for a job that is no longer
+waiting.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from django.http import Http404, HttpRequest
+from django.urls import reverse
+from django.utils import timezone
+from django.utils.text import capfirst
+from ninja import Router, Schema
+
+from devices.models import Device
+from hub.api_auth import require_scope
+from hub.api_errors import ERRORS
+from hub.parsing import parse_id
+from jobs.core.scheduler import blocked_reason, snapshot_for
+from jobs.core.selectors import can_view, job_for, queue_plan, running_job
+from jobs.kinds.schemas import PlanOut, PoolPlanOut, UsageOut
+from jobs.live.fragments import job_title, public_label
+from jobs.models import QUOTA_FIELDS, WAITING_STATES, Job
+from jobs.queue import services
+from jobs.quotas import services as quotas
+
+router = Router(tags=["queue"])
+READ, SUBMIT = "read", "submit"
+USAGE_DAYS = 14
+
+
+class MoveIn(Schema):
+    direction: Literal["up", "down"]
+
+
+def _device(device_id: str) -> Device:
+    pk = parse_id(device_id)
+    device = Device.objects.filter(pk=pk).first() if pk is not None else None
+    if device is None:
+        raise Http404("No such device.")
+    return device
+
+
+def _job(request: HttpRequest, job_id: str) -> Job:
+    pk = parse_id(job_id)
+    if pk is None:
+        raise Http404("No such job.")
+    return job_for(request.user, pk)  # 404 for a job this person may not see
+
+
+def waiting_because(job: Job, *, ahead: int, blocked: str) -> str:
+    """Why a waiting job has not started: the device's block, else the plan's own reason
+    (``jobs.core.scheduler.order_with_reasons``, the same words as the queue page), else its place in line."""
+    if blocked:
+        return blocked
+    if getattr(job, "plan_reason", ""):
+        return capfirst(job.plan_reason) + "."
+    if ahead:
+        return f"Behind {ahead} job{'s' if ahead != 1 else ''}."
+    return "Next in line: it starts as soon as the device is free."
+
+
+def _seen(request: HttpRequest, job: Job) -> tuple[str, str | None, str | None]:
+    if can_view(request.user, job):
+        return job_title(job), job.prompt, request.build_absolute_uri(reverse("api:job_get", args=[job.pk]))
+    return public_label(job), None, None
+
+
+def _waiting_row(
+    request: HttpRequest, job: Job, *, position: int, ahead: int, blocked: str
+) -> dict[str, Any]:
+    label, prompt, url = _seen(request, job)
+    return {
+        "position": position,
+        "id": job.pk,
+        "kind": job.kind,
+        "state": job.state,
+        "owner": job.owner.username,
+        "label": label,
+        "prompt": prompt,
+        "model": job.model_id,
+        "when": job.when,
+        "not_before": job.not_before,
+        "predicted_start": job.predicted_start,
+        "predicted_finish": job.predicted_finish,
+        "waiting_because": waiting_because(job, ahead=ahead, blocked=blocked),
+        "url": url,
+    }
+
+
+def _running_row(request: HttpRequest, job: Job) -> dict[str, Any]:
+    label, prompt, url = _seen(request, job)
+    return {
+        "id": job.pk,
+        "kind": job.kind,
+        "state": job.state,
+        "owner": job.owner.username,
+        "label": label,
+        "prompt": prompt,
+        "progress": round(job.progress, 1),
+        "phase": job.phase,
+        "predicted_finish": job.predicted_finish,
+        "url": url,
+    }
+
+
+def plan_out(request: HttpRequest, device: Device) -> dict[str, Any]:
+    """One device's plan as the API shows it to this person."""
+    device.refresh_from_db()  # a control just changed the row (paused flag) behind this instance
+    blocked = blocked_reason(snapshot_for(device.pk))
+    running = running_job(device)
+    waiting = [j for j in queue_plan(device) if j.state in WAITING_STATES]
+    first = 1 if running else 0
+    rows = [
+        _waiting_row(request, job, position=i + 1, ahead=i + first, blocked=blocked)
+        for i, job in enumerate(waiting)
+    ]
+    ends = [j.predicted_finish for j in [*waiting, *([running] if running else [])] if j.predicted_finish]
+    return {
+        "device": device.pk,
+        "device_name": device.name,
+        "paused": device.queue_paused,
+        "blocked": blocked,
+        "night_start": device.night_start,
+        "night_end": device.night_end,
+        "running": _running_row(request, running) if running is not None else None,
+        "jobs": rows,
+        "clear_at": max(ends) if ends else None,
+    }
+
+
+@router.get("/devices/{device_id}/plan", url_name="device_plan", response={200: PlanOut, **ERRORS},
+            summary="A device's queue plan")  # fmt: skip
+def device_plan(request: HttpRequest, device_id: str):
+    """The order the device will run its jobs in, each with predicted start and finish and why it waits.
+
+    Everyone sees the whole plan; another person's private job shows as e.g. “Video by mia”, without its
+    prompt (as on the queue page).
+    """
+    require_scope(request, READ)
+    return plan_out(request, _device(device_id))
+
+
+@router.get(
+    "/plan", url_name="pool_plan", response={200: PoolPlanOut, **ERRORS}, summary="Every device's plan"
+)
+def pool_plan(request: HttpRequest):
+    """Every device's plan, the default device first, then by name; and when the whole queue is predicted done."""
+    require_scope(request, READ)
+    devices = Device.objects.order_by("-is_default", "name", "pk")
+    plans = [plan_out(request, device) for device in devices]
+    ends = [p["clear_at"] for p in plans if p["clear_at"]]
+    return {"devices": plans, "clear_at": max(ends) if ends else None}
+
+
+@router.post("/devices/{device_id}/pause", url_name="device_pause", response={200: PlanOut, **ERRORS},
+             summary="Pause a device's queue (admins)")  # fmt: skip
+def device_pause(request: HttpRequest, device_id: str):
+    """Nothing new starts on the device until it is resumed; a render in progress finishes. Idempotent."""
+    require_scope(request, SUBMIT)
+    device = _device(device_id)
+    services.queue_pause(device=device, by=request.user)
+    return plan_out(request, device)
+
+
+@router.post("/devices/{device_id}/resume", url_name="device_resume", response={200: PlanOut, **ERRORS},
+             summary="Resume a device's queue (admins)")  # fmt: skip
+def device_resume(request: HttpRequest, device_id: str):
+    """The device takes its next job as soon as it is free. Idempotent."""
+    require_scope(request, SUBMIT)
+    device = _device(device_id)
+    services.queue_resume(device=device, by=request.user)
+    return plan_out(request, device)
+
+
+@router.post("/jobs/{job_id}/move", url_name="job_move", response={200: PlanOut, **ERRORS},
+             summary="Move a waiting job up or down its device's plan (admins)")  # fmt: skip
+def job_move(request: HttpRequest, job_id: str, payload: MoveIn):
+    """Swaps the job with its neighbour in the plan; the admins' order then holds over fair share."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    services.queue_move(job=job, by=request.user, direction=payload.direction)
+    return plan_out(request, job.device)
+
+
+@router.post("/jobs/{job_id}/run-next", url_name="job_run_next", response={200: PlanOut, **ERRORS},
+             summary="Run a waiting job next on its device (admins)")  # fmt: skip
+def job_run_next(request: HttpRequest, job_id: str):
+    """The job goes before every other waiting job of its device."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    services.queue_run_next(job=job, by=request.user)
+    return plan_out(request, job.device)
+
+
+def _limit(limits: quotas.Limits, name: str) -> dict[str, Any]:
+    return {"value": limits.get(name), "own": name in limits.overridden}
+
+
+@router.get("/usage", url_name="usage", response={200: UsageOut, **ERRORS}, summary="Your limits and usage")
+def usage(request: HttpRequest):
+    """What the Usage page shows you: your limits (none = no limit; ``own`` when set for you rather than the
+    household's default), device minutes today and this week, what your waiting jobs will still take, jobs in
+    the queue, storage, and the last 14 household days."""
+    require_scope(request, READ)
+    user, now = request.user, timezone.now()
+    limits, used = quotas.limits_for(user), quotas.usage_for(user, now=now)
+    days = quotas.usage_days(user=user, days=USAGE_DAYS, now=now)
+    return {
+        "limits": {name: _limit(limits, name) for name in QUOTA_FIELDS},
+        "device_minutes_today": round(used.day_s / 60, 1),
+        "device_minutes_this_week": round(used.week_s / 60, 1),
+        "booked_minutes": round(used.booked_s / 60, 1),
+        "queued": used.queued,
+        "storage_mb": round(used.storage_mb, 1),
+        "summary": quotas.usage_line(limits, used) if limits.any else "",
+        "days": [
+            {"date": d.date, "device_minutes": round(d.device_min, 1), "stored_mb": round(d.stored_mb, 1)}
+            for d in days
+        ],
+    }
