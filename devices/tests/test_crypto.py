@@ -32,3 +32,22 @@ def test_it_says_so_when_the_secret_is_lost(settings):
     settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "another-secret", []
     with pytest.raises(crypto.KeyUnreadable):
         Device.objects.get(pk=device.pk).api_key  # noqa: B018
+
+
+def test_the_rekey_devices_command_rotates_and_says_how_many(settings):
+    from io import StringIO
+
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    device = device_register(name="d", kind="tiiny", base_url="http://x", api_key="secret-key-1")
+    old = settings.SECRET_KEY
+    settings.SECRET_KEY, settings.SECRET_KEY_FALLBACKS = "a-brand-new-secret", [old]
+    out = StringIO()
+    call_command("rekey_devices", stdout=out)
+    assert out.getvalue().strip() == "re-encrypted 1 device key(s)"
+    settings.SECRET_KEY_FALLBACKS = []
+    assert Device.objects.get(pk=device.pk).api_key == "secret-key-1"
+    settings.SECRET_KEY = "yet-another-secret"  # the key it was sealed with is gone: one clear line
+    with pytest.raises(CommandError):
+        call_command("rekey_devices", stdout=StringIO())

@@ -90,3 +90,15 @@ def test_every_setting_is_documented():
     documented = set(re.findall(r"`([A-Z][A-Z0-9_]+)`", (BASE / "docs" / "configuration.md").read_text()))
     missing = sorted(settings_read_from_the_environment() - documented - INTERNAL)
     assert not missing, f"settings read from the environment but not in docs/configuration.md: {missing}"
+
+
+OUR_APPS = ("hub", "devices", "jobs", "notify", "backups")
+
+
+def test_every_command_of_ours_a_page_names_has_a_test():
+    """A command of the hub's own (not Django's or a library's) that a page tells people to run is run by a test."""
+    commands = get_commands()
+    ours = {c for _, c in named(r"manage\.py ([a-z_]+)") if commands.get(c, "").split(".")[0] in OUR_APPS}
+    tests = "\n".join(p.read_text() for p in BASE.glob("*/**/tests/**/test_*.py"))
+    untested = sorted(c for c in ours if f'"{c}"' not in tests and f"'{c}'" not in tests)
+    assert not untested, f"commands the pages name without a test that runs them: {untested}"
