@@ -104,6 +104,30 @@ def test_the_caddyfile_outwaits_v1_and_takes_the_largest_upload():
     assert _megabytes(re.search(r"max_size (\S+)", text).group(1)) > settings.DATA_UPLOAD_MAX_MEMORY_SIZE
 
 
+@pytest.mark.integration
+def test_the_caddyfile_is_valid_and_formatted_as_it_stands(tmp_path):
+    """As a person copies it: Caddy reads it with no change and no warning (`caddy fmt` would change nothing)."""
+    caddy = shutil.which("caddy")
+    if caddy is None:
+        pytest.fail(
+            "caddy is missing: make test installs it (scripts/need-nginx.sh), or `apt-get install -y caddy`"
+        )
+    adapted = subprocess.run(
+        [caddy, "adapt", "--config", str(DEPLOY / "Caddyfile"), "--adapter", "caddyfile"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={
+            **os.environ,
+            "HOME": str(tmp_path),
+            "XDG_CONFIG_HOME": str(tmp_path),
+            "XDG_DATA_HOME": str(tmp_path),
+        },
+    )
+    assert adapted.returncode == 0 and '"warn"' not in adapted.stderr, adapted.stderr
+    assert '"read_timeout":960000000000' in adapted.stdout and '"X-Accel-Redirect":["*"]' in adapted.stdout
+
+
 def test_check_deploy_is_clean_with_the_documented_proxy_settings(tmp_path):
     """Silenced on purpose in hub/settings.py: W005 (HSTS includeSubDomains) and W021 (HSTS preload)."""
     env = {
