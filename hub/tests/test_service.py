@@ -79,9 +79,10 @@ def test_the_user_unit_names_the_checkout_the_data_the_env_file_and_the_launcher
     checkout.mkdir()
     # Secrets in .env stay there: the unit names the file, never its values.
     (checkout / ".env").write_text("HUB_SECRET_KEY=s3cret-key-value\nHUB_DATA_DIR=srv/data\nHUB_PORT=8123\n")
-    plan = service.make_plan(system=False, checkout=checkout, environ={"HOME": str(tmp_path)})
+    environ = {"HOME": str(tmp_path), "HUB_DEVICE_API_KEY": "device-key-from-env"}
+    plan = service.make_plan(system=False, checkout=checkout, environ=environ)
     text = service.render(plan)
-    assert "s3cret-key-value" not in text
+    assert "s3cret-key-value" not in text and "device-key-from-env" not in text
     unit = parse_unit(text)
     assert set(unit) == {"Unit", "Service", "Install"}
     assert one(unit, "Service", "WorkingDirectory") == str(checkout)
