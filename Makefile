@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up logs test lint bench chaos venv clean fuzz
+.PHONY: up logs test lint bench chaos venv clean fuzz install-service uninstall-service
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("tiiny-hub needs Python 3.11+, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -44,3 +44,11 @@ chaos: $(STAMP)
 
 clean:
 	rm -rf $(VENV) staticfiles var/run var/test-logs var/xdist test-artifacts
+
+# Run the hub as a systemd service (scripts/service.py): a user unit (~/.config/systemd/user/tiiny-hub.service),
+# or a system unit with SYSTEM=1 (or ARGS=--system; then as root: sudo make install-service SYSTEM=1).
+install-service: $(STAMP)
+	@$(PY) scripts/service.py install $(if $(SYSTEM),--system) $(ARGS)
+
+uninstall-service:
+	@$(PYTHON) scripts/service.py uninstall $(if $(SYSTEM),--system) $(ARGS)
