@@ -333,6 +333,19 @@ for _net in HUB_HEALTH_ALLOW:
             f"HUB_HEALTH_ALLOW: {_net!r} is not an IP address or network (e.g. 127.0.0.1,::1,192.168.1.0/24)"
         ) from None
 
+# --- Behind a reverse proxy: the proxies whose X-Forwarded-For / X-Forwarded-Proto the web server believes ----
+# IPs or CIDRs, comma-separated (e.g. 127.0.0.1 for nginx or Caddy on this machine). Empty (the default): the
+# client's address is the connection's own and those headers are ignored, since anyone can write them. The web
+# server (hub.webserver) reads the same variable; sign-in throttling then counts each person's own address.
+HUB_TRUSTED_PROXIES = env_list("HUB_TRUSTED_PROXIES", [])
+for _net in HUB_TRUSTED_PROXIES:
+    try:
+        _ip.ip_network(_net, strict=False)
+    except ValueError:
+        raise SettingError(
+            f"HUB_TRUSTED_PROXIES: {_net!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/24)"
+        ) from None
+
 # --- Logging: one line per event; device API keys never reach a log (see devices.crypto) ----------------
 LOGGING = {
     "version": 1,

@@ -20,7 +20,7 @@ import os
 import socket
 import sys
 
-from hub.env import env_int
+from hub.env import env_int, env_list
 
 ASGI_APP = "hub.asgi:application"
 MIN_DEFAULT_WORKERS = 2
@@ -90,8 +90,10 @@ def config(host: str, port: int, n_workers: int):
     - ``ws="websockets-sansio"``: the websocket protocol on the pinned ``websockets`` package (uvicorn's own
       choice when it is installed; named so a missing package fails at start instead of serving no websockets);
     - ``lifespan="off"``: Channels' router has no lifespan protocol (``auto`` would only log that it failed);
-    - ``proxy_headers=False``: the client address is the peer's, never ``X-Forwarded-For`` (sign-in throttling
-      and ``/metrics`` read REMOTE_ADDR; uvicorn would otherwise trust that header from 127.0.0.1);
+    - ``proxy_headers``: only with ``HUB_TRUSTED_PROXIES`` (the reverse proxies in front, docs/deploy), and then
+      ``X-Forwarded-For``/``-Proto`` are believed from those addresses alone: the client address is the person's,
+      so sign-in throttling counts each one apart. Without it the address is the peer's, never the header (anyone
+      can write it; uvicorn would otherwise trust it from 127.0.0.1);
     - ``timeout_graceful_shutdown=4``: Ctrl-C waits that long for requests in flight, within the 5 s honcho
       allows before it kills; ``server_header=False``: nothing says which server answers;
     - ``timeout_keep_alive=KEEP_ALIVE_S``: an idle connection stays open that long (uvicorn's default is 5 s). A
@@ -102,6 +104,7 @@ def config(host: str, port: int, n_workers: int):
     """
     import uvicorn
 
+    trusted = env_list("HUB_TRUSTED_PROXIES", [])
     return uvicorn.Config(
         ASGI_APP,
         host=host,
@@ -109,7 +112,8 @@ def config(host: str, port: int, n_workers: int):
         workers=n_workers,
         ws="websockets-sansio",
         lifespan="off",
-        proxy_headers=False,
+        proxy_headers=bool(trusted),
+        forwarded_allow_ips=trusted or None,
         timeout_graceful_shutdown=4,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,

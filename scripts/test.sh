@@ -5,6 +5,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/need-chromium.sh "make test"
+scripts/need-nginx.sh "make test"
 
 mkdir -p var test-artifacts
 if [ "$#" -gt 0 ]; then  # make test ARGS=…, or by hand: one pytest run as asked

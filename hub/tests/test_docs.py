@@ -14,7 +14,7 @@ import pytest
 from django.core.management import get_commands
 
 BASE = Path(__file__).resolve().parents[2]
-PAGES = [BASE / "README.md", *sorted((BASE / "docs").glob("*.md"))]
+PAGES = [BASE / "README.md", *sorted((BASE / "docs").rglob("*.md"))]
 FENCE = re.compile(r"```[^\n]*\n(.*?)```", re.S)
 SPAN = re.compile(r"`([^`\n]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")

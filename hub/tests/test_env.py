@@ -64,6 +64,7 @@ def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):
         ("HUB_DEVICE", "tiiny", "HUB_DEVICE='tiiny' must be one of: emulator, none"),
         ("JOBS_POLL_INTERVAL_S", "fast", "JOBS_POLL_INTERVAL_S='fast' is not a number"),
         ("JOBS_SENDFILE", "nginx", "JOBS_SENDFILE='nginx' must be one of: , x-accel, x-sendfile"),
+        ("HUB_TRUSTED_PROXIES", "nginx", "HUB_TRUSTED_PROXIES: 'nginx' is not an IP address or network"),
     ],
 )
 def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):

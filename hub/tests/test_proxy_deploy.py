@@ -459,3 +459,33 @@ def test_a_range_download_is_sent_by_the_proxy(transactional_db, front, hub_serv
     assert client.get(f"/protected-media/{stored}").status_code == 404
     stranger = httpx.get(f"{front.url}{path}", verify=front.ssl, timeout=20)
     assert stranger.status_code == 302 and not stranger.content.startswith(data[:100])
+
+
+def client_from(front: Front, address: str) -> httpx.Client:
+    """A browser on another machine of the household: its connections leave from ``address`` (127.0.0.0/8 is all
+    loopback on Linux), so the proxy sees it as its own client."""
+    transport = httpx.HTTPTransport(local_address=address, verify=front.ssl)
+    return httpx.Client(base_url=front.url, transport=transport, timeout=20)
+
+
+def try_sign_in(client: httpx.Client, front: Front, username: str, password: str) -> int:
+    page = client.get("/accounts/login/")
+    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
+    return client.post(
+        "/accounts/login/",
+        data={"username": username, "password": password, "csrfmiddlewaretoken": token},
+        headers={"Origin": front.url, "Referer": f"{front.url}/accounts/login/"},
+    ).status_code
+
+
+@pytest.mark.integration
+def test_a_strangers_failed_sign_ins_through_the_proxy_lock_out_the_stranger_only(
+    transactional_db, front, member
+):
+    """With HUB_TRUSTED_PROXIES (documented), the throttle counts each client's own address behind the proxy."""
+    stranger, household = client_from(front, "127.0.0.2"), client_from(front, "127.0.0.3")
+    with stranger, household:
+        fails = [try_sign_in(stranger, front, f"guess{i}", "wrong-password-1") for i in range(5)]
+        assert fails == [400] * 4 + [429]  # the login page with the error; the fifth failure locks
+        assert try_sign_in(stranger, front, member.username, PASSWORD) == 429  # that address, even rightly
+        assert try_sign_in(household, front, member.username, PASSWORD) == 302

@@ -72,6 +72,12 @@ def test_the_client_address_is_the_peer_never_a_forwarded_header():
     assert webserver.config("127.0.0.1", 8000, 2).proxy_headers is False
 
 
+def test_forwarded_headers_are_believed_from_the_trusted_proxies_alone(monkeypatch):
+    monkeypatch.setenv("HUB_TRUSTED_PROXIES", "127.0.0.1,10.0.0.0/24")
+    config = webserver.config("127.0.0.1", 8000, 2)
+    assert config.proxy_headers is True and config.forwarded_allow_ips == ["127.0.0.1", "10.0.0.0/24"]
+
+
 def test_connections_to_the_shared_socket_get_nagle_turned_off():
     """asyncio sets TCP_NODELAY only on connections whose listening socket says IPPROTO_TCP; uvicorn's own
     --workers socket does not, and every two-piece response then waited ~40 ms for the client's delayed ACK."""
