@@ -22,6 +22,7 @@ from pathlib import Path
 
 from django.conf import settings
 from django.db import connection
+from django.db.models import Q, Subquery
 from django.utils import timezone
 
 from backups import database
@@ -265,13 +266,14 @@ def _record_refused(root: Path, trigger: str, error: str) -> None:
 
 
 # -- what the health page and /metrics read ------------------------------------------------------------------------
-def last_run() -> BackupRun | None:
-    """The newest finished backup run."""
-    return BackupRun.objects.filter(finished__isnull=False).order_by("-finished", "-id").first()
-
-
-def last_good_run() -> BackupRun | None:
-    return BackupRun.objects.filter(ok=True).order_by("-finished", "-id").first()
+def last_runs() -> tuple[BackupRun | None, BackupRun | None]:
+    """(the newest finished backup run, the newest good one), in one query."""
+    newest = BackupRun.objects.filter(finished__isnull=False).order_by("-finished", "-id").values("pk")[:1]
+    good = BackupRun.objects.filter(ok=True).order_by("-finished", "-id").values("pk")[:1]
+    rows = list(BackupRun.objects.filter(Q(pk__in=Subquery(newest)) | Q(pk__in=Subquery(good))))
+    last = max(rows, key=lambda r: (r.finished, r.pk), default=None)
+    best = max((r for r in rows if r.ok), key=lambda r: (r.finished, r.pk), default=None)
+    return last, best
 
 
 # -- the daily backup ------------------------------------------------------------------------------------------------
