@@ -10,8 +10,8 @@ from django.core.management import CommandError, call_command
 
 from backups import services
 from backups.models import BackupRun
-from hub.accounts.models import User
 from devices.models import Device
+from hub.accounts.models import User
 from jobs.models import Artifact, DeviceLease, Job, JobEvent
 from jobs.tests.ui_fixtures import add_artifact, make_job
 
