@@ -66,7 +66,7 @@ class Command(BaseCommand):
         except BackupError as exc:
             raise CommandError(f"Backup failed: {exc}") from None
         self.stdout.write(
-            f"Backup {run.name} written to {target}: {human_bytes(run.size_bytes)}, {run.files} files "
+            f"Backup {run.name} written to {target}: {human_bytes(run.size_bytes)}, {run.files} file{'s' * (run.files != 1)} "
             f"({run.copied} copied, {run.linked} shared with the previous backup)."
         )
         if with_secrets:
