@@ -16,10 +16,11 @@ import os
 import shutil
 import sqlite3
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from django.apps import apps
-from django.db import connection
+from django.db import connection, transaction
 from django.db.migrations.executor import MigrationExecutor
 from django.db.migrations.recorder import MigrationRecorder
 
@@ -70,18 +71,38 @@ def _run_tool(argv: list[str], env: dict[str, str]) -> None:
 
 
 # -- taking the snapshot -----------------------------------------------------------------------------------------
-def snapshot(folder: Path) -> Path:
-    """Write this hub's database into ``folder``; returns the file written."""
+@dataclass
+class Snapshot:
+    file: Path
+    counts: dict[str, dict]  # label -> {"table", "rows"}, as of the snapshot
+    migrations: dict[str, list[str]]  # app -> applied migration names, as of the snapshot
+
+
+def snapshot(folder: Path) -> Snapshot:
+    """Write this hub's database into ``folder``, with its row counts and migrations as of that same instant."""
     if vendor() == "sqlite":
-        return _sqlite_snapshot(folder / SQLITE_FILE)
+        dest = _sqlite_snapshot(folder / SQLITE_FILE)
+        return Snapshot(dest, row_counts(dest), migration_state(dest))
     if vendor() == "postgresql":
-        dest = folder / PG_FILE
-        args, env = _pg_args_env()
-        _run_tool([_pg_tool("pg_dump"), "--format=custom", "--no-owner", "--file", str(dest), *args], env)
-        return dest
+        return _pg_snapshot(folder / PG_FILE)
     raise DatabaseBackupError(
         f"backing up a {vendor()} database is not supported (SQLite and PostgreSQL are)"
     )
+
+
+def _pg_snapshot(dest: Path) -> Snapshot:
+    """pg_dump reads the snapshot a transaction of ours exported, and that transaction counts the rows: the counts
+    are the dump's, however much the hub writes meanwhile."""
+    tool = _pg_tool("pg_dump")
+    args, env = _pg_args_env()
+    with transaction.atomic(), connection.cursor() as cursor:
+        cursor.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+        cursor.execute("SELECT pg_export_snapshot()")
+        exported = cursor.fetchone()[0]
+        _run_tool(
+            [tool, "--format=custom", "--no-owner", f"--snapshot={exported}", "--file", str(dest), *args], env
+        )
+        return Snapshot(dest, live_row_counts(), migration_state())
 
 
 def _sqlite_snapshot(dest: Path) -> Path:
@@ -108,19 +129,16 @@ def model_tables() -> dict[str, str]:
     }
 
 
-def row_counts(snapshot_file: Path | None = None) -> dict[str, dict]:
-    """``label -> {"table", "rows"}`` for every model: read from the SQLite snapshot itself (so the counts are the
-    snapshot's), else from the live database (PostgreSQL: the dump took its own snapshot a moment earlier)."""
+def row_counts(sqlite_file: Path) -> dict[str, dict]:
+    """``label -> {"table", "rows"}`` for every model, read from a SQLite snapshot itself."""
     tables = model_tables()
-    if snapshot_file is not None and snapshot_file.name == SQLITE_FILE:
-        with contextlib.closing(sqlite3.connect(snapshot_file)) as db:
-            present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-            return {
-                label: {"table": t, "rows": db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]}
-                for label, t in sorted(tables.items())
-                if t in present
-            }
-    return live_row_counts(tables)
+    with contextlib.closing(sqlite3.connect(sqlite_file)) as db:
+        present = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        return {
+            label: {"table": t, "rows": db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0]}
+            for label, t in sorted(tables.items())
+            if t in present
+        }
 
 
 def live_row_counts(tables: dict[str, str] | None = None) -> dict[str, dict]:
@@ -136,10 +154,10 @@ def live_row_counts(tables: dict[str, str] | None = None) -> dict[str, dict]:
     return counts
 
 
-def migration_state(snapshot_file: Path | None = None) -> dict[str, list[str]]:
-    """``app -> [applied migration names]``: the snapshot's own record for SQLite, the live one otherwise."""
-    if snapshot_file is not None and snapshot_file.name == SQLITE_FILE:
-        with contextlib.closing(sqlite3.connect(snapshot_file)) as db:
+def migration_state(sqlite_file: Path | None = None) -> dict[str, list[str]]:
+    """``app -> [applied migration names]``: a SQLite snapshot's own record, else the live database's."""
+    if sqlite_file is not None:
+        with contextlib.closing(sqlite3.connect(sqlite_file)) as db:
             rows = db.execute("SELECT app, name FROM django_migrations").fetchall()
     else:
         rows = list(MigrationRecorder(connection).applied_migrations())

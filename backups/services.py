@@ -146,9 +146,8 @@ def _backup_size(tally: backup_files.FileTally, db_file: Path) -> int:
 def _write_backup(run: BackupRun, tmp: Path, with_secrets: bool, progress) -> tuple[dict, int]:
     """The backup's content into ``tmp``: database first (the files it names are then all on disk), files,
     secrets when asked, the manifest last. Returns (manifest, size)."""
-    db_file = database.snapshot(tmp)
-    counts = database.row_counts(db_file)
-    migrations = database.migration_state(db_file)
+    snap = database.snapshot(tmp)
+    db_file = snap.file
     previous_root, previous_files = _previous(tmp.parent)
     tally = backup_files.back_up_files(
         tmp, previous_root=previous_root, previous_files=previous_files, progress=progress
@@ -168,8 +167,8 @@ def _write_backup(run: BackupRun, tmp: Path, with_secrets: bool, progress) -> tu
             "size": db_file.stat().st_size,
             "sha256": backup_files.sha256_of(db_file),
         },
-        "migrations": migrations,
-        "counts": counts,
+        "migrations": snap.migrations,
+        "counts": snap.counts,
         "files": tally.entries,
         "previous": previous_root.name if previous_root else None,
         "copied": tally.copied,

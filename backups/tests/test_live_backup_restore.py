@@ -20,8 +20,10 @@ from pathlib import Path
 
 import pytest
 from django.conf import settings
+from django.db import connection
 
 from backups import services
+from hub import testing as hub_testing
 from hub.accounts.tokens import token_create
 from hub.testing import BASE_DIR, start_beat, start_worker, wait_for
 from jobs.models import Artifact, HouseholdQuota, Job, PersonQuota
@@ -50,29 +52,78 @@ def video(owner, device, prompt: str) -> Job:
     return job_submit(owner=owner, device=device, kind="video", model_id=VIDEO, params=params)
 
 
-def rows(db_file: Path, sql: str) -> list[tuple]:
-    with closing(sqlite3.connect(db_file, timeout=20)) as db:
-        return db.execute(sql).fetchall()
+class SecondDatabase:
+    """The second hub's database: a SQLite file in its data folder, or a PostgreSQL database of its own beside the
+    test database (made empty here, dropped at the end). ``rows`` reads it over a connection of the test's own."""
+
+    def __init__(self, data: Path) -> None:
+        self.data = data
+        db = connection.settings_dict
+        if connection.vendor == "sqlite":
+            self.url = f"sqlite:///{data / 'hub.sqlite3'}"
+            return
+        self.name = f"{db['NAME']}_restored"
+        self.url = f"{hub_testing.test_database_url().rsplit('/', 1)[0]}/{self.name}"
+        self._admin(f'DROP DATABASE IF EXISTS "{self.name}"', f'CREATE DATABASE "{self.name}"')
+
+    def _connect(self, dbname: str):
+        import psycopg  # (PostgreSQL runs only)
+
+        db = connection.settings_dict
+        return psycopg.connect(
+            host=db.get("HOST") or "127.0.0.1", port=db.get("PORT") or 5432, user=db.get("USER") or None,
+            password=db.get("PASSWORD") or None, dbname=dbname, autocommit=True,
+        )  # fmt: skip
+
+    def _admin(self, *statements: str) -> None:
+        with closing(self._connect("postgres")) as admin:
+            for sql in statements:
+                admin.execute(sql)
+
+    def rows(self, sql: str) -> list[tuple]:
+        if connection.vendor == "sqlite":
+            with closing(sqlite3.connect(self.data / "hub.sqlite3", timeout=20)) as db:
+                return db.execute(sql).fetchall()
+        with closing(self._connect(self.name)) as db:
+            return [tuple(row) for row in db.execute(sql).fetchall()]
+
+    def drop(self) -> None:
+        if connection.vendor != "sqlite":
+            self._admin(f'DROP DATABASE IF EXISTS "{self.name}" WITH (FORCE)')
+
+    def counts(self) -> dict[str, int]:
+        return {t: self.rows(f"SELECT COUNT(*) FROM {t}")[0][0] for t in TABLES}
 
 
-def counts(db_file: Path) -> dict[str, int]:
-    return {t: rows(db_file, f"SELECT COUNT(*) FROM {t}")[0][0] for t in TABLES}
+def first_hub_rows(sql: str) -> list[tuple]:
+    with connection.cursor() as cursor:
+        cursor.execute(sql)
+        return [tuple(row) for row in cursor.fetchall()]
 
 
-def second_hub_env(data: Path, redis_url: str) -> dict[str, str]:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if k not in ("DATABASE_URL", "HUB_TEST_DB", "DJANGO_ALLOW_ASYNC_UNSAFE")
-    }
+def first_hub_counts() -> dict[str, int]:
+    return {t: first_hub_rows(f"SELECT COUNT(*) FROM {t}")[0][0] for t in TABLES}
+
+
+def second_hub_env(data: Path, database_url: str, redis_url: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k not in ("HUB_TEST_DB", "DJANGO_ALLOW_ASYNC_UNSAFE")}
     env |= {
         "HUB_DATA_DIR": str(data),
-        "DATABASE_URL": f"sqlite:///{data / 'hub.sqlite3'}",
+        "DATABASE_URL": database_url,
         "REDIS_URL": redis_url,
         "HUB_SECRET_KEY": settings.SECRET_KEY,  # the same key: sealed device keys and channel secrets open
         "PYTHONUNBUFFERED": "1",
     }
     return env
+
+
+@pytest.fixture
+def second_hub(tmp_path):
+    data = tmp_path / "second-hub"
+    data.mkdir()
+    db = SecondDatabase(data)
+    yield db
+    db.drop()
 
 
 def manage(env: dict[str, str], *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -108,7 +159,7 @@ print(json.dumps(out))
 
 @pytest.mark.timeout(240)
 def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folder(
-    engine, tiiny, pocket, member, admin_user, tmp_path
+    engine, tiiny, pocket, member, admin_user, tmp_path, second_hub
 ):
     # -- the first hub: people, a token, quotas, a household channel, a finished render with its files -------------
     token_create(user=member, name="phone", scopes=["read", "submit"])
@@ -128,8 +179,6 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
         what="the render to run on the device",
     )
     waiting = video(admin_user, pocket, "a fox waiting its turn")
-    before = counts(Path(settings.DATABASES["default"]["NAME"]))
-
     root = tmp_path / "backups"
     run = services.take_backup(root)  # the hub runs: its worker polls the render meanwhile
     rendering.refresh_from_db()
@@ -137,21 +186,19 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     engine.release()  # the first machine dies: its worker and beat stop with the render still on the device
     submitted = tiiny.counters()["renders_submitted"]
     assert submitted == 2
+    job_rows = "SELECT id, owner_id, state, remote_id, prompt FROM jobs_job ORDER BY id"
+    before, jobs_before = first_hub_counts(), first_hub_rows(job_rows)  # (the first hub is still now)
 
     # -- restore into a second, empty data folder, in a process of its own ------------------------------------------
-    second = tmp_path / "second-hub"
-    second.mkdir()
-    env = second_hub_env(second, settings.REDIS_URL.rsplit("/", 1)[0] + "/7")  # its own broker and keys
+    second = second_hub.data
+    env = second_hub_env(second, second_hub.url, settings.REDIS_URL.rsplit("/", 1)[0] + "/7")  # own broker
     done_restore = manage(env, "restore", str(root))
     assert done_restore.returncode == 0, done_restore.stderr + done_restore.stdout
     assert f"Restored {run.name}" in done_restore.stdout
-    db2 = second / "hub.sqlite3"
-    assert counts(db2) == before  # every person, token, device, job, event, artifact, quota, channel
-    snapshot = root / run.name / "database.sqlite3"
-    job_rows = "SELECT id, owner_id, state, remote_id, prompt FROM jobs_job ORDER BY id"
-    assert rows(db2, job_rows) == rows(snapshot, job_rows)
-    assert dict(rows(db2, f"SELECT id, state FROM jobs_job"))[rendering.pk] == "running"  # noqa: F541
-    assert dict(rows(db2, "SELECT id, state FROM jobs_job"))[waiting.pk] == "queued"
+    assert second_hub.counts() == before  # every person, token, device, job, event, artifact, quota, channel
+    assert second_hub.rows(job_rows) == jobs_before
+    states = dict(second_hub.rows("SELECT id, state FROM jobs_job"))
+    assert (states[rendering.pk], states[waiting.pk]) == ("running", "queued")
     for name, digest in Artifact.objects.filter(job=done).values_list("file", "sha256"):
         assert hashlib.sha256((second / "media" / name).read_bytes()).hexdigest() == digest
 
@@ -171,12 +218,11 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     try:
         deadline = time.monotonic() + 90
         while time.monotonic() < deadline:
-            states = dict(rows(db2, "SELECT id, state FROM jobs_job"))
+            states = dict(second_hub.rows("SELECT id, state FROM jobs_job"))
             if states[rendering.pk] == "done" and states[waiting.pk] == "done":
                 break
             time.sleep(0.5)
-        story = rows(
-            db2,
+        story = second_hub.rows(
             f"SELECT job_id, seq, state, message FROM jobs_jobevent WHERE job_id IN ({rendering.pk}, {waiting.pk}) ORDER BY job_id, seq",
         )
         assert (states[rendering.pk], states[waiting.pk]) == ("done", "done"), (story, worker.log_tail(60))
@@ -184,7 +230,7 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
         worker.stop()
         beat.stop()
     assert tiiny.counters()["renders_submitted"] == submitted + 1  # only the waiting job was submitted
-    files = rows(db2, f"SELECT file, sha256 FROM jobs_artifact WHERE job_id = {rendering.pk}")
+    files = second_hub.rows(f"SELECT file, sha256 FROM jobs_artifact WHERE job_id = {rendering.pk}")
     assert files and all(
         hashlib.sha256((second / "media" / name).read_bytes()).hexdigest() == digest for name, digest in files
     )
