@@ -186,9 +186,9 @@ def _write_backup(run: BackupRun, tmp: Path, with_secrets: bool, progress) -> tu
     return manifest, _backup_size(tally, db_file)
 
 
-def _mark_abandoned() -> None:
-    """Runs left "at work" by a process that died (one backup per DIR at a time, and we hold its lock)."""
-    BackupRun.objects.filter(ok__isnull=True).update(
+def _mark_abandoned(root: Path) -> None:
+    """Runs into ``root`` left "at work" by a process that died (one backup per DIR at a time: we hold its lock)."""
+    BackupRun.objects.filter(ok__isnull=True, directory=str(root)).update(
         ok=False, finished=timezone.now(), error="did not finish (its process stopped)"
     )
 
@@ -215,7 +215,7 @@ def take_backup(
         _clear_incomplete(root)
         recorded = _recording()
         if recorded:
-            _mark_abandoned()
+            _mark_abandoned(root)
         now = timezone.now()
         run = BackupRun(started=now, directory=str(root), name=_new_name(root, now), trigger=trigger)
         if recorded:
