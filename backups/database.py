@@ -167,6 +167,17 @@ def migration_state(sqlite_file: Path | None = None) -> dict[str, list[str]]:
     return {app: sorted(names) for app, names in sorted(state.items())}
 
 
+def exists() -> bool:
+    """False for a SQLite hub whose database file was never made (a first start): nothing to back up."""
+    return vendor() != "sqlite" or _sqlite_path().is_file()
+
+
+def prepare_target() -> None:
+    """A SQLite hub restored into a new data folder: make the folder its database file goes in."""
+    if vendor() == "sqlite":
+        _sqlite_path().parent.mkdir(parents=True, exist_ok=True)
+
+
 def pending_migrations() -> int:
     """How many migrations this checkout has that the database has not applied."""
     executor = MigrationExecutor(connection)

@@ -129,6 +129,7 @@ def restore(
     say: Callable[[str], None] = lambda line: None,
 ) -> Restored:
     folder = choose(Path(root).expanduser(), name)
+    database.prepare_target()
     manifest = check(folder, force=force)
     say(f"Restoring {folder.name} (hub {manifest['hub_version']}, {len(manifest['files'])} files) …")
     database.restore(folder / manifest["database"]["file"])

@@ -6,12 +6,18 @@ from pathlib import Path
 
 from django.conf import settings
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from backups import database
 from backups.files import FileTally, Throttle
 from backups.models import BackupRun
 from backups.restore import hub_has_data
 from backups.services import BackupError, take_backup
+
+
+def _first_line(exc: BaseException) -> str:
+    lines = str(exc).strip().splitlines()
+    return lines[0] if lines else type(exc).__name__
 
 
 def human_bytes(n: float) -> str:
@@ -43,7 +49,13 @@ class Command(BaseCommand):
             help="only when this hub holds data and has migrations to apply (make up runs this before migrating)",
         )
 
-    def handle(self, *args, to=None, with_secrets=False, if_migrations_pending=False, **options):
+    def handle(self, *args, **options):
+        try:
+            self._handle(**options)
+        except DatabaseError as exc:
+            raise CommandError(f"Backup failed: the database can't be read ({_first_line(exc)})") from None
+
+    def _handle(self, *, to=None, with_secrets=False, if_migrations_pending=False, **options):
         target = to or settings.HUB_BACKUP_DIR
         trigger = BackupRun.Trigger.MANUAL
         if if_migrations_pending:
@@ -75,6 +87,8 @@ class Command(BaseCommand):
             )
 
     def _upgrade_wants_backup(self) -> bool:
+        if not database.exists():
+            return False  # a first start: no database yet, nothing to keep
         pending = database.pending_migrations()
         if not pending or not hub_has_data():
             return False

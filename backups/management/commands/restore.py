@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from django.core.management.base import BaseCommand, CommandError
+from django.db import DatabaseError
 
 from backups.files import FileTally, Throttle
 from backups.management.commands.backup import human_bytes
@@ -35,7 +36,7 @@ class Command(BaseCommand):
             )
         except RestoreRefused as exc:
             raise CommandError(f"Restore refused: {exc}") from None
-        except (OSError, RuntimeError, ValueError) as exc:
+        except (OSError, RuntimeError, ValueError, DatabaseError) as exc:
             raise CommandError(f"Restore failed part way ({exc}): run it again with --force") from None
         self.stdout.write(
             f"Restored {done.name}: {done.rows} rows, {done.files} files ({human_bytes(done.bytes)}), "
