@@ -28,7 +28,7 @@ from backups import database
 from backups import files as backup_files
 from backups import manifest as backup_manifest
 from backups.models import BackupRun
-from backups.services import backup_names
+from backups.services import SECRETS_FILE, backup_names
 
 #: Rows a just-migrated hub already has: it counts as empty with them.
 NOT_HUB_DATA = {"contenttypes.ContentType", "auth.Permission", "sessions.Session", "backups.BackupRun"}
@@ -46,6 +46,7 @@ class Restored:
     bytes: int
     migrated: bool
     secret_key_matches: bool | None  # None: the backup names no key
+    secrets_file: Path | None  # the backup's secrets.env, when it was taken --with-secrets
 
 
 def choose(root: Path, name: str | None) -> Path:
@@ -151,4 +152,5 @@ def restore(
         secret_key_matches=None
         if not fingerprint
         else fingerprint == backup_manifest.secret_fingerprint(settings.SECRET_KEY),
+        secrets_file=folder / SECRETS_FILE if (folder / SECRETS_FILE).is_file() else None,
     )

@@ -137,3 +137,18 @@ def test_the_newest_backup_is_the_default(backed_up, member, device, capsys):
     assert f"Restoring {newer.name}" in capsys.readouterr().out
     restore(str(backed_up["root"]), "--backup", backed_up["name"], "--force")
     assert not Job.objects.filter(prompt="only in the second").exists()
+
+
+def test_a_different_secret_key_is_named_with_where_to_find_the_right_one(
+    member, device, media, tmp_path, settings, capsys
+):
+    root = tmp_path / "backups"
+    run = services.take_backup(root, with_secrets=True)
+    wipe(media)
+    settings.SECRET_KEY = "another-hub-s-key"
+    restore(str(root))
+    out = capsys.readouterr().out
+    assert (
+        "HUB_SECRET_KEY differs" in out
+        and f"copy the lines of {root / run.name / 'secrets.env'} into .env" in out
+    )

@@ -43,10 +43,14 @@ class Command(BaseCommand):
             "every sha256 checked."
         )
         if done.secret_key_matches is False:
+            where = (
+                f"copy the lines of {done.secrets_file} into .env"
+                if done.secrets_file
+                else "set HUB_SECRET_KEY to the old hub's key (a backup taken --with-secrets holds it)"
+            )
             self.stdout.write(
                 "This hub's HUB_SECRET_KEY differs from the backed-up hub's: device API keys and channel secrets "
-                "will not open. Set HUB_SECRET_KEY from the backup's secrets.env (backup --with-secrets), or enter "
-                "them again."
+                f"will not open until you {where}, then start the hub. Or enter them again."
             )
         self.stdout.write(
             "Start the hub (make up): waiting jobs run; a render the device still has is polled again, "
