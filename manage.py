@@ -11,8 +11,11 @@ def main() -> None:
 
     from hub.env import SettingError
 
+    # Django answers `manage.py version` itself (its own version) before any command is looked up: the hub's own
+    # version command (backups/management/commands/hub_version.py) answers it instead.
+    argv = [*sys.argv[:1], "hub_version", *sys.argv[2:]] if sys.argv[1:2] == ["version"] else sys.argv
     try:
-        execute_from_command_line(sys.argv)
+        execute_from_command_line(argv)
     except SettingError as exc:
         sys.exit(f"tiiny-hub: configuration error: {exc}")
 

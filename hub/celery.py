@@ -13,8 +13,9 @@ import time
 
 from celery import Celery, bootsteps
 from celery.beat import PersistentScheduler
+from celery.schedules import crontab
 
-from hub.env import env_float
+from hub.env import env_clock, env_float
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
@@ -67,6 +68,7 @@ HEARTBEAT_EVERY_S = 5.0
 
 # (Read with the settings' own helper: the beat schedule is built before Django's settings load.)
 RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)
+BACKUP_HOUR, BACKUP_MINUTE = env_clock("HUB_BACKUP_AT", "13:30")
 
 # Periodic tasks, declared in code. Other apps add their own entries here (one place to read them all).
 app.conf.beat_schedule = {
@@ -89,6 +91,13 @@ app.conf.beat_schedule = {
         "task": "jobs.tasks.reconcile",
         "schedule": RECONCILE_S,
         "options": {"expires": RECONCILE_S},
+    },
+    # Backups: once a day at HUB_BACKUP_AT (household time; afternoon by default, outside the night window when
+    # tonight's renders run). Does nothing while HUB_BACKUP_DIR is unset. A missed day is not run late.
+    "backups-daily": {
+        "task": "backups.tasks.daily",
+        "schedule": crontab(hour=BACKUP_HOUR, minute=BACKUP_MINUTE),
+        "options": {"expires": 3600.0},
     },
 }
 app.conf.beat_scheduler = "hub.celery:HubScheduler"

@@ -159,3 +159,12 @@ def env_rate(name: str, default: str) -> str:
     value = default if value is None or value.strip() == "" else value.strip()
     parse_rate(value, name=name)
     return value
+
+
+def env_clock(name: str, default: str) -> tuple[int, int]:
+    """A time of day, ``HH:MM`` (24-hour clock), as (hour, minute)."""
+    value = os.environ.get(name, default).strip() or default
+    match = re.fullmatch(r"([01]?\d|2[0-3]):([0-5]\d)", value)
+    if not match:
+        raise SettingError(f"{name}={value!r} must be a time of day, HH:MM (e.g. 13:30)")
+    return int(match[1]), int(match[2])

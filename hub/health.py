@@ -14,8 +14,10 @@ from django.db import connection
 from django.db.models import Count, Q
 from django.utils import timezone
 
+from backups.services import last_runs
 from devices.models import Device
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
+from hub.version import __version__, commit
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
 
 WORKER_STALE_S = 30.0
@@ -198,6 +200,8 @@ def status_report() -> dict:
     else:
         devices_error = ""
     return {
+        "backup": backup_status(),
+        "version": version_details(),
         "checks": [
             {"name": c.name, "label": CHECK_LABELS.get(c.name, c.name), "ok": c.ok, "detail": c.detail}
             for c in checks
@@ -209,3 +213,45 @@ def status_report() -> dict:
         "running": sum(d.running for d in devices),
         "checked_at": timezone.now(),
     }
+
+
+# -- the version and the last backup: details for /healthz and the status page, never a failing check -----------
+def version_details() -> dict:
+    return {"version": __version__, "commit": commit() or None}
+
+
+def backup_status() -> dict:
+    """The newest backup run (time, size, result) and the newest good one; ``configured`` says whether beat takes
+    one daily (HUB_BACKUP_DIR). A failed or missing backup is shown, but the hub still serves: not a check."""
+    try:
+        run, good = last_runs()
+    except Exception as exc:  # noqa: BLE001 - the database check names the failure
+        return {"configured": bool(settings.HUB_BACKUP_DIR), "error": f"{type(exc).__name__}: {exc}"}
+    return {
+        "configured": bool(settings.HUB_BACKUP_DIR),
+        "directory": settings.HUB_BACKUP_DIR or None,
+        "at": "{:02d}:{:02d}".format(*settings.HUB_BACKUP_AT),
+        "last": _run_json(run),
+        "last_ok": _run_json(good),
+    }
+
+
+def _run_json(run) -> dict | None:
+    if run is None:
+        return None
+    return {
+        "name": run.name,
+        "finished": run.finished,  # JsonResponse writes it in ISO 8601
+        "ok": run.ok,
+        "size_bytes": run.size_bytes,
+        "files": run.files,
+        "copied": run.copied,
+        "linked": run.linked,
+        "error": run.error,
+        "trigger": run.trigger,
+    }
+
+
+def healthz_details() -> dict:
+    """What /healthz adds to its checks for those who may read details."""
+    return {"version": version_details(), "backup": backup_status()}

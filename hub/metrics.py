@@ -43,10 +43,12 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, ProcessCol
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 from prometheus_client.registry import Collector
 
+from backups.services import last_runs
 from devices.error_counts import DEVICE_ERRORS_KEY
 from devices.models import Device
 from hub.accounts.tokens import TokenInvalid, token_authenticate
 from hub.celery import WORKER_HEARTBEAT_KEY
+from hub.version import __version__, commit
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobKind, JobState
 
 log = logging.getLogger(__name__)
@@ -142,7 +144,7 @@ def _ws_heartbeat() -> None:
 
 # --- the collector --------------------------------------------------------------------------------------
 class HubCollector(Collector):
-    """Builds every ``tiiny_hub_*`` family at scrape time: 4 database queries and 1–2 Redis round trips."""
+    """Builds every ``tiiny_hub_*`` family at scrape time: 6 database queries and 1–2 Redis round trips."""
 
     def describe(self) -> list:
         return []  # don't let registration run a scrape (and its queries) at import time
@@ -155,6 +157,7 @@ class HubCollector(Collector):
         yield _device_state_family(devices)
         yield _render_family(list(names))
         yield from _redis_families(devices)
+        yield from _backup_families()
 
 
 def _jobs_family() -> GaugeMetricFamily:
@@ -301,6 +304,39 @@ def _redis_families(devices: list[tuple[int, str, str, str]]) -> Iterator[Any]:
 
     heartbeat.add_metric([], max(0.0, now - newest[0][1]) if newest else math.inf)
     yield from (up, errors, sockets, heartbeat)
+
+
+def _backup_families() -> Iterator[GaugeMetricFamily]:
+    """The hub's version, and its last backup (backups/): when, whether it worked, how big (one query each)."""
+    info = GaugeMetricFamily(
+        "tiiny_hub_version_info", "The hub's version and commit.", labels=["version", "commit"]
+    )
+    info.add_metric([__version__, commit()], 1)
+    yield info
+    run, good = last_runs()
+    last = GaugeMetricFamily(
+        "tiiny_hub_backup_last_run_timestamp_seconds",
+        "When the last backup finished, well or not (0: never).",
+    )
+    last.add_metric([], run.finished.timestamp() if run else 0)
+    ok = GaugeMetricFamily(
+        "tiiny_hub_backup_last_ok", "1 if the last backup worked, 0 if it failed or none ran."
+    )
+    ok.add_metric([], 1 if run and run.ok else 0)
+    success = GaugeMetricFamily(
+        "tiiny_hub_backup_last_success_timestamp_seconds", "When the last good backup finished (0: never)."
+    )
+    success.add_metric([], good.finished.timestamp() if good else 0)
+    size = GaugeMetricFamily("tiiny_hub_backup_last_size_bytes", "What the last good backup holds, in bytes.")
+    size.add_metric([], good.size_bytes if good else 0)
+    files = GaugeMetricFamily(
+        "tiiny_hub_backup_last_files",
+        "Result files in the last good backup, by how they got there.",
+        labels=["how"],
+    )
+    files.add_metric(["copied"], good.copied if good else 0)
+    files.add_metric(["linked"], good.linked if good else 0)
+    yield from (last, ok, success, size, files)
 
 
 REGISTRY = CollectorRegistry(auto_describe=False)

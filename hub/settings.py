@@ -69,6 +69,7 @@ INSTALLED_APPS = [
     "devices",
     "jobs",
     "notify",  # notification channels and deliveries (notify/)
+    "backups",  # backups and restore of the database and the result files (backups/)
 ]
 
 MIDDLEWARE = [
@@ -468,3 +469,14 @@ NOTIFY_VAPID_SUBJECT = env_str("HUB_VAPID_SUBJECT", "mailto:admin@localhost")
 # Apprise logs through its own logger, and its lines may name a channel's URL (tokens included): they never reach
 # the hub's log. notify.senders collects its warnings as a delivery's reason, with the URL taken out.
 LOGGING["loggers"]["apprise"] = {"level": "WARNING", "handlers": [], "propagate": False}
+
+# --- Backups (backups/; manage.py backup / restore) ------------------------------------------------------------
+# Set HUB_BACKUP_DIR and beat takes a backup every day at HUB_BACKUP_AT (the household's time zone), keeping the
+# newest HUB_BACKUP_KEEP there. The default time is in the afternoon, outside any device's night window (23:00-07:00
+# by default): renders queued for tonight run, and write their results, at night, and a failed backup is told to
+# the household channels while people are awake to act on it. Unset, no backup is taken unless by hand.
+HUB_BACKUP_DIR = env_str("HUB_BACKUP_DIR", "")
+HUB_BACKUP_KEEP = env_int("HUB_BACKUP_KEEP", 14, minimum=1, maximum=10000)
+from hub.env import env_clock  # noqa: E402 - this block stays at the end of the file
+
+HUB_BACKUP_AT = env_clock("HUB_BACKUP_AT", "13:30")  # (hour, minute)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_POST, require_safe
 from kombu.exceptions import OperationalError
 
 from hub.accounts.decorators import admin_required
-from hub.health import may_see_details, run_checks, status_report
+from hub.health import healthz_details, may_see_details, run_checks, status_report
 from hub.tasks import live_wire_ping
 
 log = logging.getLogger(__name__)
@@ -32,6 +32,7 @@ def healthz(request):
     body = {"status": "ok" if healthy else "failing"}
     if may_see_details(request):
         body |= {c.name: c.as_json() for c in checks}
+        body["details"] = healthz_details()  # the version and the last backup (never make it fail)
     return JsonResponse(body, status=200 if healthy else 503)
 
 

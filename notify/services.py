@@ -478,6 +478,10 @@ def build_message(delivery: Delivery) -> senders.Message:
         path, title, body, data = _job_message(job, event)
     elif event in HOUSEHOLD_EVENTS and device is not None:
         path, title, body, data = _device_message(device, event)
+    elif event == Event.BACKUP_FAILED:
+        path, data = "/health/", {}
+        title = "The daily backup failed"
+        body = "The hub could not take its daily backup. The Health page says why."
     else:
         path, data = "/notify/", {}
         title, body = "Test from Tiiny Hub", f"If you read this, “{delivery.channel.name}” works."
