@@ -31,7 +31,7 @@ fuzz: $(STAMP)
 
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check hub devices jobs notify
+	$(VENV)/bin/ruff format --check hub devices jobs notify backups
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) scripts/check_structure.py
 

@@ -19,10 +19,10 @@ from pathlib import Path
 from radon.complexity import cc_visit
 
 ROOT = Path(__file__).resolve().parent.parent
-APPS = ("hub", "devices", "jobs", "notify")
+APPS = ("hub", "devices", "jobs", "notify", "backups")
 MAX_LINES = 700
 MAX_COMPLEXITY = 15
-COMPLEXITY_DIRS = ("jobs/", "devices/clients/", "hub/")
+COMPLEXITY_DIRS = ("jobs/", "devices/clients/", "hub/", "backups/")
 PROJECT = APPS
 
 

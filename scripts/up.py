@@ -395,6 +395,8 @@ def main() -> None:
     redis_cmd, redis_url = redis_process(data_dir)
     os.environ["REDIS_URL"] = redis_url
 
+    # New migrations are one way: a hub with data is backed up first (into HUB_BACKUP_DIR; else it says how).
+    manage("backup", "--if-migrations-pending")
     say("migrating the database…")
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
