@@ -1,4 +1,4 @@
-"""`manage.py check --deploy` is clean with the production settings README documents."""
+"""`manage.py check --deploy` is clean with the production settings docs/security.md documents."""
 
 from __future__ import annotations
 

@@ -208,8 +208,9 @@ def test_make_logs_follows_the_files_under_the_data_dir(tmp_path):
 
 def test_the_readme_tells_how_to_recover_the_admin_password_and_follow_the_logs():
     readme = (BASE / "README.md").read_text()
-    assert ".venv/bin/python manage.py changepassword" in readme
-    assert "make logs" in readme and "HUB_PUBLIC_URL" in readme
+    assert "make logs" in readme and "HUB_PUBLIC_URL" in readme and "docs/troubleshooting.md" in readme
+    troubleshooting = (BASE / "docs" / "troubleshooting.md").read_text()
+    assert ".venv/bin/python manage.py changepassword" in troubleshooting
 
 
 # -- the admins' status page --------------------------------------------------------------------------------
