@@ -455,3 +455,10 @@ NOTIFY_VAPID_SUBJECT = env_str("HUB_VAPID_SUBJECT", "mailto:admin@localhost")
 # Apprise logs through its own logger, and its lines may name a channel's URL (tokens included): they never reach
 # the hub's log. notify.senders collects its warnings as a delivery's reason, with the URL taken out.
 LOGGING["loggers"]["apprise"] = {"level": "WARNING", "handlers": [], "propagate": False}
+
+# --- A full disk (hub.disk): free space under the data folder -------------------------------------------------
+# Below this many MB free under MEDIA_ROOT (results, uploads), new renders are refused at admission and the health
+# page's disk check fails; 0 turns both off. A result download that finds the disk full waits for space and tries
+# again every JOBS_DISK_RETRY_S seconds (the device keeps the result meanwhile).
+HUB_MIN_FREE_MB = env_int("HUB_MIN_FREE_MB", 500, minimum=0)
+JOBS_DISK_RETRY_S = env_float("JOBS_DISK_RETRY_S", 60.0, minimum=0.01)

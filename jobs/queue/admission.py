@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 
+from hub.disk import low_space
 from jobs.core.scheduler import DeviceSnapshot, blocked_reason, polite_blocked, snapshot_for
 from jobs.kinds.table import KindSpec, spec_for
 from jobs.models import MAX_NOT_BEFORE, When
@@ -103,6 +105,20 @@ def _schedule_refusal(when: str, not_before: dt.datetime | None, now: dt.datetim
     return None
 
 
+def _disk_refusal() -> Admission | None:
+    """Below ``HUB_MIN_FREE_MB`` free under the results' folder: no new render (its result would have nowhere to
+    go). Jobs already queued keep their place; a download that finds the disk full waits for space."""
+    space = low_space()
+    if space is None:
+        return None
+    return _refused(
+        f"The hub's disk is nearly full: {space.free_text} free, and new renders need at least "
+        f"{space.minimum_text}. Delete results you no longer need on the Usage page ({reverse('usage')}), "
+        "or ask an admin to free space on the hub's machine, then try again.",
+        "__all__",
+    )
+
+
 def _limit_refusal(spec: KindSpec, estimate_s: float) -> str | None:
     """The pair's hard limit (the device would cut the render off), or None."""
     limit = spec.estimate
@@ -174,7 +190,7 @@ def admit(
     except ValueError as exc:
         return _refused(str(exc), "kind")
     now = timezone.now()
-    if early := _schedule_refusal(when, not_before, now):
+    if early := _schedule_refusal(when, not_before, now) or _disk_refusal():
         return early
     est = eta.estimate(
         device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
