@@ -51,6 +51,9 @@ class ChannelForm(forms.Form):
     on_started = forms.BooleanField(required=False, initial=False, label="When my job starts")
     on_queue_empty = forms.BooleanField(required=False, label="When the queue runs empty")
     on_device_locked = forms.BooleanField(required=False, label="When a device is locked")
+    on_disk_full = forms.BooleanField(
+        required=False, initial=True, label="When the hub's disk is full (a result waits for space)"
+    )
 
     def __init__(self, *args, channel: Channel | None = None, household: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -59,7 +62,7 @@ class ChannelForm(forms.Form):
         if household:
             del self.fields["on_done"], self.fields["on_failed"], self.fields["on_started"]
         else:
-            del self.fields["on_queue_empty"], self.fields["on_device_locked"]
+            del self.fields["on_queue_empty"], self.fields["on_device_locked"], self.fields["on_disk_full"]
         if channel is not None:
             del self.fields["kind"]
             self.fields["url"].help_text = "Leave empty to keep the stored one (it is not shown again)."
@@ -72,7 +75,14 @@ class ChannelForm(forms.Form):
     def event_fields(self) -> list[str]:
         return [
             f
-            for f in ("on_done", "on_failed", "on_started", "on_queue_empty", "on_device_locked")
+            for f in (
+                "on_done",
+                "on_failed",
+                "on_started",
+                "on_queue_empty",
+                "on_device_locked",
+                "on_disk_full",
+            )
             if f in self.fields
         ]
 

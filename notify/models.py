@@ -21,12 +21,13 @@ class Event(models.TextChoices):
     JOB_STARTED = "job.started", "My job started"
     QUEUE_EMPTY = "queue.empty", "The queue is empty"
     DEVICE_LOCKED = "device.locked", "A device is locked"
+    DISK_FULL = "disk.full", "The hub's disk is full"
     TEST = "test", "Test"
 
 
 PERSONAL_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.JOB_STARTED)
 # Household channels hear about the box itself, never about a person's job (its prompt may be private).
-HOUSEHOLD_EVENTS = (Event.QUEUE_EMPTY, Event.DEVICE_LOCKED)
+HOUSEHOLD_EVENTS = (Event.QUEUE_EMPTY, Event.DEVICE_LOCKED, Event.DISK_FULL)
 #: event -> the Channel flag that subscribes to it
 EVENT_FLAGS = {
     Event.JOB_DONE: "on_done",
@@ -34,6 +35,7 @@ EVENT_FLAGS = {
     Event.JOB_STARTED: "on_started",
     Event.QUEUE_EMPTY: "on_queue_empty",
     Event.DEVICE_LOCKED: "on_device_locked",
+    Event.DISK_FULL: "on_disk_full",
 }
 
 
@@ -60,6 +62,8 @@ class Channel(models.Model):
     on_started = models.BooleanField(default=False)  # opt-in: most people only want the end
     on_queue_empty = models.BooleanField(default=False)  # household channels only
     on_device_locked = models.BooleanField(default=False)  # household channels only
+    # household channels only; on by default: a result waits for space until someone frees it
+    on_disk_full = models.BooleanField(default=True)
     address = models.EmailField(blank=True, default="")  # email: not a secret, shown in full
     sealed = models.TextField(
         blank=True, default="", editable=False

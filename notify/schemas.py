@@ -17,7 +17,7 @@ from pydantic import Field
 from jobs.kinds.schemas import Strict
 
 _EVENTS_PERSONAL = "Your channels: `on_done`, `on_failed`, `on_started`."
-_EVENTS_HOUSEHOLD = "Household channels: `on_queue_empty`, `on_device_locked`."
+_EVENTS_HOUSEHOLD = "Household channels: `on_queue_empty`, `on_device_locked`, `on_disk_full`."
 
 
 class _ChannelFields(Strict):
@@ -40,6 +40,9 @@ class _ChannelFields(Strict):
         default=None, description="When the queue runs empty. " + _EVENTS_HOUSEHOLD
     )
     on_device_locked: bool | None = Field(default=None, description="When a device is locked.")
+    on_disk_full: bool | None = Field(
+        default=None, description="When the hub's disk is full and a finished result waits for space."
+    )
 
 
 class ChannelIn(_ChannelFields):
@@ -70,6 +73,7 @@ class ChannelOut(Schema):
     on_started: bool
     on_queue_empty: bool
     on_device_locked: bool
+    on_disk_full: bool
     created: dt.datetime
     updated: dt.datetime
     web_url: str = Field(
