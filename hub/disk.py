@@ -109,3 +109,18 @@ def unwritable_reason(path: Path) -> str | None:
     except OSError as exc:
         return f"the hub cannot write in it ({exc.strerror or exc})"
     return None
+
+
+def data_folder_problem() -> str | None:
+    """One line naming the data folder the hub cannot use (``HUB_DATA_DIR``, or its ``media`` folder), and why; None
+    when both can be written. Start-up stops on it (``hub.checks``, the web server, the worker, beat, ``make up``)."""
+    for path, what in (
+        (Path(settings.DATA_DIR), "the data folder"),
+        (watched_folder(), "the results folder"),
+    ):
+        if reason := unwritable_reason(path):
+            return (
+                f"{what} {path} cannot be used: {reason}. Set HUB_DATA_DIR to a folder the hub may write "
+                "(it is made if missing), or fix its permissions."
+            )
+    return None

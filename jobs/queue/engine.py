@@ -362,7 +362,6 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         return
     if result.status == "done":
         trace(job.pk, "poll_done")
-        nxt = None
         try:
             nxt = runner.advance()
         except errors.DeviceError as exc:
@@ -375,30 +374,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             schedule_poll(job.pk, countdown=settings.JOBS_DISK_RETRY_S, ticket=ticket)
             return
         disk_recovered(job)
-        if nxt is not None:  # a multi-stage job submitted its next stage
-            remote_id, data = nxt
-            Job.objects.filter(pk=job.pk).update(
-                remote_id=remote_id,
-                remote_data={**job.remote_data, **data},
-                progress=result.progress,
-                submit_started_at=_now(),
-            )
-            job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
-            job.refresh_from_db()
-            schedule_poll(job.pk, countdown=first_interval(job, runner), ticket=ticket)
-            return
-        trace(job.pk, "advanced")
-        if job_transition(
-            job.pk,
-            from_states=[S.SUBMITTED, S.RUNNING],
-            to=S.COLLECTING,
-            message="Rendered; downloading the result.",
-            progress=result.progress,
-            phase="Saving",
-        ):
-            trace(job.pk, "collecting")
-            job.refresh_from_db()  # the runner's own job, read anew
-            _collect(job, runner)
+        _on_done(job, runner, result, ticket, nxt)
         return
     moved = result.progress > job.progress
     if job.state == S.SUBMITTED and (result.started or result.progress > 0):
@@ -417,6 +393,37 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         job_ticked(job.pk)
     job.refresh_from_db()
     schedule_poll(job.pk, countdown=next_interval(job, moved=moved, runner=runner), ticket=ticket)
+
+
+def _on_done(
+    job: Job, runner, result: PollResult, ticket: int, nxt: tuple[str, dict[str, Any]] | None
+) -> None:
+    """The device says the render (or this stage) is done and the runner took what it keeps of it: send the next
+    stage (``nxt``), or download the result."""
+    if nxt is not None:  # a multi-stage job submitted its next stage
+        remote_id, data = nxt
+        Job.objects.filter(pk=job.pk).update(
+            remote_id=remote_id,
+            remote_data={**job.remote_data, **data},
+            progress=result.progress,
+            submit_started_at=_now(),
+        )
+        job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
+        job.refresh_from_db()
+        schedule_poll(job.pk, countdown=first_interval(job, runner), ticket=ticket)
+        return
+    trace(job.pk, "advanced")
+    if job_transition(
+        job.pk,
+        from_states=[S.SUBMITTED, S.RUNNING],
+        to=S.COLLECTING,
+        message="Rendered; downloading the result.",
+        progress=result.progress,
+        phase="Saving",
+    ):
+        trace(job.pk, "collecting")
+        job.refresh_from_db()  # the runner's own job, read anew
+        _collect(job, runner)
 
 
 def handle_poll_error(job: Job, exc: errors.DeviceError, ticket: int) -> None:
