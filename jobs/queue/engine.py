@@ -261,6 +261,7 @@ def _record_end(job: Job, exc: BaseException | None) -> None:
         job.pk, from_states=[S.RUNNING], to=S.COLLECTING, message="Saved the result.", phase="Saving"
     ):
         trace(job.pk, "collecting")
+        disk_recovered(job)
         finish_done(job)
     else:
         _cleanup_abandoned(job)

@@ -261,18 +261,24 @@ def disk_recovered(job: Job) -> None:
 def requeue_for_disk(job: Job, exc: OSError) -> bool:
     """A blocking or streamed render's result found the disk full. The device does not keep such a result (it came
     in the call's answer), so the job waits in the queue and renders again once there is room: not failed, and
-    the admins are told. Each wait is longer than the last (``JOBS_DISK_RETRY_S``, doubling, at most an hour)."""
+    the admins are told (once: a try that finds the disk still full says so in the job's story only). Each wait
+    is longer than the last (``JOBS_DISK_RETRY_S``, doubling, at most an hour)."""
     discard_partials(job)
     free_text, free = _free_now()
+    job.refresh_from_db()
+    first = not job.remote_data.get(DISK_WAIT)
     wait = _backoff(job.attempts, base=settings.JOBS_DISK_RETRY_S, cap=3600.0)
     ok = back_to_queue(
         job,
         f"Waiting for disk space: {free_text} free. The hub's disk filled up ({exc.strerror or exc}) while "
-        "saving the result, which this device does not keep, so it renders again once there is room. "
-        "Delete results on the Usage page, or free space on the hub's machine.",
+        "saving the result, which this device does not keep, so it renders again once there is room "
+        f"(in {wait.total_seconds():g} s at the earliest). Delete results on the Usage page, or free space on "
+        "the hub's machine.",
         retry_after=timezone.now() + wait,
         data={"code": "disk_full", "errno": exc.errno, "free_bytes": free},
     )
-    if ok:  # after the move: end_job has sent the device's next turn
+    if ok and first:  # after the move: end_job has sent the device's next turn
+        stamp = {**job.remote_data, DISK_WAIT: round(timezone.now().timestamp())}
+        job_set(job.pk, remote_data=stamp)
         job_waits_for_disk(job.pk)
     return ok

@@ -9,7 +9,6 @@ is told, and once the filler is deleted the job finishes by itself with the devi
 from __future__ import annotations
 
 import hashlib
-import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -44,12 +43,15 @@ def small_media(settings):
 
 
 def _fill(media: Path, leave: int) -> Path:
+    """A file that takes all but ``leave`` bytes of the disk (all of it when ``leave`` is 0)."""
     filler = media / "filler.bin"
-    free = shutil.disk_usage(media).free
-    with open(filler, "wb") as fh:
-        fh.write(b"\0" * max(0, free - leave))
-        fh.flush()
-        os.fsync(fh.fileno())
+    with open(filler, "wb", buffering=0) as fh:
+        fh.write(b"\0" * max(0, shutil.disk_usage(media).free - leave))
+        try:
+            while not leave:
+                fh.write(b"\0" * 4096)
+        except OSError:
+            pass  # full
     return filler
 
 
@@ -139,3 +141,44 @@ def test_a_full_disk_keeps_the_job_waiting_then_it_finishes_by_itself(
     assert job.events.filter(message__startswith="There is room again").exists()
     assert "waiting_for_disk" not in job.remote_data
     assert tiiny.counters()["renders_submitted"] == 1
+
+
+def test_a_blocking_result_that_finds_the_disk_full_renders_again_once_there_is_room(
+    small_media, engine, tiiny, pocket, member, settings
+):
+    """An image comes back in the call's answer: the device keeps nothing to download again. The job waits in the
+    queue (not failed), the household is told once, and it renders again once there is room."""
+    from notify.models import Delivery
+    from notify.services import channel_create
+
+    settings.HUB_MIN_FREE_MB = 0
+    channel_create(owner=None, kind="email", name="Box", address="box@example.org")
+    filler = _fill(small_media, 0)
+    job = job_submit(
+        owner=member,
+        device=pocket,
+        kind="image",
+        model_id="Tongyi-MAI/Z-Image-Turbo",
+        params={"prompt": "a lighthouse", "size": "512x512", "n": 1, "steps": 8},
+    )
+    wait_for(
+        lambda: job.events.filter(message__startswith="Waiting for disk space").count() >= 2,
+        timeout=60,
+        what="two tries that found the disk full",
+    )
+    job.refresh_from_db()
+    assert job.state in ("queued", "preparing", "running"), job.state
+    assert not job.artifacts.exists()
+    assert (
+        "renders again once there is room"
+        in job.events.filter(message__startswith="Waiting for disk").first().message
+    )
+    assert Delivery.objects.filter(event="disk.full").count() == 1  # told once, however many tries
+
+    filler.unlink()
+    wait_job(job, timeout=60, engine=engine)
+    image = job.artifacts.get(name="image-1.png")
+    assert image.bytes > 0
+    assert hashlib.sha256((small_media / image.file.name).read_bytes()).hexdigest() == image.sha256
+    assert job.events.filter(message__startswith="There is room again").exists()
+    assert Job.objects.get(pk=job.pk).state == "done"
