@@ -119,7 +119,11 @@ def test_a_full_disk_keeps_the_job_waiting_then_it_finishes_by_itself(
     )
     assert Delivery.objects.filter(event="disk.full", channel=house).count() == 1
 
-    # Several tries later (every 0.5 s here) it still waits, quietly: one note, one notice.
+    # The row is the truth: a worker killed while the job waits comes back to the same wait (beat's reconcile
+    # revives the poll chain). Several tries later (every 0.5 s here) it still waits, quietly: one note, one notice.
+    engine.kill_worker("e1")
+    engine.start_worker("e1")
+    job.refresh_from_db()
     wait_for(
         lambda: (
             Job.objects.filter(pk=job.pk).values_list("poll_ticket", flat=True).get() > job.poll_ticket + 4
