@@ -186,3 +186,37 @@ def test_a_blocking_result_that_finds_the_disk_full_renders_again_once_there_is_
     assert hashlib.sha256((small_media / image.file.name).read_bytes()).hexdigest() == image.sha256
     assert job.events.filter(message__startswith="There is room again").exists()
     assert Job.objects.get(pk=job.pk).state == "done"
+
+
+def test_a_3d_stage_whose_mesh_finds_the_disk_full_waits_and_goes_on(
+    small_media, engine, tiiny, pocket, member, settings
+):
+    """A 3D job keeps each stage's mesh for the next one: the first download that finds the disk full leaves the
+    job waiting between stages (the device keeps the stage's result), and it goes on once there is room."""
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    settings.HUB_MIN_FREE_MB = 0
+    png = (
+        b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR\x00\x00\x00\x01\x00\x00\x00\x01\x08\x02\x00\x00\x00\x90wS\xde\x00"
+        b"\x00\x00\x0cIDATx\x9cc\xf8\x0f\x00\x00\x01\x01\x00\x05\x18\xd8N\x00\x00\x00\x00IEND\xaeB`\x82"
+    )
+    filler = _fill(small_media, 8 * 1024)  # room for the upload (one 4 KB page), not for a 10 KB mesh
+    job = job_submit(
+        owner=member,
+        device=pocket,
+        kind="mesh",
+        model_id="tencent/Hunyuan3D-2.1",
+        params={"stages": ["shape", "simplify"], "format": "glb", "seed": 3},
+        upload_files={"image": SimpleUploadedFile("obj.png", png, "image/png")},
+    )
+    wait_for(_waiting_for_disk(job), timeout=60, what="the 3D job to wait for disk space")
+    job.refresh_from_db()
+    assert job.state in ("submitted", "running"), job.state
+    assert job.phase.startswith("Waiting for disk space")
+    first_stage = job.remote_id
+
+    filler.unlink()
+    wait_job(job, timeout=60, engine=engine)
+    assert job.artifacts.get(name="model.glb").bytes > 0
+    assert job.remote_data["tasks"]["shape"] == first_stage  # the same stage render, downloaded again
+    assert tiiny.counters()["tasks_submitted"] == 2  # one per stage, none twice
