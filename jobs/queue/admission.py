@@ -25,7 +25,7 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
-from hub.disk import low_space
+from hub.disk import disk_space, low_space
 from jobs.core.scheduler import DeviceSnapshot, blocked_reason, polite_blocked, snapshot_for
 from jobs.kinds.table import KindSpec, spec_for
 from jobs.models import MAX_NOT_BEFORE, When
@@ -113,9 +113,32 @@ def _disk_refusal() -> Admission | None:
         return None
     return _refused(
         f"The hub's disk is nearly full: {space.free_text} free, and new renders need at least "
-        f"{space.minimum_text}. Delete results you no longer need on the Usage page ({reverse('usage')}), "
-        "or ask an admin to free space on the hub's machine, then try again.",
+        f"{space.minimum_text}. {what_to_delete()}",
         "__all__",
+    )
+
+
+def what_to_delete() -> str:
+    return (
+        f"Delete results you no longer need on the Usage page ({reverse('usage')}), or ask an admin to free "
+        "space on the hub's machine, then try again."
+    )
+
+
+def uploads_refused(exc: OSError) -> RequestInvalid:
+    """The request's files found the disk full while they were saved (no floor, or files bigger than the room
+    above it): the request is refused as a whole, nothing queued."""
+    try:
+        free = disk_space().free_text
+    except OSError:
+        free = "too little"
+    return RequestInvalid(
+        {
+            "__all__": [
+                f"The hub's disk is full ({exc.strerror or exc}; {free} free): the files could not be "
+                f"saved. {what_to_delete()}"
+            ]
+        }
     )
 
 
@@ -282,4 +305,5 @@ __all__ = [
     "admit",
     "check_form",
     "form_admission",
+    "uploads_refused",
 ]
