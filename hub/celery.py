@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import os
 import socket
+import sys
 import time
 
-from celery import Celery, bootsteps
+from celery import Celery, bootsteps, signals
 from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 
+from hub.disk import data_folder_problem
 from hub.env import env_clock, env_float
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -156,3 +158,18 @@ class HubScheduler(PersistentScheduler):
                 pass
         # Wake at least every few seconds so the mark stays fresh between long-interval entries.
         return min(super().tick(*args, **kwargs), HEARTBEAT_EVERY_S)
+
+    def setup_schedule(self):
+        refuse_an_unusable_data_folder()  # before the schedule file is opened in it (beat_init comes later)
+        super().setup_schedule()
+
+
+@signals.worker_init.connect
+def refuse_an_unusable_data_folder(**kwargs) -> None:
+    """The worker (``worker_init``) and beat (``HubScheduler``) stop at start-up, with one line naming it, on a data folder they cannot write: Celery
+    runs Django's system checks (``hub.checks``) without stopping on an error."""
+    if problem := data_folder_problem():
+        err = sys.__stderr__ or sys.stderr  # Celery redirects sys.stderr to its log once it is set up
+        err.write(f"tiiny-hub: {problem}\n")
+        err.flush()
+        os._exit(1)  # before any pool, consumer or schedule file exists: nothing to clean up

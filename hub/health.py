@@ -6,7 +6,7 @@ import datetime as dt
 import functools
 import ipaddress
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
@@ -16,6 +16,7 @@ from django.utils import timezone
 
 from backups.services import last_runs
 from devices.models import Device
+from hub import disk
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
 from hub.version import __version__, commit
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
@@ -29,9 +30,10 @@ class Check:
     name: str
     ok: bool
     detail: str
+    data: dict = field(default_factory=dict)  # numbers for machines (/healthz details), beside the words
 
     def as_json(self) -> dict:
-        return {"status": "ok" if self.ok else "failing", "detail": self.detail}
+        return {"status": "ok" if self.ok else "failing", "detail": self.detail, **self.data}
 
 
 def _redis_client() -> redis.Redis:
@@ -82,13 +84,39 @@ def check_beat(client: redis.Redis, now: float) -> Check:
     return Check("beat", True, f"tick {age:.1f} s ago")
 
 
+# -- free space under the data folder (hub.disk) -------------------------------------------------------------
+def check_disk() -> Check:
+    """Free space where the results go: failing below ``HUB_MIN_FREE_MB`` (new renders are refused then)."""
+    try:
+        space = disk.disk_space()
+    except OSError as exc:
+        return Check("disk", False, f"cannot read the free space of {disk.watched_folder()}: {exc}")
+    floor = (
+        f"new renders are refused below {space.minimum_text}"
+        if space.minimum
+        else "no floor (HUB_MIN_FREE_MB=0)"
+    )
+    detail = f"{space.free_text} free of {disk.size_text(space.total)} under {space.path}; {floor}"
+    if space.low:
+        detail += ". Delete old results on the Usage page, or free space on this machine"
+    data = {
+        "free_bytes": space.free,
+        "total_bytes": space.total,
+        "min_free_bytes": space.minimum,
+        "path": str(space.path),
+    }
+    return Check("disk", not space.low, detail, data)
+
+
 def run_checks() -> list[Check]:
     client = _redis_client()
     now = time.time()
     try:
-        return [check_database(), check_redis(client), check_worker(client, now), check_beat(client, now)]
+        checks = [check_database(), check_redis(client), check_worker(client, now), check_beat(client, now)]
     finally:
         client.close()
+    checks.append(check_disk())
+    return checks
 
 
 def redis_ok() -> bool:
@@ -187,6 +215,7 @@ CHECK_LABELS = {
     "redis": "Redis (queue, live updates)",
     "worker": "Worker heartbeat",
     "beat": "Beat tick (repair sweep, device polls)",
+    "disk": "Free disk space (results, uploads)",
 }
 
 
@@ -212,6 +241,7 @@ def status_report() -> dict:
         "queue_depth": sum(d.waiting for d in devices),
         "running": sum(d.running for d in devices),
         "checked_at": timezone.now(),
+        **disk_report(),
     }
 
 
@@ -255,3 +285,12 @@ def _run_json(run) -> dict | None:
 def healthz_details() -> dict:
     """What /healthz adds to its checks for those who may read details."""
     return {"version": version_details(), "backup": backup_status()}
+
+
+def disk_report() -> dict:
+    """The status page's disk block: the free space, the floor, and whether results wait for space."""
+    try:
+        space = disk.disk_space()
+    except OSError:
+        return {"disk": None}
+    return {"disk": space, "disk_total": disk.size_text(space.total)}

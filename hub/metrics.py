@@ -46,6 +46,7 @@ from prometheus_client.registry import Collector
 from backups.services import last_runs
 from devices.error_counts import DEVICE_ERRORS_KEY
 from devices.models import Device
+from hub import disk
 from hub.accounts.tokens import TokenInvalid, token_authenticate
 from hub.celery import WORKER_HEARTBEAT_KEY
 from hub.version import __version__, commit
@@ -342,6 +343,37 @@ def _backup_families() -> Iterator[GaugeMetricFamily]:
 REGISTRY = CollectorRegistry(auto_describe=False)
 REGISTRY.register(HubCollector())
 ProcessCollector(registry=REGISTRY)  # process_*: the web process that answered this scrape
+
+
+# --- free space under the data folder (hub.disk) ---------------------------------------------------------------
+class DiskCollector(Collector):
+    """Free and total bytes of the disk holding the results, and the floor below which renders are refused."""
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        try:
+            space = disk.disk_space()
+        except OSError:
+            log.warning("cannot read the free space under %s", disk.watched_folder(), exc_info=True)
+            return
+        for name, text, value in (
+            (
+                "tiiny_hub_disk_free_bytes",
+                "Free bytes on the disk holding the results (MEDIA_ROOT).",
+                space.free,
+            ),
+            ("tiiny_hub_disk_total_bytes", "Size of the disk holding the results.", space.total),
+            (
+                "tiiny_hub_disk_min_free_bytes",
+                "HUB_MIN_FREE_MB in bytes: below it new renders are refused (0: off).",
+                space.minimum,
+            ),
+        ):
+            family = GaugeMetricFamily(name, text)
+            family.add_metric([], value)
+            yield family
+
+
+REGISTRY.register(DiskCollector())
 
 
 # --- access and the view --------------------------------------------------------------------------------

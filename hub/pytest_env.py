@@ -13,6 +13,9 @@ from pathlib import Path
 os.environ.setdefault("HUB_SECRET_KEY", "test-secret-key-not-for-production")
 os.environ["HUB_DEBUG"] = "0"
 os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
+# No floor of free disk space unless a test sets one: the suite must not depend on the machine's free space
+# (hub/tests/test_disk_health.py and jobs/tests/disk/ set the floor they test).
+os.environ.setdefault("HUB_MIN_FREE_MB", "0")
 
 # pytest-xdist's workers (make test runs the tests on two) inherit the first process's environment: each gets
 # its own Redis and database instead, so no two tests running at once share a key or a row, and its own data

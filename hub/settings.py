@@ -480,3 +480,10 @@ HUB_BACKUP_KEEP = env_int("HUB_BACKUP_KEEP", 14, minimum=1, maximum=10000)
 from hub.env import env_clock  # noqa: E402 - this block stays at the end of the file
 
 HUB_BACKUP_AT = env_clock("HUB_BACKUP_AT", "13:30")  # (hour, minute)
+
+# --- A full disk (hub.disk): free space under the data folder -------------------------------------------------
+# Below this many MB free under MEDIA_ROOT (results, uploads), new renders are refused at admission and the health
+# page's disk check fails; 0 turns both off. A result download that finds the disk full waits for space and tries
+# again every JOBS_DISK_RETRY_S seconds (the device keeps the result meanwhile).
+HUB_MIN_FREE_MB = env_int("HUB_MIN_FREE_MB", 500, minimum=0)
+JOBS_DISK_RETRY_S = env_float("JOBS_DISK_RETRY_S", 60.0, minimum=0.01)

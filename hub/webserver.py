@@ -20,7 +20,8 @@ import os
 import socket
 import sys
 
-from hub.env import env_int, env_list
+from hub.disk import data_folder_problem
+from hub.env import SettingError, env_int, env_list
 
 ASGI_APP = "hub.asgi:application"
 MIN_DEFAULT_WORKERS = 2
@@ -158,7 +159,20 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--port", type=int, default=8000)
     parser.add_argument("--workers", type=int, default=None, help="default: HUB_WEB_WORKERS")
     args = parser.parse_args(argv)
+    refuse_to_start_badly()
     serve(args.host, args.port, args.workers or workers())
+
+
+def refuse_to_start_badly() -> None:
+    """Stop with one line, before any worker process starts, on a setting that can't be and on a data folder the
+    hub can't write (the workers would otherwise fail one after another, each with a traceback)."""
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
+    try:
+        problem = data_folder_problem()
+    except SettingError as exc:
+        sys.exit(f"tiiny-hub: configuration error: {exc}")
+    if problem:
+        sys.exit(f"tiiny-hub: {problem}")
 
 
 if __name__ == "__main__":

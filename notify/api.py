@@ -153,7 +153,7 @@ def channel_list(
 )
 def channel_create(request: HttpRequest, payload: ChannelIn):
     """An email, Apprise or webhook channel, checked as the page's add form checks it. Fields left out take the
-    form's defaults: on, with "finished" and "failed" ticked (household channels: nothing ticked). Web Push
+    form's defaults: on, with "finished" and "failed" ticked (household channels: only "the disk is full"). Web Push
     channels come from a browser (the Notifications page subscribes it), not from here."""
     require_scope(request, SUBMIT)
     given = _given(payload)

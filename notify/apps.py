@@ -11,8 +11,11 @@ class NotifyConfig(AppConfig):
         # These import the models, which the app registry has ready only now.
         from devices import hooks as device_hooks
         from jobs.live import outbox
-        from notify.services import device_locked, jobs_entered
+        from notify.services import device_locked, jobs_entered, jobs_waiting_for_disk
 
         # Notify is above jobs: it hears of what a transaction changed from the outbox, last (after the pushes).
         outbox.register("notify", jobs_entered)  # a job entering a state tells the people who follow it
+        outbox.register(
+            "notify", jobs_waiting_for_disk
+        )  # a result waiting for disk space tells the household
         device_hooks.register_device_locked(device_locked)  # a device locked tells the household

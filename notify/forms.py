@@ -52,6 +52,9 @@ class ChannelForm(forms.Form):
     on_queue_empty = forms.BooleanField(required=False, label="When the queue runs empty")
     on_device_locked = forms.BooleanField(required=False, label="When a device is locked")
     on_backup_failed = forms.BooleanField(required=False, initial=True, label="When the daily backup fails")
+    on_disk_full = forms.BooleanField(
+        required=False, initial=True, label="When the hub's disk is full (a result waits for space)"
+    )
 
     def __init__(self, *args, channel: Channel | None = None, household: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -64,6 +67,7 @@ class ChannelForm(forms.Form):
                 self.fields["on_queue_empty"],
                 self.fields["on_device_locked"],
                 self.fields["on_backup_failed"],
+                self.fields["on_disk_full"],
             )
         if channel is not None:
             del self.fields["kind"]
@@ -84,6 +88,7 @@ class ChannelForm(forms.Form):
                 "on_queue_empty",
                 "on_device_locked",
                 "on_backup_failed",
+                "on_disk_full",
             )
             if f in self.fields
         ]

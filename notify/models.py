@@ -22,12 +22,13 @@ class Event(models.TextChoices):
     QUEUE_EMPTY = "queue.empty", "The queue is empty"
     DEVICE_LOCKED = "device.locked", "A device is locked"
     BACKUP_FAILED = "backup.failed", "The daily backup failed"
+    DISK_FULL = "disk.full", "The hub's disk is full"
     TEST = "test", "Test"
 
 
 PERSONAL_EVENTS = (Event.JOB_DONE, Event.JOB_FAILED, Event.JOB_STARTED)
 # Household channels hear about the box itself, never about a person's job (its prompt may be private).
-HOUSEHOLD_EVENTS = (Event.QUEUE_EMPTY, Event.DEVICE_LOCKED, Event.BACKUP_FAILED)
+HOUSEHOLD_EVENTS = (Event.QUEUE_EMPTY, Event.DEVICE_LOCKED, Event.BACKUP_FAILED, Event.DISK_FULL)
 #: event -> the Channel flag that subscribes to it
 EVENT_FLAGS = {
     Event.JOB_DONE: "on_done",
@@ -36,6 +37,7 @@ EVENT_FLAGS = {
     Event.QUEUE_EMPTY: "on_queue_empty",
     Event.DEVICE_LOCKED: "on_device_locked",
     Event.BACKUP_FAILED: "on_backup_failed",
+    Event.DISK_FULL: "on_disk_full",
 }
 
 
@@ -63,6 +65,8 @@ class Channel(models.Model):
     on_queue_empty = models.BooleanField(default=False)  # household channels only
     on_device_locked = models.BooleanField(default=False)  # household channels only
     on_backup_failed = models.BooleanField(default=True)  # household channels only (backups/)
+    # household channels only; on by default: a result waits for space until someone frees it
+    on_disk_full = models.BooleanField(default=True)
     address = models.EmailField(blank=True, default="")  # email: not a secret, shown in full
     sealed = models.TextField(
         blank=True, default="", editable=False

@@ -17,7 +17,9 @@ from pydantic import Field
 from jobs.kinds.schemas import Strict
 
 _EVENTS_PERSONAL = "Your channels: `on_done`, `on_failed`, `on_started`."
-_EVENTS_HOUSEHOLD = "Household channels: `on_queue_empty`, `on_device_locked`, `on_backup_failed`."
+_EVENTS_HOUSEHOLD = (
+    "Household channels: `on_queue_empty`, `on_device_locked`, `on_backup_failed`, `on_disk_full`."
+)
 
 
 class _ChannelFields(Strict):
@@ -41,6 +43,9 @@ class _ChannelFields(Strict):
     )
     on_device_locked: bool | None = Field(default=None, description="When a device is locked.")
     on_backup_failed: bool | None = Field(default=None, description="When the daily backup fails.")
+    on_disk_full: bool | None = Field(
+        default=None, description="When the hub's disk is full and a finished result waits for space."
+    )
 
 
 class ChannelIn(_ChannelFields):
@@ -72,6 +77,7 @@ class ChannelOut(Schema):
     on_queue_empty: bool
     on_device_locked: bool
     on_backup_failed: bool
+    on_disk_full: bool
     created: dt.datetime
     updated: dt.datetime
     web_url: str = Field(

@@ -29,6 +29,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from devices.models import Device
+from hub.disk import disk_space
 from jobs.core.changes import Changes
 from jobs.live.fragments import job_title
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
@@ -289,6 +290,23 @@ def job_entered(*, job_id: int, state: str, seq: int) -> None:
         logger.exception("notifications for job %s (%s) could not be prepared", job_id, state)
 
 
+def jobs_waiting_for_disk(changes: Changes) -> None:
+    """The jobs outbox's ``notify`` stage: a finished render's result found the hub's disk full and waits for
+    space. The household channels hear of it once per wait (the job's story holds when it began). Never raises."""
+    for job_id in changes.disk_full:
+        try:
+            row = Job.objects.filter(pk=job_id).values_list("device_id", "last_seq").first()
+            if row is not None:
+                notify_event(
+                    Event.DISK_FULL,
+                    job_id=job_id,
+                    device_id=row[0],
+                    key=f"{Event.DISK_FULL}:{job_id}:{row[1]}",
+                )
+        except Exception:
+            logger.exception("notifications for job %s (disk full) could not be prepared", job_id)
+
+
 def _queue_empty_after(job_id: int) -> None:
     device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
     if device_id is None:
@@ -530,11 +548,27 @@ def _device_message(device: Device, event: str) -> tuple[str, str, str, dict[str
     """(path, title, body, data) of a message about the box itself: a queue ran empty, a device is locked."""
     if event == Event.QUEUE_EMPTY:
         title, body = f"{device.name}: the queue is empty", "Nothing is waiting or running on it any more."
+    elif event == Event.DISK_FULL:
+        title = "The hub's disk is full"
+        body = (
+            f"A result from {device.name} waits for disk space ({_free_text()} free) and is saved by itself once "
+            "there is room. Delete old results on the Usage page, or free space on the hub's machine."
+        )
     else:
         title = f"{device.name} is locked"
         body = " ".join(filter(None, [device.state_message, device.state_fix])) or "It refuses every call."
     data = {"device": {"id": device.pk, "name": device.name, "state": device.state}}
-    return f"/devices/{device.pk}/", title, body, data
+    path = (
+        "/health/" if event == Event.DISK_FULL else f"/devices/{device.pk}/"
+    )  # the health page shows the disk
+    return path, title, body, data
+
+
+def _free_text() -> str:
+    try:
+        return disk_space().free_text
+    except OSError:
+        return "unknown"
 
 
 def _duration(seconds: float) -> str:

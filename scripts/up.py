@@ -375,6 +375,7 @@ def main() -> None:
     ensure_env_file()
     try:
         from hub import webserver
+        from hub.disk import unwritable_reason
         from hub.env import env_int, env_list, env_path, env_str
 
         host = env_str("HUB_HOST", "127.0.0.1")
@@ -390,7 +391,9 @@ def main() -> None:
             f"port {port} on {host} is taken (another hub, or another program). "
             f"Stop it, or run with another port: HUB_PORT=8001 make up"
         )
-    data_dir.mkdir(parents=True, exist_ok=True)
+    for folder, what in ((data_dir, "the data folder"), (data_dir / "media", "the results folder")):
+        if reason := unwritable_reason(folder):
+            fail(f"{what} {folder} cannot be used: {reason}. Set HUB_DATA_DIR to a folder the hub may write.")
 
     redis_cmd, redis_url = redis_process(data_dir)
     os.environ["REDIS_URL"] = redis_url

@@ -253,6 +253,9 @@ class HttpDevice:
         except httpx.HTTPError as exc:
             tmp.unlink(missing_ok=True)
             raise self._transport_error(exc, "GET", str(resp.request.url.path)) from None
+        except BaseException:  # a full disk (ENOSPC) or anything else: no half file is left behind
+            tmp.unlink(missing_ok=True)
+            raise
         tmp.replace(dest)
         return size
 

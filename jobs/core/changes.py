@@ -50,11 +50,21 @@ class Changes:
     moved: dict[int, int] = field(default_factory=dict)
     queues: set[int] = field(default_factory=set)  # devices whose queue goes out
     entered: list[Entered] = field(default_factory=list)  # each state a job entered, in order
+    #: jobs whose finished result found the hub's disk full and now wait for space (the admins are told)
+    disk_full: list[int] = field(default_factory=list)
     callback: Any = field(default=None, repr=False)  # what sends it after commit (a transaction's collection)
     savepoints: tuple[str, ...] = ()  # the savepoints its callback was registered inside
 
     def is_empty(self) -> bool:
-        return not (self.jobs or self.ticks or self.replan or self.moved or self.queues or self.entered)
+        return not (
+            self.jobs
+            or self.ticks
+            or self.replan
+            or self.moved
+            or self.queues
+            or self.entered
+            or self.disk_full
+        )
 
 
 _flushing: contextvars.ContextVar[Changes | None] = contextvars.ContextVar("hub_live_flushing", default=None)
@@ -86,6 +96,13 @@ def job_noted(job_id: int, device_id: int | None, *, queue: bool = False) -> Non
         live.jobs.setdefault(job_id, None)
         if queue and device_id is not None:
             live.queues.add(device_id)
+
+
+def job_waits_for_disk(job_id: int) -> None:
+    """A job's result found the disk full and the job now waits for space: the outbox's notification handlers
+    tell the admins. Never held, like a state entered."""
+    with _recording(hold=False, exact=True) as told:
+        told.disk_full.append(job_id)
 
 
 def job_ticked(job_id: int) -> None:

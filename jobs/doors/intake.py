@@ -410,12 +410,13 @@ def submit_page_form(request: HttpRequest, form: JobForm, token: str | None) -> 
         return None
     try:
         checked = check_form(form)
+        # (a disk that fills up while the uploads are saved refuses it too)
+        job = services.submit_checked(
+            owner=request.user, device=form.device, checked=checked, idempotency_key=token
+        )
     except RequestInvalid as exc:
         add_errors(form, exc)
         return None
-    job = services.submit_checked(
-        owner=request.user, device=form.device, checked=checked, idempotency_key=token
-    )
     if not getattr(job, "idempotent_replay", False):
         stash_forget(user=request.user, token=token)
     return job

@@ -172,10 +172,10 @@ def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
     if request.method == "POST" and form.is_valid():
         try:
             checked = check_form(form)
+            new = services.job_run_again(job=job, by=request.user, checked=checked, idempotency_key=token)
         except RequestInvalid as exc:
             add_errors(form, exc)
         else:
-            new = services.job_run_again(job=job, by=request.user, checked=checked, idempotency_key=token)
             if getattr(new, "idempotent_replay", False):
                 return _already_queued(request, new)
             messages.success(request, "Queued again with your changes.")

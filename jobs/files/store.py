@@ -253,6 +253,25 @@ def work_path(job: Job, name: str) -> Path:
     return path
 
 
+def discard_partials(job: Job) -> list[str]:
+    """Remove the job's half-written files: a download or a save cut short (``*.part``) and downloads not yet made
+    results (``*.download``, fetched again on the next try). For a save that found the disk full: what it wrote
+    is given back. Returns the names of the files removed."""
+    folder = _fs_path(job_folder(job))
+    if folder is None:
+        folder = Path(tempfile.gettempdir()) / WORK_DIR / str(job.owner_id) / str(job.pk)
+    removed = []
+    for pattern in ("*.part", "*.download"):
+        for path in folder.glob(pattern):
+            try:
+                path.unlink()
+            except OSError:
+                logger.warning("could not remove %s", path, exc_info=True)
+                continue
+            removed.append(path.name)
+    return removed
+
+
 def delete(names: Iterable[str]) -> None:
     """Remove these files (a missing one is no error; one that can't be removed is logged and left)."""
     target = storage()
@@ -340,6 +359,7 @@ __all__ = [
     "data_uri",
     "delete",
     "digest_of",
+    "discard_partials",
     "exists",
     "find",
     "input_bytes",

@@ -22,8 +22,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from django.urls import reverse
 from django.utils import timezone
 
+from hub.disk import disk_space, low_space
 from jobs.core.scheduler import DeviceSnapshot, blocked_reason, polite_blocked, snapshot_for
 from jobs.kinds.table import KindSpec, spec_for
 from jobs.models import MAX_NOT_BEFORE, When
@@ -103,6 +105,43 @@ def _schedule_refusal(when: str, not_before: dt.datetime | None, now: dt.datetim
     return None
 
 
+def _disk_refusal() -> Admission | None:
+    """Below ``HUB_MIN_FREE_MB`` free under the results' folder: no new render (its result would have nowhere to
+    go). Jobs already queued keep their place; a download that finds the disk full waits for space."""
+    space = low_space()
+    if space is None:
+        return None
+    return _refused(
+        f"The hub's disk is nearly full: {space.free_text} free, and new renders need at least "
+        f"{space.minimum_text}. {what_to_delete()}",
+        "__all__",
+    )
+
+
+def what_to_delete() -> str:
+    return (
+        f"Delete results you no longer need on the Usage page ({reverse('usage')}), or ask an admin to free "
+        "space on the hub's machine, then try again."
+    )
+
+
+def uploads_refused(exc: OSError) -> RequestInvalid:
+    """The request's files found the disk full while they were saved (no floor, or files bigger than the room
+    above it): the request is refused as a whole, nothing queued."""
+    try:
+        free = disk_space().free_text
+    except OSError:
+        free = "too little"
+    return RequestInvalid(
+        {
+            "__all__": [
+                f"The hub's disk is full ({exc.strerror or exc}; {free} free): the files could not be "
+                f"saved. {what_to_delete()}"
+            ]
+        }
+    )
+
+
 def _limit_refusal(spec: KindSpec, estimate_s: float) -> str | None:
     """The pair's hard limit (the device would cut the render off), or None."""
     limit = spec.estimate
@@ -174,7 +213,7 @@ def admit(
     except ValueError as exc:
         return _refused(str(exc), "kind")
     now = timezone.now()
-    if early := _schedule_refusal(when, not_before, now):
+    if early := _schedule_refusal(when, not_before, now) or _disk_refusal():
         return early
     est = eta.estimate(
         device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
@@ -266,4 +305,5 @@ __all__ = [
     "admit",
     "check_form",
     "form_admission",
+    "uploads_refused",
 ]

@@ -28,6 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devices import errors
+from hub.disk import is_disk_full
 from jobs.core import lease
 from jobs.core.changes import held, job_ticked, send_held
 from jobs.core.scheduler import in_night
@@ -39,7 +40,17 @@ from jobs.queue import enqueue
 from jobs.queue.device_watch import device_online, device_state_from, watch_device
 from jobs.queue.dispatch import end_job, trace
 from jobs.queue.eta import note_progress
-from jobs.queue.outcomes import MAX_ATTEMPTS, back_to_queue, fail, finish_done, handle_error, interrupt
+from jobs.queue.outcomes import (
+    MAX_ATTEMPTS,
+    back_to_queue,
+    disk_recovered,
+    fail,
+    finish_done,
+    handle_error,
+    interrupt,
+    requeue_for_disk,
+    wait_for_disk,
+)
 from jobs.queue.pacing import first_interval, next_interval, stored_remote_data
 
 logger = logging.getLogger("jobs.queue.engine")
@@ -205,6 +216,10 @@ def _execute(job: Job, runner, lost) -> None:
         trace(job.pk, "executed")
     except (Stopped, errors.DeviceError) as exc:
         ended: BaseException | None = exc
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        ended = exc
     else:
         ended = None
     finally:
@@ -222,6 +237,10 @@ def _executed(job: Job, exc: BaseException | None) -> None:
 def _record_end(job: Job, exc: BaseException | None) -> None:
     if isinstance(exc, Stopped):
         _cleanup_abandoned(job)
+        return
+    if isinstance(exc, OSError):  # the disk is full (``_execute``)
+        if not requeue_for_disk(job, exc):
+            _cleanup_abandoned(job)
         return
     if isinstance(exc, errors.DeviceError):
         job.refresh_from_db()
@@ -242,6 +261,7 @@ def _record_end(job: Job, exc: BaseException | None) -> None:
         job.pk, from_states=[S.RUNNING], to=S.COLLECTING, message="Saved the result.", phase="Saving"
     ):
         trace(job.pk, "collecting")
+        disk_recovered(job)
         finish_done(job)
     else:
         _cleanup_abandoned(job)
@@ -343,36 +363,19 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         return
     if result.status == "done":
         trace(job.pk, "poll_done")
-        nxt = None
         try:
             nxt = runner.advance()
         except errors.DeviceError as exc:
             handle_poll_error(job, exc, ticket)
             return
-        if nxt is not None:  # a multi-stage job submitted its next stage
-            remote_id, data = nxt
-            Job.objects.filter(pk=job.pk).update(
-                remote_id=remote_id,
-                remote_data={**job.remote_data, **data},
-                progress=result.progress,
-                submit_started_at=_now(),
-            )
-            job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
-            job.refresh_from_db()
-            schedule_poll(job.pk, countdown=first_interval(job, runner), ticket=ticket)
+        except OSError as exc:  # a stage's mesh found the disk full: the device keeps it, ask again later
+            if not is_disk_full(exc):
+                raise
+            wait_for_disk(job, exc)
+            schedule_poll(job.pk, countdown=settings.JOBS_DISK_RETRY_S, ticket=ticket)
             return
-        trace(job.pk, "advanced")
-        if job_transition(
-            job.pk,
-            from_states=[S.SUBMITTED, S.RUNNING],
-            to=S.COLLECTING,
-            message="Rendered; downloading the result.",
-            progress=result.progress,
-            phase="Saving",
-        ):
-            trace(job.pk, "collecting")
-            job.refresh_from_db()  # the runner's own job, read anew
-            _collect(job, runner)
+        disk_recovered(job)
+        _on_done(job, runner, result, ticket, nxt)
         return
     moved = result.progress > job.progress
     if job.state == S.SUBMITTED and (result.started or result.progress > 0):
@@ -391,6 +394,37 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
         job_ticked(job.pk)
     job.refresh_from_db()
     schedule_poll(job.pk, countdown=next_interval(job, moved=moved, runner=runner), ticket=ticket)
+
+
+def _on_done(
+    job: Job, runner, result: PollResult, ticket: int, nxt: tuple[str, dict[str, Any]] | None
+) -> None:
+    """The device says the render (or this stage) is done and the runner took what it keeps of it: send the next
+    stage (``nxt``), or download the result."""
+    if nxt is not None:  # a multi-stage job submitted its next stage
+        remote_id, data = nxt
+        Job.objects.filter(pk=job.pk).update(
+            remote_id=remote_id,
+            remote_data={**job.remote_data, **data},
+            progress=result.progress,
+            submit_started_at=_now(),
+        )
+        job_note(job.pk, f"Next stage sent (id {remote_id}).", data={"remote_id": remote_id})
+        job.refresh_from_db()
+        schedule_poll(job.pk, countdown=first_interval(job, runner), ticket=ticket)
+        return
+    trace(job.pk, "advanced")
+    if job_transition(
+        job.pk,
+        from_states=[S.SUBMITTED, S.RUNNING],
+        to=S.COLLECTING,
+        message="Rendered; downloading the result.",
+        progress=result.progress,
+        phase="Saving",
+    ):
+        trace(job.pk, "collecting")
+        job.refresh_from_db()  # the runner's own job, read anew
+        _collect(job, runner)
 
 
 def handle_poll_error(job: Job, exc: errors.DeviceError, ticket: int) -> None:
@@ -434,7 +468,15 @@ def _collect(job: Job, runner) -> None:
         else:
             schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
         return
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        # Collecting it stays: the poll chain (or reconcile, after a crash) downloads it again later.
+        wait_for_disk(job, exc)
+        schedule_poll(job.pk, countdown=settings.JOBS_DISK_RETRY_S)
+        return
     trace(job.pk, "collected")
+    disk_recovered(job)
     finish_done(job)
 
 

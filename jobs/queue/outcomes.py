@@ -9,11 +9,16 @@ import datetime as dt
 import logging
 from typing import Any
 
+from django.conf import settings
+from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
 from devices import errors
-from jobs.core.transitions import job_transition
+from hub.disk import disk_space, size_text
+from jobs.core.changes import job_ticked, job_waits_for_disk
+from jobs.core.transitions import job_note, job_set, job_transition
+from jobs.files.store import discard_partials
 from jobs.models import ACTIVE_STATES, Job, JobState
 from jobs.queue import enqueue
 from jobs.queue.device_watch import device_state_from, watch_device
@@ -193,3 +198,87 @@ def handle_error(job: Job, exc: errors.DeviceError, *, where: str) -> None:
         )
         return
     fail(job, exc, data={"where": where})
+
+
+# -- a full disk ---------------------------------------------------------------------------------------------------
+#: ``remote_data`` key of a job whose result waits for disk space (the time it began waiting, epoch seconds)
+DISK_WAIT = "waiting_for_disk"
+
+
+def _free_now() -> tuple[str, int | None]:
+    try:
+        free = disk_space().free
+    except OSError:
+        return "unknown", None
+    return size_text(free), free
+
+
+def wait_for_disk(job: Job, exc: OSError) -> None:
+    """Saving a finished render's result found the hub's disk full (``ENOSPC``/``EDQUOT``): nothing is lost.
+
+    1. What the save wrote is removed (``discard_partials``): the disk gets its room back.
+    2. The job stays where it is (collecting, or running between two 3D stages) with ``remote_data`` marking the
+       wait, so a worker restart keeps waiting; its phase says so on the job page, and its story once.
+    3. The device keeps the result: the hub never deletes a render on the device before its result is saved, and
+       the job keeps the device (its lease, and no other job starts there) so nothing there replaces it.
+    4. The admins hear of it once per wait (``job_waits_for_disk``: notify's household channels).
+    The caller schedules the next try (the poll chain, ``JOBS_DISK_RETRY_S`` later; reconcile revives it after a
+    crash), which downloads the result again from the device: never a second render."""
+    removed = discard_partials(job)
+    free_text, free = _free_now()
+    phase = f"Waiting for disk space: {free_text} free; the device still holds the result"
+    job.refresh_from_db()
+    if job.remote_data.get(DISK_WAIT):
+        if job_set(job.pk, only_in=ACTIVE_STATES, phase=phase[:100]):
+            job_ticked(job.pk)
+        return
+    with transaction.atomic():
+        noted = job_note(
+            job.pk,
+            f"{phase}. The hub's disk is full ({exc.strerror or exc}), so the result could not be saved; it is "
+            f"downloaded again by itself once there is room (tried every {settings.JOBS_DISK_RETRY_S:g} s). "
+            "Delete results on the Usage page, or free space on the hub's machine.",
+            data={"code": "disk_full", "errno": exc.errno, "free_bytes": free, "removed": removed},
+            only_in=ACTIVE_STATES,
+            remote_data={**job.remote_data, DISK_WAIT: round(timezone.now().timestamp())},
+            phase=phase[:100],
+        )
+        if noted:
+            job_waits_for_disk(job.pk)
+    logger.warning(
+        "job %s: the disk is full (%s free); waiting for space to save its result", job.pk, free_text
+    )
+
+
+def disk_recovered(job: Job) -> None:
+    """After a save that waited for disk space succeeded: the wait ends in the job's story."""
+    if not job.remote_data.get(DISK_WAIT):
+        return
+    job.remote_data = {k: v for k, v in job.remote_data.items() if k != DISK_WAIT}
+    job_note(job.pk, "There is room again: the result is saved.", remote_data=job.remote_data)
+
+
+def requeue_for_disk(job: Job, exc: OSError) -> bool:
+    """A blocking or streamed render's result found the disk full. The device does not keep such a result (it came
+    in the call's answer), so the job waits in the queue and renders again once there is room: not failed, and
+    the admins are told (once: a try that finds the disk still full says so in the job's story only). Each wait
+    is longer than the last (``JOBS_DISK_RETRY_S``, doubling, at most an hour)."""
+    discard_partials(job)
+    free_text, free = _free_now()
+    job.refresh_from_db()
+    first = not job.remote_data.get(DISK_WAIT)
+    wait = _backoff(job.attempts, base=settings.JOBS_DISK_RETRY_S, cap=3600.0)
+    ok = back_to_queue(
+        job,
+        f"Waiting for disk space: {free_text} free. The hub's disk filled up ({exc.strerror or exc}) while "
+        "saving the result, which this device does not keep, so it renders again once there is room "
+        f"(in {wait.total_seconds():g} s at the earliest). Delete results on the Usage page, or free space on "
+        "the hub's machine.",
+        retry_after=timezone.now() + wait,
+        data={"code": "disk_full", "errno": exc.errno, "free_bytes": free},
+    )
+    if ok and first:  # after the move: end_job has sent the device's next turn
+        stamp = {**job.remote_data, DISK_WAIT: round(timezone.now().timestamp())}
+        job_set(job.pk, remote_data=stamp)
+        job_waits_for_disk(job.pk)
+    return ok

@@ -25,10 +25,11 @@ from django.urls import reverse
 from django.utils import timezone
 
 from devices.services import device_set_queue_paused
+from hub.disk import is_disk_full
 from jobs.core.scheduler import opens_at, snapshot_for
 from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
-from jobs.files.store import save_input
+from jobs.files.store import delete, save_input
 from jobs.kinds.table import style_of
 from jobs.models import (
     ACTIVE_STATES,
@@ -42,7 +43,7 @@ from jobs.models import (
 )
 from jobs.models import new_share_token as _new_token
 from jobs.queue import enqueue
-from jobs.queue.admission import CheckedRequest, admit
+from jobs.queue.admission import CheckedRequest, admit, uploads_refused
 from jobs.queue.eta import plan_device
 from jobs.queue.stops import stop_sent, stop_unsent
 from jobs.quotas.services import lift_message
@@ -105,8 +106,20 @@ def _require_manage(job: Job, by: Any) -> None:
 
 
 def _save_uploads(job: Job, files: dict[str, Any]) -> dict[str, str]:
-    """Inputs live beside the results, in the job's inputs folder of the store (``jobs.files.store.save_input``)."""
-    return {name: save_input(job, name, f) for name, f in files.items()}
+    """Inputs live beside the results, in the job's inputs folder of the store (``jobs.files.store.save_input``).
+
+    A disk that fills up meanwhile refuses the request (``RequestInvalid``: the caller's transaction drops the row)
+    and takes back the files already saved: a later job given the same number must not find them."""
+    saved: dict[str, str] = {}
+    try:
+        for name, f in files.items():
+            saved[name] = save_input(job, name, f)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        delete(saved.values())
+        raise uploads_refused(exc) from None
+    return saved
 
 
 def _require_submitter(owner: Any) -> None:

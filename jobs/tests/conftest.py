@@ -22,6 +22,7 @@ ENGINE_ENV = {
     "JOBS_DEVICE_POLL_S": "0.05",
     "JOBS_LOAD_GRACE_S": "0.05",
     "JOBS_RECONCILE_S": "1",
+    "JOBS_DISK_RETRY_S": "0.5",  # a result that found the disk full is tried again soon
 }
 
 

@@ -238,8 +238,8 @@ def test_household_channels_are_admins_only(admin_user, api, household, hook):
     answer = send(api["admin"], "POST", LIST, body)
     assert answer.status_code == 201, answer.content
     out = answer.json()
-    # (a failed daily backup is on for every household channel unless turned off)
-    assert out["household"] is True and out["events"] == ["device.locked", "backup.failed"]
+    # (a failed daily backup and a full disk are on for every household channel unless turned off)
+    assert out["household"] is True and out["events"] == ["device.locked", "backup.failed", "disk.full"]
     assert Channel.objects.get(pk=out["id"]).owner is None
     # a household channel hears of the box only: a personal event is refused by name
     answer = send(api["admin"], "POST", LIST, {**body, "on_done": True})
@@ -260,7 +260,11 @@ def test_household_channels_are_admins_only(admin_user, api, household, hook):
     answer = send(
         api["admin"], "PATCH", one(household.pk), {"on_queue_empty": False, "on_device_locked": True}
     )
-    assert answer.status_code == 200 and answer.json()["events"] == ["device.locked", "backup.failed"]
+    assert answer.status_code == 200 and answer.json()["events"] == [
+        "device.locked",
+        "backup.failed",
+        "disk.full",
+    ]
     answer = send(api["admin"], "PATCH", one(household.pk), {"on_started": True})
     assert answer.status_code == 422 and "Not a field of a household channel" in answer.json()["detail"]
     assert send(api["owner"], "PATCH", one(household.pk), {"name": "x"}).status_code == 404
