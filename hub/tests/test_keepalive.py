@@ -66,3 +66,58 @@ def test_a_parent_killed_alone_takes_its_children_with_it_before_the_restart(tmp
     assert keep.returncode == 0, err
     assert "left behind" in err
     assert not _alive(new_child)  # stopping keepalive leaves nothing of the command either
+
+
+# A supervisor that starts keepalive, says its pid, and waits: the test then SIGKILLs it.
+MIDDLE = textwrap.dedent(
+    """
+    import subprocess, sys, time
+    keep = subprocess.Popen([sys.executable, *sys.argv[1:]])
+    print(keep.pid, flush=True)
+    time.sleep(120)
+    """
+)
+
+
+def _tree_of(pid: int) -> list[int]:
+    from hub.testing import process_tree
+
+    return process_tree(pid)
+
+
+def _middle(tmp_path: Path, *args: str) -> tuple[subprocess.Popen, int]:
+    script = tmp_path / "middle.py"
+    script.write_text(MIDDLE)
+    middle = subprocess.Popen(
+        [sys.executable, str(script), str(KEEPALIVE), *args], stdout=subprocess.PIPE, text=True
+    )
+    return middle, int(middle.stdout.readline())
+
+
+def test_keepalive_and_its_command_tree_end_when_its_supervisor_is_killed(tmp_path):
+    pids = tmp_path / "pids"
+    script = tmp_path / "parent.py"
+    script.write_text(PARENT)
+    middle, keep = _middle(tmp_path, sys.executable, str(script), str(pids))
+    try:
+        _wait_for(lambda: pids.exists() and pids.read_text().strip())
+        tree = _tree_of(keep)
+        assert len(tree) == 3  # keepalive, the command, the command's own child
+        middle.kill()
+        middle.wait()
+        _wait_for(lambda: not any(_alive(pid) for pid in tree), timeout=5)
+    finally:
+        middle.kill()
+
+
+def test_once_runs_the_command_in_its_place_and_it_ends_with_the_supervisor(tmp_path):
+    middle, keep = _middle(tmp_path, "--once", "sleep", "60")
+    try:
+        _wait_for(
+            lambda: Path(f"/proc/{keep}/cmdline").read_bytes().startswith(b"sleep\0")
+        )  # exec'd: no wrapper
+        middle.kill()
+        middle.wait()
+        _wait_for(lambda: not _alive(keep), timeout=5)
+    finally:
+        middle.kill()
