@@ -35,6 +35,8 @@ sys.path.insert(0, str(BASE))
 
 KEEPALIVE = [PY, str(BASE / "scripts" / "keepalive.py")]
 ONCE = [*KEEPALIVE, "--once"]  # no restarts, but it still dies with the supervisor
+DEFAULT_LOG_MAX_MB = 10  # HUB_LOG_MAX_MB: each log file's size before it is rotated
+DEFAULT_LOG_KEEP = 5  # HUB_LOG_KEEP: rotated files kept per process (web.log.1 … web.log.5)
 SUPERVISOR_LOG = "up"  # honcho's own lines ("web started (pid=…)") go to up.log
 WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
@@ -142,10 +144,22 @@ class LogRouter:
     Honcho's own lines (``system``: started, stopped, signals) go to ``up.log``. The console hears about a
     process only when it stops by itself (keepalive gave up on it), with the file to read; while the hub is
     being stopped on purpose, nothing.
+
+    A file that reaches ``max_bytes`` is renamed (``web.log`` → ``web.log.1`` → … ``web.log.<keep>``, the oldest
+    dropped) and a new one started: renamed, never copied or truncated, so ``tail -F`` (``make logs``) follows the
+    new file by its name.
     """
 
-    def __init__(self, log_dir: Path, console: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        console: TextIO | None = None,
+        *,
+        max_bytes: int = DEFAULT_LOG_MAX_MB * 1024 * 1024,
+        keep: int = DEFAULT_LOG_KEEP,
+    ) -> None:
         self.log_dir = log_dir
+        self.max_bytes, self.keep = max_bytes, keep
         self.console = console if console is not None else sys.stdout
         self.width = 0  # honcho sets it; unused, the files need no column alignment
         self.stopping = False
@@ -171,6 +185,20 @@ class LogRouter:
             if name == "system" and not self.stopping:
                 self._tell_console(line)
         out.flush()
+        if out.tell() >= self.max_bytes:
+            self._rotate(name)
+
+    def _rotate(self, name: str) -> None:
+        self._files.pop(name).close()
+        path = self.path_for(name)
+        try:
+            for n in range(self.keep - 1, 0, -1):
+                older = path.with_name(f"{path.name}.{n}")
+                if older.exists():
+                    older.replace(path.with_name(f"{path.name}.{n + 1}"))
+            path.replace(path.with_name(f"{path.name}.1"))
+        except OSError:
+            pass  # a full or read-only disk: the file grows on; logging must never stop the hub
 
     def _tell_console(self, line: str) -> None:
         stopped = re.fullmatch(r"(\S+) stopped \(rc=(-?\d+)\)", line.strip())
@@ -475,6 +503,8 @@ def main() -> None:
         device = env_str("HUB_DEVICE", "emulator")
         allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
         web_workers = webserver.workers()
+        log_max_mb = env_int("HUB_LOG_MAX_MB", DEFAULT_LOG_MAX_MB, minimum=1, maximum=100_000)
+        log_keep = env_int("HUB_LOG_KEEP", DEFAULT_LOG_KEEP, minimum=1, maximum=1000)
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
     data_dir.mkdir(parents=True, exist_ok=True)
@@ -498,7 +528,7 @@ def main() -> None:
         else "Sign in with your admin login (forgot it? .venv/bin/python manage.py changepassword NAME)"
     )
 
-    router = LogRouter(data_dir / "logs")
+    router = LogRouter(data_dir / "logs", max_bytes=log_max_mb * 1024 * 1024, keep=log_keep)
     manager = make_manager(router)
     env = dict(os.environ)
     if redis_cmd:
