@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 BASE = Path(__file__).resolve().parent.parent
@@ -210,6 +211,10 @@ class LogRouter:
                 file=self.console,
             )
 
+    def note(self, line: str) -> None:
+        """A line of the supervisor's own in up.log."""
+        self.write(SimpleNamespace(name="system", data=line, time=dt.datetime.now()))
+
     def close(self) -> None:
         for f in self._files.values():
             f.close()
@@ -371,6 +376,7 @@ def banner_text(
     lan: str | None,
     allowed_hosts: list[str],
     log_dir: Path,
+    profile: str | None = None,
 ) -> str:
     """What the console shows once the hub answers: where it is, who signs in, the phone, the logs."""
     local_host = "127.0.0.1" if host in WILDCARD_HOSTS else host
@@ -396,6 +402,8 @@ def banner_text(
         shown = log_dir.relative_to(BASE)
     except ValueError:
         shown = log_dir
+    if profile:  # "profile small (1.9 GB of memory): 1 web process(es), …"
+        lines.append(f"{profile[0].upper()}{profile[1:]}  ·  HUB_PROFILE=small|standard")
     lines += [
         f"Logs: {shown}/ (web, worker, beat, …)  ·  follow them: make logs",
         f"Status page (admins): {url}/health/  ·  Stop: Ctrl-C",
@@ -494,7 +502,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
     try:
-        from hub import webserver
+        from hub import profile
         from hub.env import env_int, env_list, env_path, env_str
 
         host = env_str("HUB_HOST", "127.0.0.1")
@@ -502,7 +510,7 @@ def main() -> None:
         data_dir = env_path("HUB_DATA_DIR", BASE / "var")
         device = env_str("HUB_DEVICE", "emulator")
         allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
-        web_workers = webserver.workers()
+        chosen = profile.choose()  # HUB_PROFILE, else by this machine's memory; HUB_WEB_WORKERS
         log_max_mb = env_int("HUB_LOG_MAX_MB", DEFAULT_LOG_MAX_MB, minimum=1, maximum=100_000)
         log_keep = env_int("HUB_LOG_KEEP", DEFAULT_LOG_KEEP, minimum=1, maximum=1000)
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
@@ -534,18 +542,15 @@ def main() -> None:
     if redis_cmd:
         add(manager, "redis", [*ONCE, *redis_cmd], env)
     # The hub's own processes run under keepalive: a crashed one comes back by itself (jobs resume from the
-    # database), while Ctrl-C still stops them all.
-    celery = [*KEEPALIVE, PY, "-m", "celery", "-A", "hub"]
-    # The web server is several processes (HUB_WEB_WORKERS) under one parent that restarts a crashed worker
-    # itself; keepalive brings the parent back.
-    add(manager, "web", [*KEEPALIVE, *webserver.command(host, port, n_workers=web_workers)], env)
-    worker = [*celery, "worker", "--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
-    add(manager, "worker", worker, env)
-    beat = [*celery, "beat", "--loglevel=INFO", f"--schedule={data_dir / 'celerybeat-schedule'}"]
-    add(manager, "beat", beat, env)
+    # database), while Ctrl-C still stops them all. The web server may be several processes (HUB_WEB_WORKERS)
+    # under one parent that restarts a crashed worker itself; keepalive brings the parent back.
+    services = chosen.commands(host=host, port=port, data_dir=data_dir, python=PY, wrap=KEEPALIVE)
+    for name, argv in services.items():
+        add(manager, name, argv, env)
     if device == "emulator":
         add_emulator(manager, env, data_dir)
-    say(f"starting web, worker, beat{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
+    router.note(chosen.describe())
+    say(f"starting {', '.join(services)}{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
         f" (logs in {router.log_dir})…")  # fmt: skip
     text = banner_text(
         host=host,
@@ -554,6 +559,7 @@ def main() -> None:
         lan=lan_address(),
         allowed_hosts=allowed_hosts,
         log_dir=router.log_dir,
+        profile=chosen.describe(),
     )
     threading.Thread(target=wait_then_announce, args=(host, port, text), daemon=True).start()
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
