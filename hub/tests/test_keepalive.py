@@ -121,3 +121,40 @@ def test_once_runs_the_command_in_its_place_and_it_ends_with_the_supervisor(tmp_
         _wait_for(lambda: not _alive(keep), timeout=5)
     finally:
         middle.kill()
+
+
+# Where the kernel cannot tell (no PR_SET_PDEATHSIG), a thread watches the parent's pid: the watcher runs in a
+# grandchild of the test, whose parent (the middle process) is then killed.
+WATCHER = textwrap.dedent(
+    """
+    import importlib.util, os, signal, sys, time
+    from pathlib import Path
+    spec = importlib.util.spec_from_file_location("keepalive", sys.argv[1])
+    keepalive = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(keepalive)
+    signal.signal(signal.SIGTERM, lambda *_: (Path(sys.argv[2]).write_text("parent gone"), os._exit(0)))
+    Path(sys.argv[2]).write_text("watching")
+    keepalive.watch_parent(os.getppid())
+    time.sleep(30)
+    """
+)
+
+
+def test_without_the_kernels_help_a_watch_on_the_parent_pid_notices_it_going(tmp_path):
+    script = tmp_path / "watcher.py"
+    script.write_text(WATCHER)
+    told = tmp_path / "told"
+    middle = subprocess.Popen(
+        [sys.executable, "-c", MIDDLE, str(script), str(KEEPALIVE), str(told)],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        watcher = int(middle.stdout.readline())
+        _wait_for(lambda: told.exists() and told.read_text() == "watching")
+        middle.kill()
+        middle.wait()
+        _wait_for(lambda: told.exists() and told.read_text() == "parent gone", timeout=5)
+        _wait_for(lambda: not _alive(watcher), timeout=5)
+    finally:
+        middle.kill()

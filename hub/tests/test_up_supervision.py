@@ -287,3 +287,44 @@ def test_a_second_make_up_stops_what_the_first_left_running_and_the_render_in_fl
                 second.stop()
             first.stop()
             _kill_all(hub_processes(tmp_path))
+
+
+def _up_script():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("hub_up_script", BASE / "scripts" / "up.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_a_hub_still_running_from_the_data_folder_is_left_alone_with_one_line(tmp_path, capsys):
+    supervisor = subprocess.Popen(["sleep", "60"])
+    try:
+        runrecord.write(tmp_path, [runrecord.entry("supervisor", supervisor.pid, ["sleep", "60"])])
+        with pytest.raises(SystemExit) as stop:
+            _up_script().stop_earlier_run(tmp_path)
+        assert stop.value.code == 1
+        err = capsys.readouterr().err.strip().splitlines()
+        assert (
+            len(err) == 1
+            and f"a hub is already running from this data folder (pid {supervisor.pid})" in err[0]
+        )
+        assert supervisor.poll() is None
+    finally:
+        supervisor.kill()
+        supervisor.wait()
+
+
+def test_leftovers_are_stopped_and_named_in_one_line(tmp_path, capsys):
+    worker = subprocess.Popen(["sleep", "60"])
+    try:
+        runrecord.write(tmp_path, [runrecord.entry("worker", worker.pid, ["sleep", "60"])])
+        _up_script().stop_earlier_run(tmp_path)
+        out = capsys.readouterr().out.strip().splitlines()
+        assert out == ["tiiny-hub: stopped 1 process(es) an earlier `make up` left running (worker)"]
+        assert worker.wait(timeout=5) == -signal.SIGTERM
+        assert not (tmp_path / runrecord.RECORD).exists()
+    finally:
+        worker.kill()
+        worker.wait()
