@@ -574,7 +574,7 @@ def start_services(env: dict[str, str]):
 
 def profile_note() -> str:
     chosen = _profile()
-    return f" Profile: {chosen.describe()}." if chosen else ""
+    return f" Profile: {chosen.describe().removeprefix('profile ')}." if chosen else ""
 
 
 def main_night_only() -> None:
@@ -774,7 +774,7 @@ def report(trials, hub, naive, rates, took) -> None:
     hp, np_ = project(hub_tl, hub_gaps, window_on=True), project(naive_tl, naive_gaps, window_on=True)
     chosen = _profile()
     print(
-        f"## The night on the {chosen.name} profile (bench_night.py)\n"
+        f"## The night on the {chosen.name} profile (bench_night.py, BENCH_PROFILE={chosen.name})\n"
         if chosen
         else "## The night (bench_night.py)\n"
     )

@@ -60,6 +60,7 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
         HUB_REDIS_PORT=str(free_port()),
         HUB_EMULATOR_PORT=str(free_port()),
         HUB_WEB_WORKERS="2",
+        HUB_PROFILE="standard",  # the same processes whatever the machine's memory
         HUB_INSECURE_FAST_HASHER="1",
         # Given, so up.py writes nothing into the checkout's .env.
         HUB_SECRET_KEY="make-up-test",
