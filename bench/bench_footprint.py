@@ -4,8 +4,8 @@ profile (hub/profile.py: ``BENCH_PROFILES=small,standard`` by default, side by s
 ``scripts/up.py`` runs each under ``scripts/keepalive.py``, with the commands of ``hub.profile.Profile.commands``.
 Standard: web = uvicorn (a parent, its multiprocessing resource tracker and HUB_WEB_WORKERS workers), worker =
 ``celery worker --concurrency=2`` (prefork: a parent and 2 children), beat = ``celery beat``. Small: one web
-process, ``celery worker --concurrency=1 --beat`` (a parent, 1 child, beat forked beside them); plus a private
-Redis. Here they run against a throw-away SQLite database and a private Redis, with one emulated
+process, ``python -m hub.profile worker --concurrency=1`` (a parent and 1 child, beat a thread of the parent);
+plus a private Redis. Here they run against a throw-away SQLite database and a private Redis, with one emulated
 Tiiny registered (so beat does its usual idle device reads; the emulator itself is not counted) and nobody
 signed in. After they settle, each process tree is sampled from /proc once a second for 30 s: RSS (resident,
 shared pages counted in every process), PSS (shared pages split between the processes that share them: the
