@@ -18,6 +18,7 @@ up: $(STAMP)
 	@$(PY) scripts/up.py
 
 # Follow the logs `make up` writes (one file per process under the data dir: HUB_DATA_DIR, else var/).
+# tail -F follows each file by its name, so it carries on across make up's rotations (web.log -> web.log.1).
 logs:
 	@d="$${HUB_DATA_DIR:-$$(sed -n 's/^HUB_DATA_DIR=//p' .env 2>/dev/null | tail -n 1)}"; d="$${d:-var}/logs"; \
 	mkdir -p "$$d"; echo "following $$d/*.log (Ctrl-C to stop)"; trap 'exit 0' INT; \

@@ -1,8 +1,10 @@
-"""Idle footprint of the hub: memory and CPU of web + worker + beat, started as ``make up`` starts them.
+"""Idle footprint of the hub: memory and CPU of web + worker + beat, started as ``make up`` starts them, in each
+profile (hub/profile.py: ``BENCH_PROFILES=small,standard`` by default, side by side).
 
-``scripts/up.py`` runs each under ``scripts/keepalive.py``: web = ``hub.webserver.command`` (uvicorn: a parent, its
-multiprocessing resource tracker and HUB_WEB_WORKERS workers), worker = ``celery worker
---concurrency=2 --without-gossip --without-mingle`` (prefork: a parent and 2 children), beat = ``celery beat``;
+``scripts/up.py`` runs each under ``scripts/keepalive.py``, with the commands of ``hub.profile.Profile.commands``.
+Standard: web = uvicorn (a parent, its multiprocessing resource tracker and HUB_WEB_WORKERS workers), worker =
+``celery worker --concurrency=2`` (prefork: a parent and 2 children), beat = ``celery beat``. Small: one web
+process, ``python -m hub.profile worker --concurrency=1`` (a parent and 1 child, beat a thread of the parent);
 plus a private Redis. Here they run against a throw-away SQLite database and a private Redis, with one emulated
 Tiiny registered (so beat does its usual idle device reads; the emulator itself is not counted) and nobody
 signed in. After they settle, each process tree is sampled from /proc once a second for 30 s: RSS (resident,
@@ -49,31 +51,34 @@ def memory_kb(pid: int) -> tuple[int, int]:
 
 def main() -> None:
     from bench._hub import private_hub
+    from hub import profile
 
+    names = os.environ.get("BENCH_PROFILES", "small,standard").split(",")
+    results = {}
     with private_hub("footprint") as (tmp, redis):
-        report(*run(tmp, redis))
+        for name in names:
+            chosen = profile.choose(name.strip())
+            results[chosen.name] = (chosen, *run(tmp, redis, chosen))
+    report(results)
 
 
-def run(tmp: Path, redis) -> tuple[dict, dict]:
+def run(tmp: Path, redis, chosen) -> tuple[dict, dict]:
     from django.db import connection
 
     from devices.emulator.testing import run_tiiny
-    from hub import webserver
     from hub.redis_server import free_port
     from hub.testing import Proc, child_env, process_tree, wait_for
     from jobs.tests.conftest import make_device
 
     py, keep = sys.executable, str(BASE / "scripts" / "keepalive.py")
     port = free_port()
-    commands = {  # exactly scripts/up.py's commands (keepalive + the process)
-        "web": [py, keep, *webserver.command("127.0.0.1", port)],
-        "worker": [py, keep, py, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO", "--concurrency=2",
-                   "--without-gossip", "--without-mingle"],
-        "beat": [py, keep, py, "-m", "celery", "-A", "hub", "beat", "--loglevel=INFO",
-                 f"--schedule={tmp / 'celerybeat-schedule'}"],
-    }  # fmt: skip
+    # exactly scripts/up.py's commands (keepalive + the process)
+    commands = chosen.commands(host="127.0.0.1", port=port, data_dir=tmp, python=py, wrap=[py, keep])
+    from devices.models import Device
+
     with run_tiiny(speed=1, quirks="none") as emulator:
-        make_device(emulator)
+        Device.objects.all().delete()  # the previous profile's emulator is gone
+        make_device(emulator, name=f"Pocket ({chosen.name})")
         connection.close()
         procs = {
             name: Proc(name, args, child_env(), tmp / "logs" / f"{name}.log").start()
@@ -90,7 +95,8 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
 
             wait_for(web_up, timeout=60, what="web", proc=procs["web"])
             wait_for(lambda: "ready." in procs["worker"].log_tail(300), timeout=60, what="worker")
-            wait_for(lambda: "beat: Starting" in procs["beat"].log_tail(300), timeout=60, what="beat")
+            beat = procs.get("beat", procs["worker"])
+            wait_for(lambda: "beat: Starting" in beat.log_tail(300), timeout=60, what="beat")
             time.sleep(SETTLE_S)
             roots = {name: p.process.pid for name, p in procs.items()}
             roots["redis (make up runs it too)"] = redis.pid
@@ -128,38 +134,45 @@ def run(tmp: Path, redis) -> tuple[dict, dict]:
         finally:
             for p in procs.values():
                 p.stop()
-    return stats, {"load": load, "keepalive_pss_mb": sum(v[1] for v in keepalive.values()) / 1024}
+            connection.close()
+    return stats, {
+        "load": load,
+        "keepalive": keepalive,
+        "keepalive_pss_mb": sum(v[1] for v in keepalive.values()) / 1024,
+    }
 
 
-def report(stats: dict, extra: dict) -> None:
-    from hub import webserver
-
-    hub = [n for n in stats if not n.startswith("redis")]
+def report(results: dict) -> None:
     print("## Idle footprint (bench_footprint.py)\n")
     print(
-        "web + worker + beat started as `make up` starts them (each under `scripts/keepalive.py`; the web server "
-        f"is a parent with {webserver.workers()} workers, the worker prefork with 2 children), one emulated Tiiny "
-        "registered, nobody signed in; sampled from /proc every "
+        "web + worker + beat started as `make up` starts them in each profile (hub/profile.py; each process under "
+        "`scripts/keepalive.py`), one emulated Tiiny registered, nobody signed in; sampled from /proc every "
         f"second for {WINDOW_S:.0f} s after {SETTLE_S:.0f} s to settle. RSS counts shared pages in every process; "
-        "PSS splits them (the honest sum).\n"
+        "PSS splits them (the honest sum). Target (issue 24 item 9): the small profile's web + worker + beat at "
+        "most 300 MB PSS.\n"
     )
-    print("| process tree | processes | RSS (mean / max) | PSS | CPU |")
-    print("|---|---|---|---|---|")
-    for name, s in stats.items():
+    print("| profile | process tree | processes | RSS (mean / max) | PSS | CPU |")
+    print("|---|---|---|---|---|---|")
+    notes = []
+    for name, (chosen, stats, extra) in results.items():
+        for proc, s in stats.items():
+            print(
+                f"| {name} | {proc} | {s['processes']} | {s['rss_mb']:.0f} / {s['rss_max_mb']:.0f} MB | "
+                f"{s['pss_mb']:.0f} MB | {s['cpu_pct']:.1f} % |"
+            )
+        hub = [n for n in stats if not n.startswith("redis")]
+        total = {k: sum(stats[n][k] for n in hub) for k in ("rss_mb", "pss_mb", "cpu_pct", "processes")}
+        verdict = "" if name != "small" else (" ok" if total["pss_mb"] <= 300 else " OVER 300 MB")
         print(
-            f"| {name} | {s['processes']} | {s['rss_mb']:.0f} / {s['rss_max_mb']:.0f} MB | {s['pss_mb']:.0f} MB | "
-            f"{s['cpu_pct']:.1f} % |"
+            f"| **{name}** | **web + worker + beat** | {total['processes']:.0f} | {total['rss_mb']:.0f} MB | "
+            f"**{total['pss_mb']:.0f} MB**{verdict} | **{total['cpu_pct']:.1f} %** |"
         )
-    total = {k: sum(stats[n][k] for n in hub) for k in ("rss_mb", "pss_mb", "cpu_pct", "processes")}
-    print(
-        f"| **web + worker + beat** | {total['processes']:.0f} | {total['rss_mb']:.0f} MB | "
-        f"**{total['pss_mb']:.0f} MB** | **{total['cpu_pct']:.1f} %** |"
-    )
-    print(
-        f"\nCPU is of one core. The three keepalive wrappers account for {extra['keepalive_pss_mb']:.0f} MB of the "
-        f"PSS. 1-minute load average on the shared 2-core box: {extra['load'][0]:.2f} at the start, "
-        f"{extra['load'][1]:.2f} at the end. No target in issue 13."
-    )
+        notes.append(
+            f"{name}: {chosen.describe().split(': ', 1)[1]}; its {len(extra['keepalive'])} keepalive wrappers "
+            f"account for {extra['keepalive_pss_mb']:.0f} MB of the PSS; 1-minute load average "
+            f"{extra['load'][0]:.2f} at the start, {extra['load'][1]:.2f} at the end"
+        )
+    print("\nCPU is of one core, on the shared 2-core box. " + ". ".join(notes) + ".")
 
 
 if __name__ == "__main__":

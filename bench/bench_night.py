@@ -540,6 +540,43 @@ def print_breakdown(parts: dict[str, list[float]]) -> None:
     print()
 
 
+def _profile():
+    """``BENCH_PROFILE=small|standard``: the worker, beat and web server as make up runs them in that profile
+    (hub/profile.py); unset, the worker (prefork, 2) and beat apart, the web server's default processes."""
+    from hub import profile
+
+    name = os.environ.get("BENCH_PROFILE")
+    return profile.choose(name) if name else None
+
+
+def web_workers() -> int | None:
+    chosen = _profile()
+    return chosen.web_workers if chosen else None
+
+
+def start_services(env: dict[str, str]):
+    """(worker, beat); beat is None when it runs inside the worker (the small profile)."""
+    from hub.testing import Proc, child_env, log_dir, start_beat, start_worker
+
+    chosen = _profile()
+    if chosen is None:
+        return start_worker("bench-night", concurrency=2, **env), start_beat(**HUB_ENV)
+    cmds = chosen.commands(host="127.0.0.1", port=0, data_dir=log_dir(), python=sys.executable, wrap=[])
+    log = log_dir() / "worker-bench-night.log"
+    worker = Proc(
+        "worker-bench-night", cmds["worker"], child_env(**env), log, ready="ready."
+    ).start_and_wait()
+    if "beat" not in cmds:
+        return worker, None
+    beat = Proc("beat", cmds["beat"], child_env(**HUB_ENV), log_dir() / "beat.log", ready="beat: Starting")
+    return worker, beat.start_and_wait()
+
+
+def profile_note() -> str:
+    chosen = _profile()
+    return f" Profile: {chosen.describe().removeprefix('profile ')}." if chosen else ""
+
+
 def main_night_only() -> None:
     """Only the hub's night (no trials, no naive script, no request rates), with the engine's step timings."""
     from bench._hub import private_hub
@@ -547,7 +584,6 @@ def main_night_only() -> None:
     with private_hub("night"):
         from devices.emulator.testing import run_tiiny
         from hub.accounts.models import User
-        from hub.testing import start_beat, start_worker
         from jobs.tests.conftest import make_device
 
         people = [
@@ -557,13 +593,14 @@ def main_night_only() -> None:
         with run_tiiny(speed=SPEED, quirks=NIGHT_QUIRKS) as emulator:
             device = make_device(emulator)
             env = {**HUB_ENV, "HUB_DEBUG_LOGGERS": "jobs"}
-            worker, beat = start_worker("bench-night", concurrency=2, **env), start_beat(**HUB_ENV)
+            worker, beat = start_services(env)
             try:
                 time.sleep(2)
                 tl, spans, took = run_hub(emulator, device, people)
             finally:
                 worker.stop()
-                beat.stop()
+                if beat is not None:
+                    beat.stop()
     gaps = gaps_of(tl, spans)
     print(
         f"## The hub's night only (speed {SPEED:g}, {took:.0f} s wall, load average before {load[0]:.2f})\n"
@@ -623,7 +660,6 @@ def main() -> None:
     from devices.emulator.testing import run_tiiny
     from hub import webserver
     from hub.accounts.models import User
-    from hub.testing import start_beat, start_worker
     from jobs.tests.conftest import make_device
 
     call_command("migrate", verbosity=0)
@@ -634,7 +670,7 @@ def main() -> None:
             trials = first_use_trials(emulator) if args.part == "all" else []
             emulator.reset(quirks=NIGHT_QUIRKS, speed=SPEED)
             device = make_device(emulator)
-            worker, beat = start_worker("bench-night", concurrency=2, **HUB_ENV), start_beat(**HUB_ENV)
+            worker, beat = start_services(HUB_ENV)
             try:
                 time.sleep(2)
                 if args.part == "all":
@@ -647,7 +683,7 @@ def main() -> None:
                 reset_at = time.time()
                 port = free_port()
                 web = subprocess.Popen(
-                    webserver.command("127.0.0.1", port),  # as make up runs it
+                    webserver.command("127.0.0.1", port, n_workers=web_workers()),  # as make up runs it
                     cwd=BASE,
                     env=dict(os.environ),
                     stdout=subprocess.DEVNULL,
@@ -670,7 +706,8 @@ def main() -> None:
             finally:
                 worker_log = worker.log_tail(30)
                 worker.stop()
-                beat.stop()
+                if beat is not None:
+                    beat.stop()
     finally:
         if web is not None:
             web.terminate()
@@ -735,14 +772,19 @@ def report(trials, hub, naive, rates, took) -> None:
     hub_gaps = gaps_of(hub_tl, hub_spans)
     naive_gaps = gaps_of(naive_tl, naive_spans)
     hp, np_ = project(hub_tl, hub_gaps, window_on=True), project(naive_tl, naive_gaps, window_on=True)
-    print("## The night (bench_night.py)\n")
+    chosen = _profile()
+    print(
+        f"## The night on the {chosen.name} profile (bench_night.py, BENCH_PROFILE={chosen.name})\n"
+        if chosen
+        else "## The night (bench_night.py)\n"
+    )
     print(
         f"30 jobs from 3 people (videos 2 s and 7 s, images, loops, speech, 3D shape+export; models interleaved), "
         f"on the Tiiny emulator at speed {SPEED:g} with its quirks on (but the 90 s video stop and the one-hour "
         f"cut-off). The hub: a real worker and beat on the production poll rhythm; the baseline: a plain script, "
         f"arrival order, one model at a time, `running` polled every 3 s, renders every 2 s, the window sat out. "
         f"Device time = the emulator's busy spans x speed; gaps = the device idle while work waits, wall seconds "
-        f"(the after-load part that is the device's 10 s readiness window is device time).\n"
+        f"(the after-load part that is the device's 10 s readiness window is device time).{profile_note()}\n"
     )
     print("### 1. Makespan, projected to a real device\n")
     print(

