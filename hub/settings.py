@@ -359,6 +359,11 @@ LOGGING = {
         "httpx": {"level": "WARNING"},
         "httpcore": {"level": "WARNING"},
         "axes": {"level": "WARNING"},  # failed sign-ins and lockouts; not a line for every good one
+        # Celery's line for every task received, succeeded and sent by beat: the periodic sweeps run every few
+        # seconds, ~30 MB a day of "succeeded in 0.01s" that would push a month of real lines out of the rotated logs
+        "celery.app.trace": {"level": "WARNING"},
+        "celery.worker.strategy": {"level": "WARNING"},
+        "celery.beat": {"level": "WARNING"},
     },
 }
 # Loggers to run at DEBUG, comma-separated (e.g. HUB_DEBUG_LOGGERS=jobs: the engine's step timings).
