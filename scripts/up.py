@@ -497,6 +497,28 @@ def stop_when_orphaned() -> None:
     os.kill(os.getpid(), signal.SIGTERM)
 
 
+FIRST_LOGIN_FILE = "first-admin-login.txt"
+
+
+def login_line(admin_line: str, data_dir: Path) -> str:
+    """The banner's sign-in line. The first admin's password is shown once, on the terminal. Under systemd
+    (``INVOCATION_ID`` set) the console is the journal, which others may read (groups adm, systemd-journal) and
+    which keeps it: there the password goes into a file only its owner can read, and the banner names the file."""
+    if not admin_line.startswith("first admin"):
+        return "Sign in with your admin login (forgot it? .venv/bin/python manage.py changepassword NAME)"
+    login = admin_line.removeprefix("first admin: ")
+    if not os.environ.get("INVOCATION_ID"):
+        return f"Sign in as {login}"
+    path = data_dir / FIRST_LOGIN_FILE
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as out:
+        out.write(
+            f"Tiiny Hub's first admin: {login}\nChange the password once signed in, then delete this file.\n"
+        )
+    os.chmod(path, 0o600)
+    return f"Sign in as the first admin: the login is in {path} (readable by you only)"
+
+
 def main() -> None:
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
@@ -535,11 +557,7 @@ def main() -> None:
     manage("migrate", "--noinput", "-v", "0")
     manage("collectstatic", "--noinput", "-v", "0")
     admin_line = manage("ensure_admin", capture=True).strip()
-    login = (
-        f"Sign in as {admin_line.removeprefix('first admin: ')}"
-        if admin_line.startswith("first admin")
-        else "Sign in with your admin login (forgot it? .venv/bin/python manage.py changepassword NAME)"
-    )
+    login = login_line(admin_line, data_dir)
 
     router = LogRouter(data_dir / "logs", max_bytes=log_max_mb * 1024 * 1024, keep=log_keep)
     manager = make_manager(router)

@@ -392,3 +392,16 @@ def test_a_console_that_is_gone_does_not_stop_the_shutdown(tmp_path):
     closed = (tmp_path / "c.txt").open("w")
     closed.close()
     up.tell("tiiny-hub: stopping…", file=closed)  # ValueError on a closed file, swallowed
+
+
+def test_the_first_login_stays_on_the_terminal_but_never_reaches_systemds_journal(tmp_path, monkeypatch):
+    up = _up()
+    line = "first admin: admin / s3cret-pass-word"
+    monkeypatch.delenv("INVOCATION_ID", raising=False)
+    assert up.login_line(line, tmp_path) == "Sign in as admin / s3cret-pass-word"
+    monkeypatch.setenv("INVOCATION_ID", "0123456789abcdef")  # systemd sets it for a unit's processes
+    shown = up.login_line(line, tmp_path)
+    saved = tmp_path / up.FIRST_LOGIN_FILE
+    assert "s3cret" not in shown and str(saved) in shown
+    assert "admin / s3cret-pass-word" in saved.read_text() and saved.stat().st_mode & 0o777 == 0o600
+    assert up.login_line("admin exists", tmp_path).startswith("Sign in with your admin login")
