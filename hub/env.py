@@ -6,6 +6,7 @@ variable and the expected form, so a bad value stops start-up before anything el
 
 from __future__ import annotations
 
+import ipaddress
 import os
 import re
 from pathlib import Path
@@ -94,6 +95,21 @@ def env_list(name: str, default: list[str]) -> list[str]:
     items = [item.strip() for item in value.split(",") if item.strip()]
     if not items:
         raise SettingError(f"{name} is empty (a comma-separated list, e.g. 'localhost,hub.lan')")
+    return items
+
+
+def env_networks(
+    name: str, default: list[str], *, example: str = "127.0.0.1,::1,192.168.1.0/24"
+) -> list[str]:
+    """A comma-separated list of IP addresses or networks (CIDR); "none" is the empty list."""
+    items = env_list(name, default)
+    if [item.lower() for item in items] == ["none"]:
+        return []
+    for item in items:
+        try:
+            ipaddress.ip_network(item, strict=False)
+        except ValueError:
+            raise SettingError(f"{name}: {item!r} is not an IP address or network (e.g. {example})") from None
     return items
 
 

@@ -6,7 +6,6 @@ See README.md ("Configuration") for the table of variables.
 from __future__ import annotations
 
 import datetime as _dt
-import ipaddress as _ip
 import os
 from pathlib import Path
 
@@ -19,10 +18,13 @@ from hub.env import (
     SettingError,
     env_bool,
     env_choice,
+    env_clock,
     env_float,
     env_int,
     env_list,
+    env_networks,
     env_path,
+    env_rate,
     env_str,
     env_time_zone,
     env_url,
@@ -323,35 +325,20 @@ CONTENT_SECURITY_POLICY = {
 
 # --- /healthz: anyone learns "ok" or "failing"; admins and these addresses also get each check's detail ----
 # IPs or CIDRs, comma-separated; "none" = admins only.
-HUB_HEALTH_ALLOW = env_list("HUB_HEALTH_ALLOW", ["127.0.0.1", "::1"])
-if [a.lower() for a in HUB_HEALTH_ALLOW] == ["none"]:
-    HUB_HEALTH_ALLOW = []
-for _net in HUB_HEALTH_ALLOW:
-    try:
-        _ip.ip_network(_net, strict=False)
-    except ValueError:
-        raise SettingError(
-            f"HUB_HEALTH_ALLOW: {_net!r} is not an IP address or network (e.g. 127.0.0.1,::1,192.168.1.0/24)"
-        ) from None
+HUB_HEALTH_ALLOW = env_networks("HUB_HEALTH_ALLOW", ["127.0.0.1", "::1"])
 
 # --- Behind a reverse proxy: the proxies whose X-Forwarded-For / X-Forwarded-Proto the web server believes ----
 # IPs or CIDRs, comma-separated (e.g. 127.0.0.1 for nginx or Caddy on this machine). Empty (the default): the
 # client's address is the connection's own and those headers are ignored, since anyone can write them. The web
 # server (hub.webserver) reads the same variable; sign-in throttling then counts each person's own address.
-HUB_TRUSTED_PROXIES = env_list("HUB_TRUSTED_PROXIES", [])
-for _net in HUB_TRUSTED_PROXIES:
-    try:
-        _ip.ip_network(_net, strict=False)
-    except ValueError:
-        raise SettingError(
-            f"HUB_TRUSTED_PROXIES: {_net!r} is not an IP address or network (e.g. 127.0.0.1 or 10.0.0.0/24)"
-        ) from None
+HUB_TRUSTED_PROXIES = env_networks("HUB_TRUSTED_PROXIES", [], example="127.0.0.1 or 10.0.0.0/24")
 
 # --- Logging: one line per event; device API keys never reach a log (see devices.crypto) ----------------
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
+    "filters": {"no_due_task_lines": {"()": "hub.logfilters.DropDueTaskLines"}},
     "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
@@ -363,7 +350,9 @@ LOGGING = {
         # seconds, ~30 MB a day of "succeeded in 0.01s" that would push a month of real lines out of the rotated logs
         "celery.app.trace": {"level": "WARNING"},
         "celery.worker.strategy": {"level": "WARNING"},
-        "celery.beat": {"level": "WARNING"},
+        "celery.beat": {
+            "filters": ["no_due_task_lines"]
+        },  # (its "beat: Starting" stays: supervisors wait for it)
     },
 }
 # Loggers to run at DEBUG, comma-separated (e.g. HUB_DEBUG_LOGGERS=jobs: the engine's step timings).
@@ -396,25 +385,14 @@ JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # n
 
 # --- API tokens and rate limits (hub.accounts.tokens, hub.ratelimit) ----------------------------------------
 # Submissions through /api/ and /v1/ per token (per person for a browser session): N/s, N/m or N/h; 0 = no limit.
-from hub.env import env_rate  # noqa: E402 - this block stays at the end of the file
 
 HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
 
 # --- Metrics (GET /metrics, Prometheus text format; hub.metrics) --------------------------------------------
 # Client addresses (IPs or CIDRs) that may scrape without a token; anyone else needs an admin API token.
 # "none" = tokens only. A request carrying X-Forwarded-For/Forwarded/X-Real-IP never passes by address alone.
-import ipaddress as _ipaddress  # noqa: E402 - this block stays at the end of the file
 
-HUB_METRICS_ALLOW = env_list("HUB_METRICS_ALLOW", ["127.0.0.1", "::1"])
-if [a.lower() for a in HUB_METRICS_ALLOW] == ["none"]:
-    HUB_METRICS_ALLOW = []
-for _net in HUB_METRICS_ALLOW:
-    try:
-        _ipaddress.ip_network(_net, strict=False)
-    except ValueError:
-        raise SettingError(
-            f"HUB_METRICS_ALLOW: {_net!r} is not an IP address or network (e.g. 127.0.0.1,::1,192.168.1.0/24)"
-        ) from None
+HUB_METRICS_ALLOW = env_networks("HUB_METRICS_ALLOW", ["127.0.0.1", "::1"])
 # The render-time histogram covers the jobs finished in this many days.
 HUB_METRICS_RENDER_DAYS = env_int("HUB_METRICS_RENDER_DAYS", 30, minimum=1, maximum=3650)
 if HUB_HTTPS:  # a scraper on the inside speaks plain HTTP, like the /healthz probe
@@ -482,7 +460,6 @@ LOGGING["loggers"]["apprise"] = {"level": "WARNING", "handlers": [], "propagate"
 # the household channels while people are awake to act on it. Unset, no backup is taken unless by hand.
 HUB_BACKUP_DIR = env_str("HUB_BACKUP_DIR", "")
 HUB_BACKUP_KEEP = env_int("HUB_BACKUP_KEEP", 14, minimum=1, maximum=10000)
-from hub.env import env_clock  # noqa: E402 - this block stays at the end of the file
 
 HUB_BACKUP_AT = env_clock("HUB_BACKUP_AT", "13:30")  # (hour, minute)
 

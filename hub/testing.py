@@ -290,3 +290,34 @@ def broker_unreachable():
         yield
     finally:
         fresh_broker_pools(original)
+
+
+@contextlib.contextmanager
+def tmpfs(folder: Path, options: str):
+    """A tmpfs mounted on ``folder`` for the test (``options``: e.g. ``size=1m``, ``ro,size=1m``): a real small or
+    read-only file system, whose ENOSPC or EROFS every process sees. Skips the test where mounting is not allowed
+    (the suite runs as root in its sandbox); unmounted afterwards, so the folder's own files come back."""
+    import pytest  # reason: only tests call this; the module is imported by the suite's plugins too
+
+    folder.mkdir(parents=True, exist_ok=True)
+    mounted = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", options, "tmpfs", str(folder)], capture_output=True, text=True
+    )
+    if mounted.returncode:
+        pytest.skip(f"cannot mount a tmpfs ({options}) here: {mounted.stderr.strip()}")
+    try:
+        yield folder
+    finally:
+        subprocess.run(["umount", "-l", str(folder)], check=False)
+
+
+def load_script(name: str):
+    """A script of ``scripts/`` (make up's launcher, the service writer) loaded as a module, to test its parts."""
+    import importlib.util  # reason: only tests load scripts
+
+    path = Path(__file__).resolve().parent.parent / "scripts" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"hub_script_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # a dataclass with postponed annotations looks its module up by name
+    spec.loader.exec_module(module)
+    return module

@@ -1,5 +1,5 @@
-"""The issue's "done when", in small: a hub with people, a token, a device, jobs (done with result files, one
-rendering, one waiting), quotas and a household channel is backed up while a render runs (a real Celery worker and
+"""The issue's "done when", in small: a hub with people, a token, a device, jobs (done with result files, one of
+every kind, one rendering, one waiting), quotas and a household channel is backed up while a render runs (a real Celery worker and
 the Tiiny emulator over HTTP); the first hub then stops, as a dead machine would. ``manage.py restore`` puts the
 backup into a second, empty data folder (its own SQLite file) in a process of its own; the second hub has the same
 rows and the same files (sha256), answers its pages and API, and once its own worker and beat run, its waiting job
@@ -29,11 +29,19 @@ from hub.testing import BASE_DIR, start_beat, start_worker, wait_for
 from jobs.models import Artifact, HouseholdQuota, Job, PersonQuota
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import ENGINE_ENV, wait_job
+from jobs.tests.ui_fixtures import add_artifact, make_job
 from notify.services import channel_create
 
 pytestmark = pytest.mark.integration
 
 VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"
+# The kinds the emulated render below does not cover, as finished jobs with a result file each.
+OTHER_KINDS = (
+    ("mesh", "mesh", "model.glb", "model/gltf-binary"),
+    ("music", "audio", "music.wav", "audio/wav"),
+    ("image", "image", "image-1.png", "image/png"),
+    ("speech", "audio", "speech.wav", "audio/wav"),
+)
 TABLES = (
     "accounts_user",
     "accounts_apitoken",
@@ -148,7 +156,8 @@ client.force_login(User.objects.get(username="{user}"))
 api = client.get("/api/jobs")
 out = {{
     "dashboard": client.get("/").status_code,
-    "job": client.get("/jobs/{job}/").status_code,
+    "gallery": client.get("/jobs/").status_code,
+    "jobs": sorted({{client.get(f"/jobs/{{pk}}/").status_code for pk in {jobs}}}),
     "api": api.status_code,
     "api_ids": sorted(j["id"] for j in api.json()["items"]),
     "channel_secret": crypto.unseal(Channel.objects.get(owner=None).sealed).get("secret"),
@@ -170,6 +179,13 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     )
     done = wait_job(video(member, pocket, "a finished fox"), timeout=60, engine=engine)
     assert done.artifacts.exists()
+    others = []
+    for kind, artifact_kind, name, mime in OTHER_KINDS:
+        job = make_job(member, pocket, kind=kind, state="done", prompt=f"a finished {kind}")
+        data = f"{kind} result ".encode() * 2000
+        art = add_artifact(job, settings.MEDIA_ROOT, kind=artifact_kind, name=name, mime=mime, data=data)
+        Artifact.objects.filter(pk=art.pk).update(sha256=hashlib.sha256(data).hexdigest())
+        others.append(job)
     # -- a render running on the device (slow clock), and a job waiting behind it -----------------------------------
     tiiny.set_speed(15)  # ~28 s a render here: it runs all through the backup
     rendering = video(member, pocket, "a fox rendering during the backup")
@@ -188,6 +204,7 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     assert submitted == 2
     job_rows = "SELECT id, owner_id, state, remote_id, prompt FROM jobs_job ORDER BY id"
     before, jobs_before = first_hub_counts(), first_hub_rows(job_rows)  # (the first hub is still now)
+    files_before = list(Artifact.objects.values_list("file", "sha256"))
 
     # -- restore into a second, empty data folder, in a process of its own ------------------------------------------
     second = second_hub.data
@@ -199,16 +216,17 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     assert second_hub.rows(job_rows) == jobs_before
     states = dict(second_hub.rows("SELECT id, state FROM jobs_job"))
     assert (states[rendering.pk], states[waiting.pk]) == ("running", "queued")
-    for name, digest in Artifact.objects.filter(job=done).values_list("file", "sha256"):
-        assert hashlib.sha256((second / "media" / name).read_bytes()).hexdigest() == digest
+    assert len(files_before) >= 1 + len(OTHER_KINDS)
+    for name, digest in files_before:  # every kind's result, byte for byte
+        assert hashlib.sha256((second / "media" / name).read_bytes()).hexdigest() == digest, name
 
     # -- the second hub answers its pages and API, and its sealed secrets open (same key) ----------------------------
-    script = PAGES_SCRIPT.format(user=member.username, job=done.pk)
+    script = PAGES_SCRIPT.format(user=member.username, jobs=[done.pk, *(j.pk for j in others)])
     pages = manage(env, "shell", "-c", script)
     assert pages.returncode == 0, pages.stderr
     answer = json.loads(pages.stdout.strip().splitlines()[-1])
-    assert (answer["dashboard"], answer["job"], answer["api"]) == (200, 200, 200)
-    assert set(answer["api_ids"]) >= {done.pk, rendering.pk}
+    assert (answer["dashboard"], answer["gallery"], answer["jobs"], answer["api"]) == (200, 200, [200], 200)
+    assert set(answer["api_ids"]) >= {done.pk, rendering.pk, *(j.pk for j in others)}
     assert answer["channel_secret"] == "s3cret-hook"
 
     # -- its queue resumes: the waiting job renders, the running one is polled again (not submitted twice) ----------

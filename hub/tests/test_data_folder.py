@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from hub.redis_server import free_port
+from hub.testing import tmpfs
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {
@@ -34,15 +35,8 @@ def under_a_file(tmp_path) -> Path:
 
 @pytest.fixture
 def read_only(tmp_path):
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "ro,size=1m", "tmpfs", str(folder)], capture_output=True, text=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a read-only tmpfs here: {mounted.stderr.strip()}")
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
+    with tmpfs(tmp_path / "ro", "ro,size=1m") as folder:
+        yield folder
 
 
 def run(args: list[str], data_dir: Path, timeout: float = 60) -> subprocess.CompletedProcess:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import contextlib
 import datetime as dt
-import importlib.util
 import ipaddress
 import os
 import re
@@ -21,6 +20,7 @@ from django.conf import settings
 from django.test import Client
 
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
+from hub.testing import load_script
 from jobs.tests.ui_fixtures import make_job
 
 BASE = Path(__file__).resolve().parents[2]
@@ -28,10 +28,7 @@ UP = BASE / "scripts" / "up.py"
 
 
 def _up():
-    spec = importlib.util.spec_from_file_location("hub_up_script", UP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("up")
 
 
 def _wait_for(predicate, timeout: float = 20.0, what: str = "condition"):

@@ -4,7 +4,6 @@ starts, run the way systemd runs it (WorkingDirectory, Environment, EnvironmentF
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import os
 import re
 import shlex
@@ -19,6 +18,7 @@ import httpx
 import pytest
 
 from hub.redis_server import free_port
+from hub.testing import load_script
 
 BASE = Path(__file__).resolve().parents[2]
 SERVICE = BASE / "scripts" / "service.py"
@@ -27,11 +27,7 @@ SYSTEMD_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
 def _service():
-    spec = importlib.util.spec_from_file_location("hub_service_script", SERVICE)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # its dataclass looks its module up by name
-    spec.loader.exec_module(module)
-    return module
+    return load_script("service")
 
 
 def parse_unit(text: str) -> dict[str, dict[str, list[str]]]:

@@ -4,22 +4,20 @@
 from __future__ import annotations
 
 import datetime as dt
-import importlib.util
 import os
 import signal
 import subprocess
 import threading
 from pathlib import Path
 
+from hub.testing import load_script
+
 BASE = Path(__file__).resolve().parents[2]
 UP = BASE / "scripts" / "up.py"
 
 
 def _up():
-    spec = importlib.util.spec_from_file_location("hub_up_script", UP)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("up")
 
 
 def _line(name: str, text: str):
@@ -105,3 +103,24 @@ def test_make_logs_keeps_following_a_file_across_its_rotation(tmp_path):
         router.close()
         os.killpg(proc.pid, signal.SIGTERM)
         proc.wait(timeout=10)
+
+
+def test_beat_keeps_its_start_line_but_not_one_per_periodic_task():
+    """A supervisor waits for "beat: Starting"; the line for every task beat sends would fill the logs."""
+    import logging
+
+    from hub.logfilters import DropDueTaskLines
+
+    keep = DropDueTaskLines()
+    record = logging.LogRecord("celery.beat", logging.INFO, __file__, 1, "beat: Starting...", None, None)
+    due = logging.LogRecord(
+        "celery.beat",
+        logging.INFO,
+        __file__,
+        1,
+        "Scheduler: Sending due task %s (%s)",
+        ("reconcile", "x"),
+        None,
+    )
+    assert keep.filter(record) and not keep.filter(due)
+    assert any(isinstance(f, DropDueTaskLines) for f in logging.getLogger("celery.beat").filters)

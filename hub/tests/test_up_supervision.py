@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from hub import runrecord
+from hub.testing import load_script
 
 BASE = Path(__file__).resolve().parents[2]
 
@@ -291,12 +292,7 @@ def test_a_second_make_up_stops_what_the_first_left_running_and_the_render_in_fl
 
 
 def _up_script():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("hub_up_script", BASE / "scripts" / "up.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("up")
 
 
 def test_a_hub_still_running_from_the_data_folder_is_left_alone_with_one_line(tmp_path, capsys):

@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import hashlib
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from hub.testing import wait_for
+from hub.testing import tmpfs, wait_for
 from jobs.models import Job
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import wait_job
@@ -29,17 +28,8 @@ SLACK = 16 * 1024  # what the filler leaves free: far less than the emulator's v
 @pytest.fixture
 def small_media(settings):
     """MEDIA_ROOT on a 4 MB tmpfs of its own (unmounted afterwards: the folder's own files come back)."""
-    media = Path(settings.MEDIA_ROOT)
-    media.mkdir(parents=True, exist_ok=True)
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(media)], capture_output=True, text=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    try:
+    with tmpfs(Path(settings.MEDIA_ROOT), "size=4m") as media:
         yield media
-    finally:
-        subprocess.run(["umount", "-l", str(media)], check=False)
 
 
 def _fill(media: Path, leave: int) -> Path:

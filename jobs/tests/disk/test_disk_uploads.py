@@ -6,12 +6,12 @@ The disk is real: a 1 MB tmpfs mounted as MEDIA_ROOT for the test (skipped where
 from __future__ import annotations
 
 import html
-import subprocess
 
 import pytest
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.test import Client
 
+from hub.testing import tmpfs
 from jobs.models import Job
 from jobs.tests.ui_fixtures import MESH, PNG, VIDEO
 
@@ -26,22 +26,15 @@ def _no_rate_limit(settings):
 
 @pytest.fixture
 def full_media(settings, tmp_path):
-    media = tmp_path / "media"
-    media.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(media)], capture_output=True, text=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    settings.MEDIA_ROOT = media
-    with open(media / "filler.bin", "wb", buffering=0) as fh:
-        try:
-            while True:
-                fh.write(b"\0" * 4096)
-        except OSError:
-            pass
-    yield media
-    subprocess.run(["umount", "-l", str(media)], check=False)
+    with tmpfs(tmp_path / "media", "size=1m") as media:
+        settings.MEDIA_ROOT = media
+        with open(media / "filler.bin", "wb", buffering=0) as fh:
+            try:
+                while True:
+                    fh.write(b"\0" * 4096)
+            except OSError:
+                pass
+        yield media
 
 
 @pytest.fixture

@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import errno
 import io
-import subprocess
 from pathlib import Path
 
 import httpx
 import pytest
 
 from hub.disk import is_disk_full
+from hub.testing import tmpfs
 from jobs.files import store
 
 pytestmark = pytest.mark.django_db
@@ -22,15 +22,8 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def tiny_disk(tmp_path):
-    folder = tmp_path / "tiny"
-    folder.mkdir()
-    mounted = subprocess.run(
-        ["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(folder)], capture_output=True, text=True
-    )
-    if mounted.returncode:
-        pytest.skip(f"cannot mount a small tmpfs here: {mounted.stderr.strip()}")
-    yield folder
-    subprocess.run(["umount", "-l", str(folder)], check=False)
+    with tmpfs(tmp_path / "tiny", "size=1m") as folder:
+        yield folder
 
 
 @pytest.fixture
