@@ -118,9 +118,13 @@ class Proc:
         restarts, so the line an earlier run wrote must not count."""
         before = self.log_text().count(self.ready)
         self.start()
-        wait_for(
-            lambda: self.log_text().count(self.ready) > before, timeout=timeout, what=self.name, proc=self
-        )
+        try:
+            wait_for(
+                lambda: self.log_text().count(self.ready) > before, timeout=timeout, what=self.name, proc=self
+            )
+        except BaseException:
+            self.stop()  # a process that never got ready is nobody's to stop later: it would outlive the run
+            raise
         return self
 
     def log_text(self) -> str:
