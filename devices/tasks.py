@@ -94,15 +94,20 @@ def worker_device_ids(names: Iterable[str]) -> list[int]:
     return [found[name] for name in names]
 
 
-def _device_queues() -> list[str]:
-    """This worker's device queues now: its named devices', else every device's. Read in the worker's main
-    process, which forks the pool: the connection is closed again at once, never inherited."""
+def worker_device_queues() -> list[str]:
+    """This worker's device queues now: its named devices' (``HUB_WORKER_DEVICES``), else every device's."""
+    names = worker_device_names()
+    ids = worker_device_ids(names) if names else list(Device.objects.values_list("pk", flat=True))
+    return [device_queue(pk) for pk in ids]
+
+
+def _read_in_main_process() -> list[str]:
+    """``worker_device_queues`` read in the worker's main process, which forks the pool: its database connection
+    is closed again at once, never inherited."""
     try:
-        names = worker_device_names()
-        ids = worker_device_ids(names) if names else list(Device.objects.values_list("pk", flat=True))
+        return worker_device_queues()
     finally:
         connections.close_all()
-    return [device_queue(pk) for pk in ids]
 
 
 @signals.worker_init.connect
@@ -110,7 +115,7 @@ def choose_device_queues(sender=None, **_kwargs) -> None:
     """At the worker's start, before it consumes anything: add its device queues to the ones it consumes (the
     default queue, or what ``-Q`` chose). A name that is no device stops it with one line."""
     try:
-        queues = _device_queues()
+        queues = _read_in_main_process()
     except SettingError as exc:
         err = sys.__stderr__ or sys.stderr
         err.write(f"tiiny-hub: {exc}\n")
@@ -127,7 +132,7 @@ def follow_new_devices(sender=None, **_kwargs) -> None:
 
     def follow() -> None:
         try:
-            consume_queues(sender, _device_queues())
+            consume_queues(sender, _read_in_main_process())
         except Exception:  # the database away for a moment: next time
             logger.warning("looking for new devices failed", exc_info=True)
 
