@@ -154,4 +154,5 @@ def test_a_worker_limited_to_devices_consumes_their_queues_every_other_one_every
     assert sorted(device_tasks.worker_device_queues()) == sorted(
         [device_queue(device.pk), device_queue(other.pk)]
     )
-    assert DEFAULT_QUEUE == "celery"  # Celery's own default: make up's worker and any other takes it as before
+    # The default queue is Celery's own: make up's worker, and any other, takes it as before.
+    assert DEFAULT_QUEUE == "celery"
