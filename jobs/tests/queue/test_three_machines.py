@@ -130,3 +130,58 @@ def test_web_and_worker_share_only_the_database_redis_and_the_bucket(
         assert [f for f in files_under(web_dir) if not f.startswith("logs/")] == []
     finally:
         web.stop()
+
+
+PLAY = """async (id) => {
+  const v = document.getElementById(id);
+  v.muted = true;
+  if (v.readyState < 1) await new Promise((ok) => v.addEventListener('loadedmetadata', ok, {once: true}));
+  const seeked = new Promise((ok) => v.addEventListener('seeked', ok, {once: true}));
+  v.currentTime = 1.2;
+  await seeked;
+  await v.play();
+  await new Promise((ok) => setTimeout(ok, 600));
+  v.pause();
+  const ends = Array.from({length: v.seekable.length}, (_, i) => v.seekable.end(i));
+  return {current: v.currentTime, duration: v.duration, seekable: ends, error: v.error && v.error.code};
+}"""
+
+
+@pytest.mark.browser
+@pytest.mark.django_db(transaction=True)
+def test_a_result_in_the_bucket_plays_and_seeks_in_chromium(browser, member, device, s3_store, tmp_path):
+    """The browser half of the issue's test (Chromium is only in the browser pass): a video the worker stored in
+    the bucket plays from a web server with a data folder of its own, by ranges, and seeks."""
+    from devices.emulator.media import video_mp4  # reason: ffmpeg's media generator, only here
+    from jobs.files import store  # reason: the test process stores the result as a worker would
+    from jobs.tests.ui_fixtures import make_job  # reason: the ui fixtures' job maker
+
+    job = make_job(member, device, state="done", prompt="a kite over the dunes at sunset")
+    source = video_mp4(prompt=job.prompt, seconds=4, width=320, height=192, fps=24).read_bytes()
+    art = store.save_artifact(job, kind="video", name="video.mp4", data=source, mime="video/mp4")
+    assert s3_store.get(art.file.name) == source
+    web_dir = tmp_path / "web"
+    web_dir.mkdir()
+    web = start_asgi_server(workers=1, HUB_DATA_DIR=str(web_dir), **s3_store.env)
+    context = browser.new_context(base_url=web.extra["url"])
+    try:
+        page = context.new_page()
+        page.goto("/accounts/login/")
+        page.fill("#id_username", member.username)
+        page.fill("#id_password", PASSWORD)
+        page.click("button[type=submit]")
+        page.wait_for_url("**/")
+        ranges: list[str] = []
+        page.on(
+            "request", lambda r: ranges.append(r.headers.get("range", "")) if "/files/" in r.url else None
+        )
+        page.goto(f"/jobs/{job.pk}/")
+        state = page.evaluate(PLAY, f"job-{job.pk}-video")
+        assert state["error"] is None and state["duration"] >= 3.5, state
+        assert state["current"] > 1.3, state  # it played on from where it seeked
+        assert state["seekable"] and max(state["seekable"]) >= 3.5, state  # the whole file: served by ranges
+        assert any(r.startswith("bytes=") for r in ranges), ranges
+        assert [f for f in files_under(web_dir) if not f.startswith("logs/")] == []
+    finally:
+        context.close()
+        web.stop()
