@@ -1,7 +1,8 @@
 """Beat-driven device polling. Tasks take ids, claim before acting, and are safe to run twice.
 
 Also which devices' queues a worker consumes (``hub.celery``: a device's tasks go to its own queue): the named
-ones under ``HUB_WORKER_DEVICES``, else every device, including those added while the worker runs.
+ones under ``HUB_WORKER_DEVICES`` (none for ``none``), else every device, including those added while the worker
+runs.
 """
 
 from __future__ import annotations
@@ -95,9 +96,10 @@ def worker_device_ids(names: Iterable[str]) -> list[int]:
 
 
 def worker_device_queues() -> list[str]:
-    """This worker's device queues now: its named devices' (``HUB_WORKER_DEVICES``), else every device's."""
+    """This worker's device queues now: its named devices' (``HUB_WORKER_DEVICES``; none for ``none``), else
+    every device's."""
     names = worker_device_names()
-    ids = worker_device_ids(names) if names else list(Device.objects.values_list("pk", flat=True))
+    ids = worker_device_ids(names) if names is not None else list(Device.objects.values_list("pk", flat=True))
     return [device_queue(pk) for pk in ids]
 
 

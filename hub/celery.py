@@ -68,8 +68,9 @@ app.autodiscover_tasks()
 # Tasks that talk to a device (a job's dispatch, run, polls, recovery and stop; the device status poll) go to that
 # device's own queue, ``device.<pk>``; every other task to Celery's default queue. Every worker consumes the
 # default queue. A worker started with ``HUB_WORKER_DEVICES=name,…`` consumes the queues of those devices only (it
-# is the one that can reach them); any other worker consumes every device's queue, following devices added while
-# it runs (``devices.tasks``). So ``make up``'s one worker drives every device, as before.
+# is the one that can reach them), with ``HUB_WORKER_DEVICES=none`` no device's; any other worker consumes every
+# device's queue, following devices added while it runs (``devices.tasks``). So ``make up``'s one worker drives
+# every device, as before.
 DEFAULT_QUEUE = "celery"  # Celery's own default (task_default_queue)
 DEVICE_QUEUE_PREFIX = "device."
 WORKER_DEVICES_ENV = "HUB_WORKER_DEVICES"
@@ -80,9 +81,16 @@ def device_queue(device_id: int) -> str:
     return f"{DEVICE_QUEUE_PREFIX}{int(device_id)}"
 
 
-def worker_device_names() -> list[str]:
-    """The device names this worker is limited to (``HUB_WORKER_DEVICES``); empty: every device."""
-    return env_list(WORKER_DEVICES_ENV, []) if os.environ.get(WORKER_DEVICES_ENV, "").strip() else []
+NO_DEVICE = "none"  # HUB_WORKER_DEVICES=none: a worker for the default queue alone (beside a web server)
+
+
+def worker_device_names() -> list[str] | None:
+    """The device names this worker is limited to (``HUB_WORKER_DEVICES``); None: every device (unset or blank);
+    empty: no device at all (``none``), only the tasks that touch none."""
+    if not os.environ.get(WORKER_DEVICES_ENV, "").strip():
+        return None
+    names = env_list(WORKER_DEVICES_ENV, [])
+    return [] if [n.lower() for n in names] == [NO_DEVICE] else names
 
 
 def consume_queues(consumer, names) -> list[str]:

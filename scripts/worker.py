@@ -89,8 +89,10 @@ def worker_devices() -> str:
     from hub.celery import worker_device_names
 
     names = worker_device_names()
-    if not names:
+    if names is None:
         return "every device (HUB_WORKER_DEVICES unset)"
+    if not names:
+        return "no device, only the tasks that touch none (HUB_WORKER_DEVICES=none)"
     worker_device_ids(names)  # SettingError: a name that is no device
     return ", ".join(names)
 

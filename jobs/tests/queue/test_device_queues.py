@@ -124,10 +124,12 @@ def test_the_device_poller_polls_each_device_on_its_own_queue(device, broker):
 # -- which devices a worker drives --------------------------------------------------------------------------------
 
 
-def test_hub_worker_devices_is_a_list_of_names_and_unset_or_blank_means_every_device(monkeypatch):
+def test_hub_worker_devices_is_a_list_of_names_unset_means_every_device_and_none_no_device(monkeypatch):
     monkeypatch.delenv("HUB_WORKER_DEVICES", raising=False)
-    assert worker_device_names() == []
+    assert worker_device_names() is None
     monkeypatch.setenv("HUB_WORKER_DEVICES", "  ")
+    assert worker_device_names() is None
+    monkeypatch.setenv("HUB_WORKER_DEVICES", "None")
     assert worker_device_names() == []
     monkeypatch.setenv("HUB_WORKER_DEVICES", "Pocket, Office ,")
     assert worker_device_names() == ["Pocket", "Office"]
@@ -150,6 +152,8 @@ def test_a_worker_limited_to_devices_consumes_their_queues_every_other_one_every
     other = _second_device()
     monkeypatch.setenv("HUB_WORKER_DEVICES", "Office")
     assert device_tasks.worker_device_queues() == [device_queue(other.pk)]
+    monkeypatch.setenv("HUB_WORKER_DEVICES", "none")
+    assert device_tasks.worker_device_queues() == []
     monkeypatch.delenv("HUB_WORKER_DEVICES")
     assert sorted(device_tasks.worker_device_queues()) == sorted(
         [device_queue(device.pk), device_queue(other.pk)]
