@@ -129,13 +129,20 @@ def choose_device_queues(sender=None, **_kwargs) -> None:
 
 @signals.worker_ready.connect
 def follow_new_devices(sender=None, **_kwargs) -> None:
-    """A worker that drives every device takes the queue of a device added while it runs, within a few seconds
-    (and a worker whose devices could not be read at its start, once they can)."""
+    """A worker that drives every device takes the queue of a device added while it runs, within a second or so
+    (and a worker whose devices could not be read at its start, once they can). A failure (the database away, a
+    named device deleted) is logged once, not every round."""
+    last_problem: list[str] = [""]
 
     def follow() -> None:
         try:
             consume_queues(sender, _read_in_main_process())
-        except Exception:  # the database away for a moment: next time
-            logger.warning("looking for new devices failed", exc_info=True)
+        except Exception as exc:  # noqa: BLE001 - the database away for a moment: next time
+            problem = f"{type(exc).__name__}: {exc}"
+            if problem != last_problem[0]:
+                logger.warning("looking for this worker's devices failed (trying again): %s", problem)
+            last_problem[0] = problem
+        else:
+            last_problem[0] = ""
 
     sender.timer.call_repeatedly(FOLLOW_EVERY_S, follow, priority=10)
