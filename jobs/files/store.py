@@ -46,6 +46,7 @@ from django.core.files import File
 from django.core.files.storage import Storage, default_storage
 from django.db import transaction
 
+from hub.media_storage import UNREACHABLE, StoreUnreachable
 from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.files.store")
@@ -63,14 +64,6 @@ def storage() -> Storage:
 
 
 # -- a remote store (an S3 bucket) ---------------------------------------------------------------------------
-UNREACHABLE = "the result store is unreachable"
-
-
-class StoreUnreachable(OSError):
-    """The store did not answer, or answered with an error of its own (5xx, refused keys, no bucket): what was
-    being saved or read is not lost, and the same call can be tried again later."""
-
-
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` is the store failing (network, timeout, a 5xx or a refusal), not a missing file or a bug."""
     if isinstance(exc, StoreUnreachable):
