@@ -30,10 +30,15 @@ class MotoServer:
     """One moto server on 127.0.0.1; ``stop()`` closes its port (a store that went away)."""
 
     def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
-
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.running = False
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, on the same port: moto keeps its buckets in this process, so a restart finds them)."""
+        from moto.server import ThreadedMotoServer
+
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         self.running = True
