@@ -199,6 +199,21 @@ def from_env(environ: Mapping[str, str] | None = None) -> tuple[MediaStorage, di
     return store, storage_setting(store, environ)
 
 
+def describe(storage: Any) -> str:
+    """Where ``storage`` keeps files, in the words of ``HUB_MEDIA_STORAGE`` (no key): ``file:`` or ``s3://...``."""
+    bucket = getattr(storage, "bucket_name", None)
+    if not bucket:
+        return "file:"
+    named = MediaStorage(
+        "s3",
+        bucket=bucket,
+        prefix=getattr(storage, "location", "") or "",
+        endpoint=getattr(storage, "endpoint_url", None),
+        region=getattr(storage, "region_name", None),
+    )
+    return named.url()
+
+
 # -- is it there? (/healthz) --------------------------------------------------------------------------------------
 #: The health probe's own client: it answers in about a second, whatever the store does.
 PROBE_CONNECT_S = 1.0

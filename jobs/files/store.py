@@ -106,7 +106,7 @@ def _s3_head(client: Any, target: Any, name: str) -> Stored | None:
             return None
         raise
     modified = round(head["LastModified"].timestamp() * 1_000_000) * 1000
-    return Stored(name, int(head["ContentLength"]), modified)
+    return Stored(name, int(head["ContentLength"]), modified, etag=str(head.get("ETag", "")))
 
 
 def _s3_range(client: Any, target: Any, name: str, start: int, length: int) -> BinaryIO:
@@ -174,6 +174,9 @@ class Stored:
     size: int
     mtime_ns: int
     path: Path | None = None  # the local file, on the filesystem storage
+    etag: str = (
+        ""  # the object's ETag, on an S3 bucket (it changes with the content, within the same second too)
+    )
 
 
 def find(name: Any, *, within: str = RESULTS) -> Stored | None:
@@ -220,6 +223,16 @@ def _find_elsewhere(name: str, within: str) -> Stored | None:
             return None
         modified = target.get_modified_time(clean)
         return Stored(clean, target.size(clean), round(modified.timestamp() * 1_000_000) * 1000)
+
+
+def stat(name: str) -> Stored:
+    """The stored file ``name`` wherever it lies in the store (a backup reads every file); FileNotFoundError when
+    there is none."""
+    top = name.split("/", 1)[0]
+    found = find(name, within=top) if clean_name(name, within=top) == name else None
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no such stored file", name)
+    return found
 
 
 def open_stored(stored: Stored) -> BinaryIO:
@@ -545,6 +558,7 @@ __all__ = [
     "save_bytes",
     "save_chunks",
     "save_input",
+    "stat",
     "storage",
     "subfolders",
     "unreachable_as_oserror",
