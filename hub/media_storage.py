@@ -17,6 +17,7 @@ unreachable waits and is tried again (``jobs.queue``), like a full disk.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 from collections.abc import Mapping
@@ -41,6 +42,15 @@ RETRIES = 3
 # S3's bucket rules (3-63 of a-z 0-9 . -, starting and ending with a letter or digit); a bit wider for MinIO.
 _BUCKET = re.compile(r"^[a-z0-9][a-z0-9.\-_]{1,61}[a-z0-9]$")
 _REGION = re.compile(r"^[a-z0-9-]{1,40}$")
+
+
+#: The words for a store that can't be reached, wherever the hub says so (job story, health, a download's 503).
+UNREACHABLE = "the result store is unreachable"
+
+
+class StoreUnreachable(OSError):
+    """The store did not answer, or answered with an error of its own (5xx, refused keys, no bucket): what was
+    being saved or read is not lost, and the same call can be tried again later (``hub.disk.is_save_blocked``)."""
 
 
 @dataclass(frozen=True)
@@ -187,3 +197,65 @@ def from_env(environ: Mapping[str, str] | None = None) -> tuple[MediaStorage, di
     environ = os.environ if environ is None else environ
     store = parse(environ.get(VAR))
     return store, storage_setting(store, environ)
+
+
+def describe(storage: Any) -> str:
+    """Where ``storage`` keeps files, in the words of ``HUB_MEDIA_STORAGE`` (no key): ``file:`` or ``s3://...``."""
+    bucket = getattr(storage, "bucket_name", None)
+    if not bucket:
+        return "file:"
+    named = MediaStorage(
+        "s3",
+        bucket=bucket,
+        prefix=getattr(storage, "location", "") or "",
+        endpoint=getattr(storage, "endpoint_url", None),
+        region=getattr(storage, "region_name", None),
+    )
+    return named.url()
+
+
+# -- is it there? (/healthz) --------------------------------------------------------------------------------------
+#: The health probe's own client: it answers in about a second, whatever the store does.
+PROBE_CONNECT_S = 1.0
+PROBE_READ_S = 2.0
+
+
+@functools.lru_cache(maxsize=4)
+def _probe_client(endpoint: str | None, region: str | None, access: str, secret: str) -> Any:
+    import boto3  # reason: only a hub with a bucket needs boto3 loaded
+    from botocore.config import Config  # reason: as above
+
+    config = Config(
+        connect_timeout=PROBE_CONNECT_S,
+        read_timeout=PROBE_READ_S,
+        retries={"max_attempts": 1, "mode": "standard"},
+        s3={"addressing_style": "path" if endpoint else "auto"},
+    )
+    return boto3.session.Session().client(
+        "s3",
+        endpoint_url=endpoint,
+        region_name=region,
+        aws_access_key_id=access,
+        aws_secret_access_key=secret,
+        config=config,
+    )
+
+
+def probe(storage: Any) -> tuple[bool, str]:
+    """(ok, words) for the store ``storage`` is: one HEAD of the bucket (about a second at worst), or the local
+    folder's path (its free space is the disk check's)."""
+    bucket = getattr(storage, "bucket_name", None)
+    if not bucket:
+        location = getattr(storage, "location", "")
+        return True, f"the local folder {location} (its free space: the disk check)"
+    where = f"s3://{bucket}/{getattr(storage, 'location', '')}".rstrip("/")
+    endpoint = getattr(storage, "endpoint_url", None)
+    at = f" at {endpoint}" if endpoint else ""
+    try:
+        client = _probe_client(endpoint, storage.region_name, storage.access_key, storage.secret_key)
+        client.head_bucket(Bucket=bucket)
+    except Exception as exc:  # noqa: BLE001 - any failure is the answer
+        status = getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode")
+        why = {404: "no such bucket", 403: "the keys are refused"}.get(status, f"{type(exc).__name__}: {exc}")
+        return False, f"{UNREACHABLE}: {where}{at}: {why}"
+    return True, f"{where}{at} answers"

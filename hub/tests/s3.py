@@ -8,6 +8,7 @@ the same bucket: ``s3_store.env``. ``moto_server()`` starts a server of the test
 
 from __future__ import annotations
 
+import logging
 import socket
 import uuid
 from dataclasses import dataclass, field
@@ -30,10 +31,16 @@ class MotoServer:
     """One moto server on 127.0.0.1; ``stop()`` closes its port (a store that went away)."""
 
     def __init__(self) -> None:
-        from moto.server import ThreadedMotoServer
-
         self.port = free_port()
         self.endpoint = f"http://127.0.0.1:{self.port}"
+        self.running = False
+        self.start()
+
+    def start(self) -> None:
+        """Start (again, on the same port: moto keeps its buckets in this process, so a restart finds them)."""
+        from moto.server import ThreadedMotoServer
+
+        logging.getLogger("werkzeug").setLevel(logging.WARNING)  # a line per request otherwise
         self._server = ThreadedMotoServer(ip_address="127.0.0.1", port=self.port, verbose=False)
         self._server.start()
         self.running = True

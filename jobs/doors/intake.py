@@ -335,7 +335,9 @@ def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None
         return
     folder = _stash_dir(user, token)
     try:
-        kept = store.files_in(folder) if names is None else [f"{n}{x}" for n in names for x in (".bin", ".json")]
+        kept = (
+            store.files_in(folder) if names is None else [f"{n}{x}" for n in names for x in (".bin", ".json")]
+        )
     except OSError:
         return
     store.delete([f"{folder}/{name}" for name in kept] + ([folder] if names is None else []))

@@ -46,6 +46,7 @@ from django.core.files import File
 from django.core.files.storage import Storage, default_storage
 from django.db import transaction
 
+from hub.media_storage import UNREACHABLE, StoreUnreachable
 from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.files.store")
@@ -63,14 +64,6 @@ def storage() -> Storage:
 
 
 # -- a remote store (an S3 bucket) ---------------------------------------------------------------------------
-UNREACHABLE = "the result store is unreachable"
-
-
-class StoreUnreachable(OSError):
-    """The store did not answer, or answered with an error of its own (5xx, refused keys, no bucket): what was
-    being saved or read is not lost, and the same call can be tried again later."""
-
-
 def is_unreachable(exc: BaseException) -> bool:
     """Whether ``exc`` is the store failing (network, timeout, a 5xx or a refusal), not a missing file or a bug."""
     if isinstance(exc, StoreUnreachable):
@@ -113,7 +106,7 @@ def _s3_head(client: Any, target: Any, name: str) -> Stored | None:
             return None
         raise
     modified = round(head["LastModified"].timestamp() * 1_000_000) * 1000
-    return Stored(name, int(head["ContentLength"]), modified)
+    return Stored(name, int(head["ContentLength"]), modified, etag=str(head.get("ETag", "")))
 
 
 def _s3_range(client: Any, target: Any, name: str, start: int, length: int) -> BinaryIO:
@@ -181,6 +174,9 @@ class Stored:
     size: int
     mtime_ns: int
     path: Path | None = None  # the local file, on the filesystem storage
+    etag: str = (
+        ""  # the object's ETag, on an S3 bucket (it changes with the content, within the same second too)
+    )
 
 
 def find(name: Any, *, within: str = RESULTS) -> Stored | None:
@@ -227,6 +223,16 @@ def _find_elsewhere(name: str, within: str) -> Stored | None:
             return None
         modified = target.get_modified_time(clean)
         return Stored(clean, target.size(clean), round(modified.timestamp() * 1_000_000) * 1000)
+
+
+def stat(name: str) -> Stored:
+    """The stored file ``name`` wherever it lies in the store (a backup reads every file); FileNotFoundError when
+    there is none."""
+    top = name.split("/", 1)[0]
+    found = find(name, within=top) if clean_name(name, within=top) == name else None
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no such stored file", name)
+    return found
 
 
 def open_stored(stored: Stored) -> BinaryIO:
@@ -552,6 +558,7 @@ __all__ = [
     "save_bytes",
     "save_chunks",
     "save_input",
+    "stat",
     "storage",
     "subfolders",
     "unreachable_as_oserror",
