@@ -4,7 +4,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: up logs test lint bench chaos venv clean fuzz install-service uninstall-service
+.PHONY: up logs test lint bench chaos venv clean fuzz install-service uninstall-service worker
 
 $(STAMP): requirements.txt requirements-dev.txt
 	@$(PYTHON) -c 'import sys; sys.exit("tiiny-hub needs Python 3.11+, found " + sys.version.split()[0]) if sys.version_info < (3, 11) else None'
@@ -53,3 +53,9 @@ install-service: $(STAMP)
 
 uninstall-service:
 	@$(PYTHON) scripts/service.py uninstall $(if $(SYSTEM),--system) $(ARGS)
+
+# A Celery worker alone, for a machine beside a device (scripts/worker.py): the hub's DATABASE_URL, REDIS_URL,
+# HUB_MEDIA_STORAGE and HUB_SECRET_KEY from the environment or .env; HUB_WORKER_DEVICES=name,… limits it to those
+# devices. Logs in <data dir>/logs/worker.log (make logs).
+worker: $(STAMP)
+	@$(PY) scripts/worker.py

@@ -13,6 +13,7 @@ PASSWORD = "correct horse battery staple"
 pytest_plugins = [p for p in ("devices.emulator.fixtures",) if __import__("importlib").util.find_spec(p)]
 pytest_plugins.append("jobs.tests.ui_fixtures")  # the device and media fixtures, for every app's tests
 pytest_plugins.append("hub.tests.leakguard")  # no device key or API token in any answer, frame or log
+pytest_plugins.append("hub.tests.s3")  # s3_store: a moto S3 server on loopback and a bucket per test
 
 
 def pytest_collection_modifyitems(config, items):

@@ -6,8 +6,10 @@ recorded there (saves are atomic renames, so a changed file always has a new mod
 from the previous backup, when that copy is still there with that size; across filesystems (EXDEV) or where links
 are refused, it is copied. Everything else is copied, hashed as it is read.
 
-Files are read through Django's default storage (``jobs.files.store.storage``); a storage without local paths
-(an object store) is read through ``open()``, and its files are always copied.
+Files are read through Django's default storage (``jobs.files.store.storage``). With an S3 bucket as the store
+(``HUB_MEDIA_STORAGE=s3://...``) the backup holds the bucket's objects too: each is downloaded into the backup
+(streamed, never whole in memory), and an object whose size, modification time and ETag match the previous backup's
+entry is hard-linked from it instead, as on the disk. The manifest's ``store`` says which store the files came from.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobs.files import store
 from jobs.files.store import CHUNK, save_chunks, storage
 
 FILES_DIR = "files"
@@ -72,20 +75,31 @@ def _local(name: str) -> Path | None:
         return None
 
 
-def _stat(name: str) -> tuple[int, int]:
-    """(size, mtime_ns); mtime 0 when the storage has no local file."""
+def _stat(name: str) -> tuple[int, int, str]:
+    """(size, mtime_ns, etag): the local file's, or the bucket object's (its ETag changes with its content)."""
     path = _local(name)
     if path is None:
-        return storage().size(name), 0
+        found = store.stat(name)
+        return found.size, found.mtime_ns, found.etag
     st = path.stat()
-    return st.st_size, st.st_mtime_ns
+    return st.st_size, st.st_mtime_ns, ""
 
 
-def _copy_hashing(name: str, dest: Path) -> tuple[int, str]:
+def _open(name: str, size: int, mtime_ns: int):
+    if _local(name) is None:  # an object store: one streamed GET, not a whole-object temporary copy
+        return (
+            store.open_range(store.Stored(name, size, mtime_ns), 0, size)
+            if size
+            else storage().open(name, "rb")
+        )
+    return storage().open(name, "rb")
+
+
+def _copy_hashing(name: str, dest: Path, size_now: int = 0, mtime_ns: int = 0) -> tuple[int, str]:
     h = hashlib.sha256()
     size = 0
     dest.parent.mkdir(parents=True, exist_ok=True)
-    with storage().open(name, "rb") as src, open(dest, "wb") as out:
+    with _open(name, size_now, mtime_ns) as src, open(dest, "wb") as out:
         for chunk in iter(lambda: src.read(CHUNK), b""):
             h.update(chunk)
             out.write(chunk)
@@ -105,11 +119,13 @@ def _link(previous: Path, dest: Path) -> bool:
     return True
 
 
-def _reusable(entry: dict | None, size: int, mtime_ns: int, previous_root: Path | None) -> Path | None:
-    """The previous backup's copy of this file when the file is unchanged since (same size and mtime)."""
+def _reusable(
+    entry: dict | None, size: int, mtime_ns: int, previous_root: Path | None, etag: str = ""
+) -> Path | None:
+    """The previous backup's copy of this file when the file is unchanged since (same size, mtime and ETag)."""
     if entry is None or previous_root is None or not mtime_ns:
         return None
-    if entry.get("size") != size or entry.get("mtime_ns") != mtime_ns:
+    if entry.get("size") != size or entry.get("mtime_ns") != mtime_ns or entry.get("etag", "") != etag:
         return None
     candidate = previous_root / FILES_DIR / entry["name"]
     try:
@@ -134,25 +150,26 @@ def back_up_files(
             sizes[name] = _stat(name)
         except FileNotFoundError:
             tally.vanished += 1
-    tally.total_bytes = sum(size for size, _ in sizes.values())
+    tally.total_bytes = sum(size for size, _mtime, _etag in sizes.values())
     tally.total = len(sizes)
-    for name, (size, mtime_ns) in sizes.items():
+    for name, (size, mtime_ns, etag) in sizes.items():
         dest = dest_root / FILES_DIR / name
         old = previous_files.get(name)
-        reuse = _reusable(old, size, mtime_ns, previous_root)
+        reuse = _reusable(old, size, mtime_ns, previous_root, etag)
         if reuse is not None and _link(reuse, dest):
             digest = old["sha256"]
             tally.linked += 1
         else:
             try:
-                size, digest = _copy_hashing(name, dest)
+                size, digest = _copy_hashing(name, dest, size, mtime_ns)
             except FileNotFoundError:
                 tally.vanished += 1
                 tally.total -= 1
                 continue
             tally.copied += 1
             tally.copied_bytes += size
-        tally.entries.append({"name": name, "size": size, "sha256": digest, "mtime_ns": mtime_ns})
+        entry = {"name": name, "size": size, "sha256": digest, "mtime_ns": mtime_ns}
+        tally.entries.append({**entry, "etag": etag} if etag else entry)
         tally.done += 1
         tally.done_bytes += size
         if progress is not None:

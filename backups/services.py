@@ -29,6 +29,7 @@ from backups import database
 from backups import files as backup_files
 from backups import manifest as backup_manifest
 from backups.models import BackupRun
+from hub import media_storage
 from hub.version import __version__, commit
 from notify.models import Event
 from notify.services import notify_event
@@ -169,6 +170,8 @@ def _write_backup(run: BackupRun, tmp: Path, with_secrets: bool, progress) -> tu
         },
         "migrations": snap.migrations,
         "counts": snap.counts,
+        # Where the files came from: file: (the data folder) or the bucket (its objects are in files/ all the same).
+        "store": media_storage.describe(backup_files.storage()),
         "files": tally.entries,
         "previous": previous_root.name if previous_root else None,
         "copied": tally.copied,

@@ -17,7 +17,7 @@ from celery.beat import PersistentScheduler
 from celery.schedules import crontab
 
 from hub.disk import data_folder_problem
-from hub.env import env_clock, env_float
+from hub.env import env_clock, env_float, env_list
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
@@ -63,6 +63,45 @@ close_redis_channels_despite_a_dead_brpop()
 app = Celery("hub")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
+
+# -- queues: a worker beside each device ------------------------------------------------------------------------
+# Tasks that talk to a device (a job's dispatch, run, polls, recovery and stop; the device status poll) go to that
+# device's own queue, ``device.<pk>``; every other task to Celery's default queue. Every worker consumes the
+# default queue. A worker started with ``HUB_WORKER_DEVICES=name,…`` consumes the queues of those devices only (it
+# is the one that can reach them), with ``HUB_WORKER_DEVICES=none`` no device's; any other worker consumes every
+# device's queue, following devices added while it runs (``devices.tasks``). So ``make up``'s one worker drives
+# every device, as before.
+DEFAULT_QUEUE = "celery"  # Celery's own default (task_default_queue)
+DEVICE_QUEUE_PREFIX = "device."
+WORKER_DEVICES_ENV = "HUB_WORKER_DEVICES"
+
+
+def device_queue(device_id: int) -> str:
+    """The Celery queue of the tasks that talk to this device."""
+    return f"{DEVICE_QUEUE_PREFIX}{int(device_id)}"
+
+
+NO_DEVICE = "none"  # HUB_WORKER_DEVICES=none: a worker for the default queue alone (beside a web server)
+
+
+def worker_device_names() -> list[str] | None:
+    """The device names this worker is limited to (``HUB_WORKER_DEVICES``); None: every device (unset or blank);
+    empty: no device at all (``none``), only the tasks that touch none."""
+    if not os.environ.get(WORKER_DEVICES_ENV, "").strip():
+        return None
+    names = env_list(WORKER_DEVICES_ENV, [])
+    return [] if [n.lower() for n in names] == [NO_DEVICE] else names
+
+
+def consume_queues(consumer, names) -> list[str]:
+    """Have a running worker's consumer take these queues too (those it does not take yet); the ones added."""
+    added = []
+    for name in names:
+        if not consumer.task_consumer.consuming_from(name):
+            consumer.add_task_queue(name)
+            added.append(name)
+    return added
+
 
 WORKER_HEARTBEAT_KEY = "hub:health:workers"  # sorted set: hostname -> unix time of last heartbeat
 BEAT_TICK_KEY = "hub:health:beat"

@@ -15,6 +15,8 @@ from pathlib import Path
 
 from django.conf import settings
 
+from hub.media_storage import StoreUnreachable
+
 MB = 1024 * 1024
 #: The errors of a write that found no room: the disk is full, or the user's quota on it is.
 DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
@@ -92,6 +94,22 @@ def is_disk_full(exc: BaseException) -> bool:
             return True
         exc = exc.__cause__ or exc.__context__
     return False
+
+
+def is_store_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` (or what caused it) is the result store (an S3 bucket) failing: the save can be tried again."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, StoreUnreachable):
+            return True
+        exc = exc.__cause__ or exc.__context__
+    return False
+
+
+def is_save_blocked(exc: BaseException) -> bool:
+    """A save that found no room, or no store: nothing is lost, the job waits and tries again."""
+    return is_disk_full(exc) or is_store_unreachable(exc)
 
 
 def unwritable_reason(path: Path) -> str | None:

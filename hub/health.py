@@ -10,13 +10,14 @@ from dataclasses import dataclass, field
 
 import redis
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.db import connection
 from django.db.models import Count, Q
 from django.utils import timezone
 
 from backups.services import last_runs
 from devices.models import Device
-from hub import disk
+from hub import disk, media_storage
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
 from hub.version import __version__, commit
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
@@ -108,6 +109,14 @@ def check_disk() -> Check:
     return Check("disk", not space.low, detail, data)
 
 
+# -- the result store (hub.media_storage): the local folder, or an S3 bucket -------------------------------------
+def check_store() -> Check:
+    """Where results, inputs and thumbnails go: the local folder (its room is the disk check's), or a bucket that
+    must answer a HEAD within about a second."""
+    ok, detail = media_storage.probe(default_storage)
+    return Check("store", ok, detail, {"remote": bool(getattr(default_storage, "bucket_name", None))})
+
+
 def run_checks() -> list[Check]:
     client = _redis_client()
     now = time.time()
@@ -116,6 +125,7 @@ def run_checks() -> list[Check]:
     finally:
         client.close()
     checks.append(check_disk())
+    checks.append(check_store())
     return checks
 
 
@@ -216,6 +226,7 @@ CHECK_LABELS = {
     "worker": "Worker heartbeat",
     "beat": "Beat tick (repair sweep, device polls)",
     "disk": "Free disk space (results, uploads)",
+    "store": "Result store (results, inputs, thumbnails)",
 }
 
 

@@ -67,8 +67,7 @@ class Profile:
         (keepalive)."""
         celery = [*wrap, python, "-m", "celery", "-A", "hub"]
         schedule = f"--schedule={data_dir / 'celerybeat-schedule'}"
-        worker = [*celery, "worker", "--loglevel=INFO", f"--concurrency={self.pool}", "--without-gossip",
-                  "--without-mingle"]  # fmt: skip
+        worker = self.worker_command(python=python, wrap=wrap)
         out = {"web": [*wrap, *webserver.command(host, port, n_workers=self.web_workers, python=python)]}
         if self.beat_in_worker:  # this module runs the worker, with beat as a thread (worker_with_beat)
             out["worker"] = [
@@ -83,6 +82,13 @@ class Profile:
             out["worker"] = worker
             out["beat"] = [*celery, "beat", "--loglevel=INFO", schedule]
         return out
+
+    def worker_command(self, *, python: str, wrap: list[str]) -> list[str]:
+        """The Celery worker's argv behind ``wrap``: ``make up``'s, and ``make worker``'s alone on a machine beside
+        its devices (scripts/worker.py; beat runs beside the web server). Which queues it consumes, every device's
+        or those of ``HUB_WORKER_DEVICES``, it chooses at its start (``devices.tasks``)."""
+        return [*wrap, python, "-m", "celery", "-A", "hub", "worker", "--loglevel=INFO",
+                f"--concurrency={self.pool}", "--without-gossip", "--without-mingle"]  # fmt: skip
 
 
 def choose(name: str | None = None) -> Profile:

@@ -14,6 +14,7 @@ from redis import backoff as redis_backoff
 from redis import exceptions as redis_exceptions
 from redis.asyncio import retry as redis_retry
 
+from hub import media_storage as _media_storage
 from hub.env import (
     SettingError,
     env_bool,
@@ -238,6 +239,10 @@ STORAGES = {
     },
 }
 WHITENOISE_USE_FINDERS = DEBUG or not _COLLECTED
+# --- Where files live (hub.media_storage): HUB_MEDIA_STORAGE unset or file: = MEDIA_ROOT as always; s3://bucket/prefix
+# ?endpoint=...&region=... = an S3-compatible bucket (keys from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY or their
+# _FILE variables). Every result, input, thumbnail and preview goes through STORAGES["default"] (jobs.files.store).
+HUB_MEDIA_STORE, STORAGES["default"] = _media_storage.from_env()
 # Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024

@@ -20,15 +20,12 @@ import hashlib
 import json
 import re
 import secrets
-import shutil
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from django import forms
-from django.conf import settings
 from django.core.exceptions import PermissionDenied
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.db.models import QuerySet
@@ -37,6 +34,7 @@ from django.http import HttpRequest
 from devices.models import Device
 from devices.selectors import device_default, device_list_for
 from hub.parsing import parse_id
+from jobs.files import store
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind, When
@@ -266,19 +264,24 @@ def add_errors(form: JobForm, exc: RequestInvalid) -> None:
 STASH_TTL_S = 24 * 3600
 
 
-def _stash_dir(user: Any, token: str) -> Path:
+STASH = "stash"
+
+
+def _stash_dir(user: Any, token: str) -> str:
+    """The stash's folder in the store (``stash/<user>/<hash>``): on MEDIA_ROOT or the bucket, like the results, so
+    any web process of the hub (on any machine) finds what another one kept."""
     digest = hashlib.sha256(f"{user.pk}:{token}".encode()).hexdigest()[:32]
-    return Path(settings.MEDIA_ROOT) / "stash" / str(user.pk) / digest
+    return f"{STASH}/{user.pk}/{digest}"
 
 
-def _stash_prune(root: Path) -> None:
-    cutoff = time.time() - STASH_TTL_S
-    for folder in root.glob("*/*"):
-        try:
-            if folder.stat().st_mtime < cutoff:
-                shutil.rmtree(folder, ignore_errors=True)
-        except OSError:
-            pass
+def _stash_prune() -> None:
+    """Drop the stashes abandoned for a day (by the age of their first file)."""
+    cutoff_ns = (time.time() - STASH_TTL_S) * 1_000_000_000
+    for folder in store.subfolders(STASH, depth=2):
+        files = store.files_in(folder)
+        found = store.find(f"{folder}/{files[0]}", within=STASH) if files else None
+        if found is not None and found.mtime_ns < cutoff_ns:
+            store.delete([*(f"{folder}/{name}" for name in files), folder])  # the folder: on the filesystem
 
 
 def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> None:
@@ -286,17 +289,28 @@ def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> Non
     if not token or not files:
         return
     folder = _stash_dir(user, token)
-    folder.mkdir(parents=True, exist_ok=True)
     for name, f in files.items():
         f.seek(0)
-        (folder / f"{name}.bin").write_bytes(f.read())
+        data = f.read()
         f.seek(0)
+        store.save_bytes(f"{folder}/{name}.bin", data)
         meta = {
             "name": str(getattr(f, "name", "") or name)[-120:],
             "type": getattr(f, "content_type", "") or "",
+            "size": len(data),
         }
-        (folder / f"{name}.json").write_text(json.dumps(meta))
-    _stash_prune(folder.parent.parent)
+        store.save_bytes(f"{folder}/{name}.json", json.dumps(meta).encode())
+    try:
+        _stash_prune()
+    except OSError:
+        pass  # pruning is housekeeping: a store that hiccups here must not refuse the form
+
+
+def _stash_meta(folder: str, name: str) -> dict[str, Any]:
+    info = json.loads(store.read_bytes(f"{folder}/{name}.json"))
+    if not isinstance(info, dict):
+        raise ValueError("not a stash entry")
+    return info
 
 
 def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[str, SimpleUploadedFile]:
@@ -306,14 +320,12 @@ def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[s
     folder = _stash_dir(user, token)
     out = {}
     for name in names:
-        data, meta = folder / f"{name}.bin", folder / f"{name}.json"
         try:
-            info = json.loads(meta.read_text())
-            out[name] = SimpleUploadedFile(
-                info.get("name") or name, data.read_bytes(), info.get("type") or ""
-            )
+            info = _stash_meta(folder, name)
+            data = store.read_bytes(f"{folder}/{name}.bin")
         except (OSError, ValueError):
             continue
+        out[name] = SimpleUploadedFile(info.get("name") or name, data, info.get("type") or "")
     return out
 
 
@@ -322,24 +334,30 @@ def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None
     if not token:
         return
     folder = _stash_dir(user, token)
-    if names is None:
-        shutil.rmtree(folder, ignore_errors=True)
+    try:
+        kept = (
+            store.files_in(folder) if names is None else [f"{n}{x}" for n in names for x in (".bin", ".json")]
+        )
+    except OSError:
         return
-    for name in names:
-        for suffix in (".bin", ".json"):
-            (folder / f"{name}{suffix}").unlink(missing_ok=True)
+    store.delete([f"{folder}/{name}" for name in kept] + ([folder] if names is None else []))
 
 
 def stash_listing(*, user: Any, token: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
-    """What is kept, without reading it: ``{field: {"name": file name, "kb": size}}``."""
+    """What is kept, without reading the files: ``{field: {"name": file name, "kb": size}}``."""
     if not token:
         return {}
     folder = _stash_dir(user, token)
     out = {}
     for name in names:
         try:
-            info = json.loads((folder / f"{name}.json").read_text())
-            size = (folder / f"{name}.bin").stat().st_size
+            info = _stash_meta(folder, name)
+            size = info.get("size")
+            if not isinstance(size, int):  # kept before the size was noted
+                found = store.find(f"{folder}/{name}.bin", within=STASH)
+                if found is None:
+                    continue
+                size = found.size
         except (OSError, ValueError):
             continue
         out[name] = {"name": info.get("name") or name, "kb": max(1, round(size / 1024))}

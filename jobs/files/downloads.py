@@ -16,16 +16,24 @@ by the caller), then answers like a static file server would:
 
 Behind nginx or Apache set ``JOBS_SENDFILE`` to ``x-accel`` (``X-Accel-Redirect`` to ``JOBS_SENDFILE_PREFIX`` +
 stored name, an ``internal`` location aliasing MEDIA_ROOT) or ``x-sendfile`` (``X-Sendfile`` with the absolute
-path; a storage with no local files streams through Django instead): the web server then streams the bytes and
-handles ``Range`` itself, so the request's ``Range`` is only passed through.
+path): the web server then streams the bytes and handles ``Range`` itself, so the request's ``Range`` is only passed
+through. A store with no local files (an S3 bucket) has nothing for the web server to alias: the hub streams.
+
+With an S3 bucket (``HUB_MEDIA_STORAGE=s3://...``) the hub still streams, never redirects to a presigned URL. The
+access check runs on every request either way, but a presigned URL already handed out keeps working for its minute
+after a share link is revoked or a job unshared, and a player that seeks asks again with a fresh ``Range`` that the
+bucket, not the hub, answers. Streamed, the revocation stops the next request at once, the ETag, ``Cache-Control``
+and 206/416 answers are the same as from the disk, and the bucket need not be reachable from the people's
+browsers (only from the hub). Each range is one ranged GET to the bucket (``jobs.files.store.open_range``), so a
+seek fetches only the bytes it shows. A bucket that can't be reached answers 503 (try again), not 500.
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
-from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
 
@@ -38,8 +46,10 @@ from django.utils.http import content_disposition_header, http_date, parse_http_
 
 from jobs.core.selectors import can_view
 from jobs.files import store
-from jobs.files.store import Stored
+from jobs.files.store import Stored, StoreUnreachable
 from jobs.models import Artifact
+
+logger = logging.getLogger("jobs.files.downloads")
 
 CHUNK = 256 * 1024
 CACHE_CONTROL = "private, no-cache"
@@ -47,12 +57,14 @@ CACHE_CONTROL = "private, no-cache"
 _RANGE = re.compile(r"^\s*bytes\s*=\s*(\d{0,19})\s*-\s*(\d{0,19})\s*$", re.IGNORECASE)
 
 
-def artifact_path(artifact: Artifact) -> Path:
-    """The file on disk (filesystem storage), refusing anything that would resolve outside the results."""
-    path = store.local_file(str(artifact.file))
-    if path is None:
+def artifact_bytes(artifact: Artifact) -> bytes:
+    """The whole result, read from the store (small results only: an image or a speech clip for /v1's answers),
+    refusing anything outside the results."""
+    found = store.find(str(artifact.file))
+    if found is None:
         raise Http404("No such file.")
-    return path
+    with store.open_range(found, 0, found.size) as fh:
+        return fh.read()
 
 
 @dataclass(frozen=True)
@@ -115,11 +127,11 @@ def _if_range_passes(request: HttpRequest, etag: str, last_modified: int) -> boo
 
 
 class FileChunks:
-    """Bytes ``start`` .. ``start + length`` of an open file, read in chunks; closed by the response."""
+    """``length`` bytes of a file opened where they start (``store.open_range``), read in chunks; closed by the
+    response."""
 
-    def __init__(self, handle: BinaryIO, start: int, length: int) -> None:
+    def __init__(self, handle: BinaryIO, length: int) -> None:
         self.handle, self.remaining = handle, length
-        handle.seek(start)
 
     def _read(self) -> bytes:
         if self.remaining <= 0:
@@ -152,7 +164,7 @@ def _stream(request: HttpRequest, found: Stored, start: int, length: int, *, sta
         response = HttpResponse(status=status)
     else:
         kind = AsyncChunks if isinstance(request, ASGIRequest) else SyncChunks
-        response = StreamingHttpResponse(kind(store.open_stored(found), start, length), status=status)
+        response = StreamingHttpResponse(kind(store.open_range(found, start, length), length), status=status)
     response["Content-Length"] = str(length)  # for HEAD too: what the GET would send
     return response
 
@@ -164,9 +176,28 @@ def artifact_response(
     allowed = can_view(request.user, job) or (bool(share_token) and share_token == job.share_token)
     if not allowed:
         raise Http404("No such file.")  # no existence leak
-    found = store.find(str(artifact.file))
-    if found is None:
-        raise Http404("The file is gone.")
+    try:
+        found = store.find(str(artifact.file))
+        if found is None:
+            raise Http404("The file is gone.")
+        return _answer(request, artifact, found, inline=inline)
+    except StoreUnreachable:
+        logger.warning("job %s: %s", job.pk, store.UNREACHABLE, exc_info=True)
+        return _unreachable()
+
+
+def _unreachable() -> HttpResponse:
+    response = HttpResponse(
+        "The result store is unreachable just now; try again in a minute.\n",
+        status=503,
+        content_type="text/plain; charset=utf-8",
+    )
+    response["Retry-After"] = "30"
+    response["Cache-Control"] = "no-store"
+    return response
+
+
+def _answer(request: HttpRequest, artifact: Artifact, found: Stored, *, inline: bool) -> HttpResponse:
     last_modified, etag = found.mtime_ns // 1_000_000_000, _etag(artifact, found)
     headers = {
         "ETag": etag,
@@ -188,7 +219,7 @@ def _body(
     request: HttpRequest, artifact: Artifact, found: Stored, etag: str, last_modified: int, *, inline: bool
 ) -> HttpResponse:
     mode = getattr(settings, "JOBS_SENDFILE", "")
-    if mode == "x-accel" or (mode == "x-sendfile" and found.path is not None):
+    if found.path is not None and mode in ("x-accel", "x-sendfile"):
         response = _handed_to_web_server(mode, found)
     else:
         response = _ranged(request, found, etag, last_modified)

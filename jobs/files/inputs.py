@@ -117,7 +117,7 @@ def preview_response(request: HttpRequest, job: Job) -> HttpResponse:
     mime = ""
     if found is not None:
         try:
-            with store.open_stored(found) as fh:
+            with store.open_range(found, 0, min(16, found.size)) as fh:
                 mime = sniff_mime(fh.read(16))
         except OSError:
             mime = ""

@@ -14,7 +14,13 @@ need a real file (ffmpeg, X-Sendfile) ask :func:`local_path`: the file itself on
 from a storage without ``path()``.
 
 Saves are atomic: a reader sees the old file or the new one, never half of one (a temporary file beside the target,
-then a rename; a storage without ``path()`` is sent the whole file in one save).
+then a rename; a storage without ``path()`` is sent the whole file in one save: an S3 object appears whole when its
+upload completes, or not at all).
+
+On an S3 bucket (``HUB_MEDIA_STORAGE=s3://...``, django-storages' S3Storage) :func:`find` is one HEAD request and
+:func:`open_range` one ranged GET (S3Storage's own ``open()`` downloads the whole object first, which a video seek
+must not do). A store that can't be reached raises :class:`StoreUnreachable` (an ``OSError``) wherever it is met,
+so a saving worker waits and retries (``jobs.queue``) and a download answers 503, never a half-written file.
 """
 
 from __future__ import annotations
@@ -40,6 +46,7 @@ from django.core.files import File
 from django.core.files.storage import Storage, default_storage
 from django.db import transaction
 
+from hub.media_storage import UNREACHABLE, StoreUnreachable
 from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.files.store")
@@ -54,6 +61,66 @@ WORK_DIR = "hub-work"
 def storage() -> Storage:
     """The default storage (``STORAGES["default"]``); looked up on every call, so tests can swap it."""
     return default_storage
+
+
+# -- a remote store (an S3 bucket) ---------------------------------------------------------------------------
+def is_unreachable(exc: BaseException) -> bool:
+    """Whether ``exc`` is the store failing (network, timeout, a 5xx or a refusal), not a missing file or a bug."""
+    if isinstance(exc, StoreUnreachable):
+        return True
+    try:
+        from boto3.exceptions import Boto3Error
+        from botocore import exceptions as bx
+    except ImportError:  # a hub without django-storages' S3 extra: only the filesystem
+        return False
+    if isinstance(exc, bx.ClientError):
+        return exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode") != 404
+    return isinstance(exc, (bx.BotoCoreError, Boto3Error)) and not isinstance(exc, bx.ParamValidationError)
+
+
+@contextmanager
+def unreachable_as_oserror() -> Iterator[None]:
+    """Turn the store's own failures (botocore's) into :class:`StoreUnreachable`, one error callers know."""
+    try:
+        yield
+    except StoreUnreachable:
+        raise
+    except Exception as exc:
+        if not is_unreachable(exc):
+            raise
+        raise StoreUnreachable(errno.EIO, f"{UNREACHABLE} ({type(exc).__name__}: {exc})") from exc
+
+
+def _s3(target: Storage) -> Any | None:
+    """The boto3 client of django-storages' S3Storage (None for any other storage)."""
+    if not all(hasattr(target, attr) for attr in ("bucket_name", "connection", "_normalize_name")):
+        return None
+    return target.connection.meta.client
+
+
+def _s3_head(client: Any, target: Any, name: str) -> Stored | None:
+    try:
+        head = client.head_object(Bucket=target.bucket_name, Key=target._normalize_name(name))
+    except Exception as exc:
+        if getattr(exc, "response", {}).get("ResponseMetadata", {}).get("HTTPStatusCode") == 404:
+            return None
+        raise
+    modified = round(head["LastModified"].timestamp() * 1_000_000) * 1000
+    return Stored(name, int(head["ContentLength"]), modified, etag=str(head.get("ETag", "")))
+
+
+def _s3_range(client: Any, target: Any, name: str, start: int, length: int) -> BinaryIO:
+    got = client.get_object(
+        Bucket=target.bucket_name,
+        Key=target._normalize_name(name),
+        Range=f"bytes={start}-{start + length - 1}",
+    )
+    return got["Body"]  # a stream of just those bytes: read(n), close()
+
+
+def remote() -> bool:
+    """Whether the store has no local files (an object store)."""
+    return _fs_path("") is None
 
 
 def _fs_path(name: str) -> Path | None:
@@ -107,6 +174,9 @@ class Stored:
     size: int
     mtime_ns: int
     path: Path | None = None  # the local file, on the filesystem storage
+    etag: str = (
+        ""  # the object's ETag, on an S3 bucket (it changes with the content, within the same second too)
+    )
 
 
 def find(name: Any, *, within: str = RESULTS) -> Stored | None:
@@ -143,25 +213,55 @@ def _resolved(name: str) -> Path:
 
 def _find_elsewhere(name: str, within: str) -> Stored | None:
     clean = clean_name(name, within=within)
-    if clean is None or not storage().exists(clean):
+    if clean is None:
         return None
-    modified = storage().get_modified_time(clean)
-    return Stored(clean, storage().size(clean), round(modified.timestamp() * 1_000_000) * 1000)
+    target = storage()
+    with unreachable_as_oserror():
+        if (s3 := _s3(target)) is not None:
+            return _s3_head(s3, target, clean)
+        if not target.exists(clean):
+            return None
+        modified = target.get_modified_time(clean)
+        return Stored(clean, target.size(clean), round(modified.timestamp() * 1_000_000) * 1000)
+
+
+def stat(name: str) -> Stored:
+    """The stored file ``name`` wherever it lies in the store (a backup reads every file); FileNotFoundError when
+    there is none."""
+    top = name.split("/", 1)[0]
+    found = find(name, within=top) if clean_name(name, within=top) == name else None
+    if found is None:
+        raise FileNotFoundError(errno.ENOENT, "no such stored file", name)
+    return found
 
 
 def open_stored(stored: Stored) -> BinaryIO:
     """The file opened for reading (the caller closes it); seekable."""
     if stored.path is not None:
         return open(stored.path, "rb")
-    return storage().open(stored.name, "rb")
+    with unreachable_as_oserror():
+        return storage().open(stored.name, "rb")
+
+
+def open_range(stored: Stored, start: int, length: int) -> BinaryIO:
+    """The file opened for reading ``length`` bytes from ``start`` (the caller closes it): a seek on the filesystem,
+    one ranged GET on an S3 bucket (only those bytes cross the network)."""
+    target = storage()
+    if stored.path is None and length > 0 and (s3 := _s3(target)) is not None:
+        with unreachable_as_oserror():
+            return _s3_range(s3, target, stored.name, start, length)
+    handle = open_stored(stored)
+    handle.seek(start)
+    return handle
 
 
 def exists(name: str) -> bool:
-    return storage().exists(name)
+    with unreachable_as_oserror():
+        return storage().exists(name)
 
 
 def read_bytes(name: str) -> bytes:
-    with storage().open(name, "rb") as fh:
+    with unreachable_as_oserror(), storage().open(name, "rb") as fh:
         return fh.read()
 
 
@@ -177,7 +277,7 @@ def local_path(name: str) -> Iterator[Path]:
         return
     fd, tmp = tempfile.mkstemp(prefix="hub-", suffix=PurePosixPath(name).suffix)
     try:
-        with os.fdopen(fd, "wb") as out, storage().open(name, "rb") as src:
+        with unreachable_as_oserror(), os.fdopen(fd, "wb") as out, storage().open(name, "rb") as src:
             shutil.copyfileobj(src, out, CHUNK)
         yield Path(tmp)
     finally:
@@ -234,9 +334,10 @@ def adopt(name: str, path: Path) -> str:
 def _save_elsewhere(name: str, handle: Any) -> str:
     """A storage without ``path()`` (an object store) takes the whole file in one save."""
     target = storage()
-    if target.exists(name):
-        target.delete(name)
-    saved = target.save(name, File(handle, name=PurePosixPath(name).name))
+    with unreachable_as_oserror():
+        if not getattr(target, "file_overwrite", False) and target.exists(name):
+            target.delete(name)  # a storage that would pick another name; S3 replaces an object in one PUT
+        saved = target.save(name, File(handle, name=PurePosixPath(name).name))
     if saved != name:
         raise OSError(f"the storage saved {name} as {saved}")
     return name
@@ -250,6 +351,34 @@ def work_path(job: Job, name: str) -> Path:
     if path is None:
         path = Path(tempfile.gettempdir()) / WORK_DIR / str(job.owner_id) / str(job.pk) / name
     path.parent.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def keep_work(job: Job, name: str) -> None:
+    """Store the work file ``name`` (a 3D stage's mesh) in the job's folder, so a worker on another machine that
+    takes the job over finds it (:func:`fetch_work`). On the filesystem storage the work file already is there."""
+    path = work_path(job, name)
+    if _fs_path(result_name(job, name)) != path:
+        with open(path, "rb") as fh:
+            save_chunks(result_name(job, name), iter(lambda: fh.read(CHUNK), b""))
+
+
+def fetch_work(job: Job, name: str) -> Path:
+    """The local work file ``name``, fetched from the store when this machine has none (kept by :func:`keep_work`
+    on another worker, or before a restart emptied the temporary folder)."""
+    path = work_path(job, name)
+    if not path.exists() and _fs_path(result_name(job, name)) != path:
+        part = path.with_name(f".{path.name}.{os.getpid()}.part")
+        try:
+            with (
+                unreachable_as_oserror(),
+                open(part, "wb") as out,
+                storage().open(result_name(job, name)) as src,
+            ):
+                shutil.copyfileobj(src, out, CHUNK)
+            os.replace(part, path)
+        finally:
+            part.unlink(missing_ok=True)
     return path
 
 
@@ -272,12 +401,37 @@ def discard_partials(job: Job) -> list[str]:
     return removed
 
 
+def files_in(folder: str) -> list[str]:
+    """The names of the files directly in ``folder`` (none when it doesn't exist)."""
+    with unreachable_as_oserror():
+        try:
+            return sorted(storage().listdir(folder)[1])
+        except FileNotFoundError:
+            return []
+
+
+def subfolders(folder: str, *, depth: int = 1) -> list[str]:
+    """The folders ``depth`` levels below ``folder`` (``a/b`` for depth 2), by their full names."""
+    found = [folder.rstrip("/")]
+    for _ in range(depth):
+        below = []
+        for parent in found:
+            with unreachable_as_oserror():
+                try:
+                    below += [f"{parent}/{d}" for d in sorted(storage().listdir(parent)[0])]
+                except FileNotFoundError:
+                    continue
+        found = below
+    return found
+
+
 def delete(names: Iterable[str]) -> None:
     """Remove these files (a missing one is no error; one that can't be removed is logged and left)."""
     target = storage()
     for name in names:
         try:
-            target.delete(name)
+            with unreachable_as_oserror():
+                target.delete(name)
         except OSError:
             logger.warning("could not remove %s", name, exc_info=True)
 
@@ -287,7 +441,18 @@ def digest_of(name: str) -> tuple[str, int]:
     """(sha256 hex, size) of a stored file, read in chunks."""
     h = hashlib.sha256()
     size = 0
-    with storage().open(name, "rb") as fh:
+    with unreachable_as_oserror(), storage().open(name, "rb") as fh:
+        for chunk in iter(lambda: fh.read(CHUNK), b""):
+            h.update(chunk)
+            size += len(chunk)
+    return h.hexdigest(), size
+
+
+def _local_digest(data: bytes | None, path: Path | None) -> tuple[str, int]:
+    if data is not None:
+        return hashlib.sha256(data).hexdigest(), len(data)
+    h, size = hashlib.sha256(), 0
+    with open(path, "rb") as fh:  # type: ignore[arg-type]
         for chunk in iter(lambda: fh.read(CHUNK), b""):
             h.update(chunk)
             size += len(chunk)
@@ -306,11 +471,20 @@ def save_artifact(
     """Store a result (``data``, or the local file ``path`` moved in) in the job's folder, checksum it, and record
     it. Idempotent by name, so a collect step that runs twice (after a crash) leaves one row per file."""
     stored = result_name(job, name)
-    if data is not None:
-        save_bytes(stored, data)
-    elif path is not None:
-        adopt(stored, Path(path))
-    digest, size = digest_of(stored)
+    if remote() and (data is not None or path is not None):
+        # Checksummed here, before it leaves (reading it back from the bucket would fetch it again); the bucket's
+        # size of it is checked after the upload.
+        digest, size = _local_digest(data, path)
+        save_bytes(stored, data) if data is not None else adopt(stored, Path(path))  # type: ignore[arg-type]
+        found = find(stored)
+        if found is None or found.size != size:
+            raise StoreUnreachable(errno.EIO, f"{UNREACHABLE}: {stored} was not stored whole")
+    else:
+        if data is not None:
+            save_bytes(stored, data)
+        elif path is not None:
+            adopt(stored, Path(path))
+        digest, size = digest_of(stored)
     mime = mime or mimetypes.guess_type(name)[0] or "application/octet-stream"
     with transaction.atomic():
         Artifact.objects.filter(job=job, name=name).delete()
@@ -353,6 +527,8 @@ def data_uri(job: Job, name: str) -> str | None:
 
 __all__ = [
     "RESULTS",
+    "UNREACHABLE",
+    "StoreUnreachable",
     "Stored",
     "adopt",
     "clean_name",
@@ -361,21 +537,30 @@ __all__ = [
     "digest_of",
     "discard_partials",
     "exists",
+    "fetch_work",
+    "files_in",
     "find",
     "input_bytes",
     "input_name",
+    "is_unreachable",
     "inputs_folder",
     "job_folder",
+    "keep_work",
     "local_file",
     "local_path",
+    "open_range",
     "open_stored",
     "preview_name",
     "read_bytes",
+    "remote",
     "result_name",
     "save_artifact",
     "save_bytes",
     "save_chunks",
     "save_input",
+    "stat",
     "storage",
+    "subfolders",
+    "unreachable_as_oserror",
     "work_path",
 ]

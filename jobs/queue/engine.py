@@ -28,7 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devices import errors
-from hub.disk import is_disk_full
+from hub.disk import is_save_blocked
 from jobs.core import lease
 from jobs.core.changes import held, job_ticked, send_held
 from jobs.core.scheduler import in_night
@@ -217,7 +217,7 @@ def _execute(job: Job, runner, lost) -> None:
     except (Stopped, errors.DeviceError) as exc:
         ended: BaseException | None = exc
     except OSError as exc:
-        if not is_disk_full(exc):
+        if not is_save_blocked(exc):
             raise
         ended = exc
     else:
@@ -369,7 +369,7 @@ def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
             handle_poll_error(job, exc, ticket)
             return
         except OSError as exc:  # a stage's mesh found the disk full: the device keeps it, ask again later
-            if not is_disk_full(exc):
+            if not is_save_blocked(exc):
                 raise
             wait_for_disk(job, exc)
             schedule_poll(job.pk, countdown=settings.JOBS_DISK_RETRY_S, ticket=ticket)
@@ -469,7 +469,7 @@ def _collect(job: Job, runner) -> None:
             schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
         return
     except OSError as exc:
-        if not is_disk_full(exc):
+        if not is_save_blocked(exc):
             raise
         # Collecting it stays: the poll chain (or reconcile, after a crash) downloads it again later.
         wait_for_disk(job, exc)

@@ -15,7 +15,8 @@ from django.db.models import F
 from django.utils import timezone
 
 from devices import errors
-from hub.disk import disk_space, size_text
+from hub.disk import disk_space, is_store_unreachable, size_text
+from hub.media_storage import UNREACHABLE
 from jobs.core.changes import job_ticked, job_waits_for_disk
 from jobs.core.transitions import job_note, job_set, job_transition
 from jobs.files.store import discard_partials
@@ -203,6 +204,8 @@ def handle_error(job: Job, exc: errors.DeviceError, *, where: str) -> None:
 # -- a full disk ---------------------------------------------------------------------------------------------------
 #: ``remote_data`` key of a job whose result waits for disk space (the time it began waiting, epoch seconds)
 DISK_WAIT = "waiting_for_disk"
+#: ``remote_data`` key of a job whose result waits for the result store to answer (an S3 bucket)
+STORE_WAIT = "waiting_for_store"
 
 
 def _free_now() -> tuple[str, int | None]:
@@ -223,7 +226,13 @@ def wait_for_disk(job: Job, exc: OSError) -> None:
        the job keeps the device (its lease, and no other job starts there) so nothing there replaces it.
     4. The admins hear of it once per wait (``job_waits_for_disk``: notify's household channels).
     The caller schedules the next try (the poll chain, ``JOBS_DISK_RETRY_S`` later; reconcile revives it after a
-    crash), which downloads the result again from the device: never a second render."""
+    crash), which downloads the result again from the device: never a second render.
+
+    A result store that can't be reached (an S3 bucket: ``StoreUnreachable``) takes the same path, in its own words:
+    the upload is whole or absent, never half an object."""
+    if is_store_unreachable(exc):
+        _wait_for_store(job, exc)
+        return
     removed = discard_partials(job)
     free_text, free = _free_now()
     phase = f"Waiting for disk space: {free_text} free; the device still holds the result"
@@ -250,12 +259,35 @@ def wait_for_disk(job: Job, exc: OSError) -> None:
     )
 
 
+def _wait_for_store(job: Job, exc: OSError) -> None:
+    removed = discard_partials(job)
+    phase = f"Waiting for the result store: {UNREACHABLE}; the device still holds the result"
+    job.refresh_from_db()
+    if job.remote_data.get(STORE_WAIT):
+        if job_set(job.pk, only_in=ACTIVE_STATES, phase=phase[:100]):
+            job_ticked(job.pk)
+        return
+    job_note(
+        job.pk,
+        f"{phase}. {UNREACHABLE[0].upper()}{UNREACHABLE[1:]} ({exc.__cause__ or exc}), so the result could not be "
+        f"saved; it is downloaded again by itself once the store answers (tried every "
+        f"{settings.JOBS_DISK_RETRY_S:g} s). The health page (/healthz) shows the store's state.",
+        data={"code": "store_unreachable", "removed": removed},
+        only_in=ACTIVE_STATES,
+        remote_data={**job.remote_data, STORE_WAIT: round(timezone.now().timestamp())},
+        phase=phase[:100],
+    )
+    logger.warning("job %s: %s; waiting to save its result", job.pk, UNREACHABLE)
+
+
 def disk_recovered(job: Job) -> None:
     """After a save that waited for disk space succeeded: the wait ends in the job's story."""
-    if not job.remote_data.get(DISK_WAIT):
+    waited = [key for key in (DISK_WAIT, STORE_WAIT) if job.remote_data.get(key)]
+    if not waited:
         return
-    job.remote_data = {k: v for k, v in job.remote_data.items() if k != DISK_WAIT}
-    job_note(job.pk, "There is room again: the result is saved.", remote_data=job.remote_data)
+    job.remote_data = {k: v for k, v in job.remote_data.items() if k not in waited}
+    said = "There is room again" if DISK_WAIT in waited else "The result store answers again"
+    job_note(job.pk, f"{said}: the result is saved.", remote_data=job.remote_data)
 
 
 def requeue_for_disk(job: Job, exc: OSError) -> bool:
@@ -268,16 +300,24 @@ def requeue_for_disk(job: Job, exc: OSError) -> bool:
     job.refresh_from_db()
     first = not job.remote_data.get(DISK_WAIT)
     wait = _backoff(job.attempts, base=settings.JOBS_DISK_RETRY_S, cap=3600.0)
-    ok = back_to_queue(
-        job,
-        f"Waiting for disk space: {free_text} free. The hub's disk filled up ({exc.strerror or exc}) while "
-        "saving the result, which this device does not keep, so it renders again once there is room "
-        f"(in {wait.total_seconds():g} s at the earliest). Delete results on the Usage page, or free space on "
-        "the hub's machine.",
-        retry_after=timezone.now() + wait,
-        data={"code": "disk_full", "errno": exc.errno, "free_bytes": free},
-    )
-    if ok and first:  # after the move: end_job has sent the device's next turn
+    store_down = is_store_unreachable(exc)
+    if store_down:
+        story = (
+            f"Waiting for the result store: {UNREACHABLE} ({exc.__cause__ or exc}) while saving the result, "
+            "which this device does not keep, so it renders again once the store answers "
+            f"(in {wait.total_seconds():g} s at the earliest)."
+        )
+        data: dict[str, Any] = {"code": "store_unreachable"}
+    else:
+        story = (
+            f"Waiting for disk space: {free_text} free. The hub's disk filled up ({exc.strerror or exc}) while "
+            "saving the result, which this device does not keep, so it renders again once there is room "
+            f"(in {wait.total_seconds():g} s at the earliest). Delete results on the Usage page, or free space on "
+            "the hub's machine."
+        )
+        data = {"code": "disk_full", "errno": exc.errno, "free_bytes": free}
+    ok = back_to_queue(job, story, retry_after=timezone.now() + wait, data=data)
+    if ok and first and not store_down:  # after the move: end_job has sent the device's next turn
         stamp = {**job.remote_data, DISK_WAIT: round(timezone.now().timestamp())}
         job_set(job.pk, remote_data=stamp)
         job_waits_for_disk(job.pk)

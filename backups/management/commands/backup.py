@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from django.conf import settings
+from django.core.files.storage import default_storage
 from django.core.management.base import BaseCommand, CommandError
 from django.db import DatabaseError
 
@@ -13,6 +14,7 @@ from backups.files import FileTally, Throttle
 from backups.models import BackupRun
 from backups.restore import hub_has_data
 from backups.services import BackupError, take_backup
+from hub import media_storage
 
 
 def _first_line(exc: BaseException) -> str:
@@ -81,6 +83,11 @@ class Command(BaseCommand):
             f"Backup {run.name} written to {target}: {human_bytes(run.size_bytes)}, {run.files} file{'s' * (run.files != 1)} "
             f"({run.copied} copied, {run.linked} shared with the previous backup)."
         )
+        where = media_storage.describe(default_storage)
+        if where != "file:":
+            self.stdout.write(
+                f"Its files are the objects of the result store {where}, copied into the backup."
+            )
         if with_secrets:
             self.stdout.write(
                 "The secret key is in its secrets.env (readable by this user only): keep it safe."

@@ -21,7 +21,7 @@ from jobs.doors.v1.fields import (
     whole,
 )
 from jobs.doors.v1.waiting import submit_for_wait, wait_for
-from jobs.files.downloads import artifact_path, artifact_response
+from jobs.files.downloads import artifact_bytes, artifact_response
 from jobs.models import Artifact, Job, JobKind
 
 IMAGE_FIELDS = {
@@ -75,7 +75,7 @@ def _image_result(request: HttpRequest, job: Job, extra: dict[str, Any]) -> dict
         if extra["response_format"] == "url":
             items.append({"url": request.build_absolute_uri(f"/v1/files/{artifact.pk}/content")})
         else:
-            items.append({"b64_json": base64.b64encode(artifact_path(artifact).read_bytes()).decode()})
+            items.append({"b64_json": base64.b64encode(artifact_bytes(artifact)).decode()})
     return {
         "created": int(job.created.timestamp()),
         "data": items,

@@ -9,7 +9,7 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error
 from jobs.doors.v1.fields import HUB_FIELDS, check_fields, device_for, passthrough, pick_model, read_body
 from jobs.doors.v1.waiting import submit_for_wait, wait_for
-from jobs.files.downloads import artifact_path
+from jobs.files.downloads import artifact_bytes
 from jobs.models import Artifact, Job, JobKind
 
 SPEECH_FIELDS = {
@@ -57,7 +57,7 @@ def _speech_bytes(job: Job) -> tuple[bytes, str]:
     artifact = job.artifacts.filter(kind=Artifact.Kind.AUDIO).order_by("id").first()
     if artifact is None:
         raise V1Error(502, f"Job {job.pk} finished without audio.", type="server_error")
-    return artifact_path(artifact).read_bytes(), artifact.mime
+    return artifact_bytes(artifact), artifact.mime
 
 
 @door(POST="submit")

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+import io
 import logging
-import os
 import subprocess
-import time
-from pathlib import Path
+import tempfile
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 from django.core.exceptions import ValidationError
@@ -33,7 +33,8 @@ from jobs.doors.v1.fields import (
     size_of,
     whole,
 )
-from jobs.files.downloads import artifact_path, artifact_response
+from jobs.files import store
+from jobs.files.downloads import artifact_response
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
 from jobs.queue.services import job_cancel
 
@@ -244,38 +245,37 @@ def video_content(request: HttpRequest, video_id: str) -> HttpResponse:
         raise not_found(f"Video {video_id} has no video file.")
     if variant == "video":
         return artifact_response(request, artifact, inline=False)
-    thumb = _thumbnail(artifact_path(artifact))
-    response = FileResponse(open(thumb, "rb"), content_type="image/jpeg")
+    response = FileResponse(io.BytesIO(_thumbnail(artifact)), content_type="image/jpeg")
     response["Cache-Control"] = "private, max-age=3600"
     return response
 
 
-def _thumbnail(video_path: Path) -> Path:
-    """A still of the first frame, made once with the bundled ffmpeg and cached beside the video."""
+def _thumbnail(artifact: Artifact) -> bytes:
+    """A still of the video's first frame, made once with the bundled ffmpeg (from a local copy when the store has
+    none) and kept in the store beside the video (``<stem>.thumbnail.jpg``)."""
     import imageio_ffmpeg  # its ffmpeg binary is looked up only when a thumbnail is first asked for
 
-    thumb = video_path.with_name(video_path.stem + ".thumbnail.jpg")
-    if thumb.is_file() and thumb.stat().st_mtime >= video_path.stat().st_mtime:
-        return thumb
-    tmp = thumb.with_name(f".{thumb.name}.{os.getpid()}.{time.monotonic_ns()}.jpg")
-    cmd = [
-        imageio_ffmpeg.get_ffmpeg_exe(),
-        "-v",
-        "error",
-        "-y",
-        "-i",
-        str(video_path),
-        "-frames:v",
-        "1",
-        "-q:v",
-        "3",
-        str(tmp),
-    ]
     try:
-        subprocess.run(cmd, check=True, capture_output=True, timeout=30)
-        os.replace(tmp, thumb)  # atomic: two callers at once both end with a whole file
+        video = store.find(str(artifact.file))
+        if video is None:
+            raise not_found("The video file is gone.")
+        path = PurePosixPath(video.name)
+        name = str(path.with_name(path.stem + ".thumbnail.jpg"))
+        kept = store.find(name)
+        if kept is not None and kept.mtime_ns >= video.mtime_ns:
+            return store.read_bytes(name)
+        with store.local_path(video.name) as local, tempfile.TemporaryDirectory(prefix="hub-thumb-") as work:
+            out = Path(work) / "thumb.jpg"
+            cmd = [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-y", "-i", str(local),
+                   "-frames:v", "1", "-q:v", "3", str(out)]  # fmt: skip
+            subprocess.run(cmd, check=True, capture_output=True, timeout=30)
+            data = out.read_bytes()
+        store.save_bytes(name, data)  # atomic: two callers at once both leave a whole file
+    except store.StoreUnreachable:
+        raise V1Error(
+            503, "The result store is unreachable just now; try again.", type="server_error"
+        ) from None
     except (subprocess.SubprocessError, OSError) as exc:
-        tmp.unlink(missing_ok=True)
-        log.warning("thumbnail of %s failed: %s", video_path, exc)
+        log.warning("thumbnail of %s failed: %s", artifact.file, exc)
         raise V1Error(500, "The hub could not make a thumbnail of this video.", type="server_error") from None
-    return thumb
+    return data

@@ -15,7 +15,7 @@ from django.utils import timezone
 from devices import errors
 from devices.services import device_note_loaded, device_note_running, device_note_unloaded
 from jobs.core.transitions import job_set
-from jobs.files.store import data_uri, input_bytes, save_artifact, work_path
+from jobs.files.store import data_uri, fetch_work, input_bytes, keep_work, save_artifact, work_path
 from jobs.kinds.estimates import stage_3d_seconds
 from jobs.kinds.runners.base import PollResult, ProgressFn, Runner, Stopped
 from jobs.models import Artifact, Job
@@ -307,7 +307,7 @@ class TiinyMeshRunner(TiinyRunner):
                 mesh = self.job.remote_data.get("mesh")
                 if not mesh:
                     raise errors.BadRequest("The previous stage left no mesh.")
-                files["mesh"] = ("mesh.glb", work_path(self.job, mesh).read_bytes(), "model/gltf-binary")
+                files["mesh"] = ("mesh.glb", fetch_work(self.job, mesh).read_bytes(), "model/gltf-binary")
         return files
 
     def _submit_stage(self, index: int) -> tuple[str, dict[str, Any]]:
@@ -373,6 +373,7 @@ class TiinyMeshRunner(TiinyRunner):
         stage = self._stages()[i]
         name = f"stage-{i + 1}-{stage}.glb"
         self.client.task3d_download(self._stage_artifact_url(), work_path(self.job, name))
+        keep_work(self.job, name)  # in the store: a worker elsewhere that takes the job over goes on from it
         tasks = {**(self.job.remote_data.get("tasks") or {}), stage: self.job.remote_id}
         if i + 1 >= len(self._stages()):
             return None
@@ -383,7 +384,7 @@ class TiinyMeshRunner(TiinyRunner):
     def collect(self) -> None:
         i = self._index()
         stage = self._stages()[i]
-        staged = work_path(self.job, f"stage-{i + 1}-{stage}.glb")
+        staged = fetch_work(self.job, f"stage-{i + 1}-{stage}.glb")
         fmt = self.job.params.get("format", "glb")
         save_artifact(
             self.job,
