@@ -190,7 +190,9 @@ def project(tl: Timeline, gaps: list[tuple[str, float]], *, window_on: bool) -> 
 # -- runs ---------------------------------------------------------------------------------------------------------
 
 
-def run_hub(emulator, device, people) -> tuple[Timeline, list, float]:
+def run_hub(emulator, device, people, plan=None) -> tuple[Timeline, list, float]:
+    """The hub's night: ``plan`` (the jobs, as :func:`night` gives them; the whole night unless said) submitted
+    at once, then waited for."""
     from django.core.files.uploadedfile import SimpleUploadedFile
 
     from jobs.models import Job
@@ -201,7 +203,7 @@ def run_hub(emulator, device, people) -> tuple[Timeline, list, float]:
     sampler.start()
     jobs = []
     started = time.monotonic()
-    for person, kind, model, params in night():
+    for person, kind, model, params in night() if plan is None else plan:
         files = {"image": SimpleUploadedFile("obj.png", PNG, "image/png")} if kind == "mesh" else None
         jobs.append(
             job_submit(
