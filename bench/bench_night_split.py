@@ -41,9 +41,15 @@ RATIO_TARGET = (
 def fresh_database() -> str:
     import psycopg
 
-    with psycopg.connect(f"{PG}/postgres", autocommit=True) as conn:
-        conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
-        conn.execute(f"CREATE DATABASE {DATABASE}")
+    try:
+        with psycopg.connect(f"{PG}/postgres", autocommit=True, connect_timeout=5) as conn:
+            conn.execute(f"DROP DATABASE IF EXISTS {DATABASE} WITH (FORCE)")
+            conn.execute(f"CREATE DATABASE {DATABASE}")
+    except psycopg.OperationalError as exc:
+        first = str(exc).strip().splitlines()[0]
+        raise SystemExit(
+            f"bench_night_split needs PostgreSQL at {PG} (user postgres, trust): {first}"
+        ) from None
     return f"{PG}/{DATABASE}"
 
 
