@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -196,15 +197,15 @@ def device_again(emulator, jobs) -> tuple[int, list]:
     from devices.clients.tiiny import TiinyClient
 
     client = TiinyClient(emulator.base_url, emulator.api_key)
-    tmp = Path(tempfile.mkdtemp(prefix="bench-split-again-"))
+    tmp = Path(os.environ["HUB_DATA_DIR"])
     n, bad = 0, []
     for job in jobs:
         if job.kind != "video" or not job.remote_id:
             continue
         art = job.artifacts.filter(kind="video").first()
-        client.video_download(job.remote_id, tmp / "v.mp4")
+        client.video_download(job.remote_id, tmp / "again.mp4")
         n += 1
-        if art is None or hashlib.sha256((tmp / "v.mp4").read_bytes()).hexdigest() != art.sha256:
+        if art is None or hashlib.sha256((tmp / "again.mp4").read_bytes()).hexdigest() != art.sha256:
             bad.append(job.pk)
     return n, bad
 
@@ -257,6 +258,7 @@ def main() -> None:
             moto.terminate()
             moto.wait(10)
             redis.stop()
+    shutil.rmtree(tmp, ignore_errors=True)
     report(result, time.monotonic() - started)
 
 
