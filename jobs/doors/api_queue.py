@@ -10,6 +10,7 @@ waiting.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, Literal
 
 from django.http import Http404, HttpRequest
@@ -159,44 +160,48 @@ def pool_plan(request: HttpRequest):
     return {"devices": plans, "clear_at": max(ends) if ends else None}
 
 
+def _on_device(request: HttpRequest, device_id: str, change: Callable[..., None]) -> dict[str, Any]:
+    """An admin's change to a device's lane through the queue's service; the answer is the plan as it now is."""
+    require_scope(request, SUBMIT)
+    device = _device(device_id)
+    change(device=device, by=request.user)
+    return plan_out(request, device)
+
+
+def _on_job(request: HttpRequest, job_id: str, change: Callable[..., None], **how: Any) -> dict[str, Any]:
+    """An admin's change to a waiting job's place through the queue's service; the answer is its device's plan."""
+    require_scope(request, SUBMIT)
+    job = _job(request, job_id)
+    change(job=job, by=request.user, **how)
+    return plan_out(request, job.device)
+
+
 @router.post("/devices/{device_id}/pause", url_name="device_pause", response={200: PlanOut, **ERRORS},
              summary="Pause a device's queue (admins)")  # fmt: skip
 def device_pause(request: HttpRequest, device_id: str):
     """Nothing new starts on the device until it is resumed; a render in progress finishes. Idempotent."""
-    require_scope(request, SUBMIT)
-    device = _device(device_id)
-    services.queue_pause(device=device, by=request.user)
-    return plan_out(request, device)
+    return _on_device(request, device_id, services.queue_pause)
 
 
 @router.post("/devices/{device_id}/resume", url_name="device_resume", response={200: PlanOut, **ERRORS},
              summary="Resume a device's queue (admins)")  # fmt: skip
 def device_resume(request: HttpRequest, device_id: str):
     """The device takes its next job as soon as it is free. Idempotent."""
-    require_scope(request, SUBMIT)
-    device = _device(device_id)
-    services.queue_resume(device=device, by=request.user)
-    return plan_out(request, device)
+    return _on_device(request, device_id, services.queue_resume)
 
 
 @router.post("/jobs/{job_id}/move", url_name="job_move", response={200: PlanOut, **ERRORS},
              summary="Move a waiting job up or down its device's plan (admins)")  # fmt: skip
 def job_move(request: HttpRequest, job_id: str, payload: MoveIn):
     """Swaps the job with its neighbour in the plan; the admins' order then holds over fair share."""
-    require_scope(request, SUBMIT)
-    job = _job(request, job_id)
-    services.queue_move(job=job, by=request.user, direction=payload.direction)
-    return plan_out(request, job.device)
+    return _on_job(request, job_id, services.queue_move, direction=payload.direction)
 
 
 @router.post("/jobs/{job_id}/run-next", url_name="job_run_next", response={200: PlanOut, **ERRORS},
              summary="Run a waiting job next on its device (admins)")  # fmt: skip
 def job_run_next(request: HttpRequest, job_id: str):
     """The job goes before every other waiting job of its device."""
-    require_scope(request, SUBMIT)
-    job = _job(request, job_id)
-    services.queue_run_next(job=job, by=request.user)
-    return plan_out(request, job.device)
+    return _on_job(request, job_id, services.queue_run_next)
 
 
 def _limit(limits: quotas.Limits, name: str) -> dict[str, Any]:
