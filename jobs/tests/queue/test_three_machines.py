@@ -22,6 +22,7 @@ import httpx
 import pytest
 
 from conftest import PASSWORD
+from hub import runrecord
 from hub.testing import Proc, child_env, process_tree, start_asgi_server, wait_for
 from jobs.tests.conftest import ENGINE_ENV, wait_job
 from jobs.tests.queue.test_engine_tiiny import video
@@ -49,12 +50,15 @@ def make_worker(engine, name: str, data_dir: Path, **env: str) -> Proc:
 
 def crash(proc: Proc) -> None:
     """SIGKILL the script, its keepalive and the Celery worker with its pool, all at once: a machine that died."""
-    for pid in process_tree(proc.process.pid):
+    pids = process_tree(proc.process.pid)
+    for pid in pids:
         try:
             os.kill(pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
     proc.process.wait(timeout=10)
+    wait_for(lambda: all(runrecord.state(pid) in ("", "Z") for pid in pids), timeout=10,
+             what="every process of the worker to end")  # fmt: skip
 
 
 def sign_in(base_url: str, username: str) -> httpx.Client:
@@ -130,6 +134,11 @@ def test_web_and_worker_share_only_the_database_redis_and_the_bucket(
         assert [f for f in files_under(web_dir) if not f.startswith("logs/")] == []
     finally:
         web.stop()
+        # Its workers go with it, every process of them: a worker of this hub that lived on would take the next
+        # test's device (the same name and, on PostgreSQL, the same id) and keep its results in this bucket.
+        for name in ("first", "second"):
+            if (proc := engine.workers.pop(name, None)) is not None:
+                crash(proc)
 
 
 PLAY = """async (id) => {
