@@ -79,10 +79,15 @@ class Proc:
     process: subprocess.Popen | None = None
     extra: dict = field(default_factory=dict)
     ready: str = ""  # the log line that says it is up (see ``start_and_wait``)
+    # Where this Proc's own log begins: the file is shared with earlier processes of the same name (another test's
+    # ``worker-home``), whose lines are not this one's. Restarts of this Proc append and count as its log.
+    log_from: int | None = None
 
     def start(self) -> Proc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
+        if self.log_from is None:
+            self.log_from = log.tell()
         self.process = subprocess.Popen(
             self.args,
             cwd=BASE_DIR,
@@ -128,8 +133,11 @@ class Proc:
         return self
 
     def log_text(self) -> str:
+        """What this Proc's runs wrote (not the earlier processes' of the same name before it)."""
         try:
-            return self.log_path.read_text(errors="replace")
+            with self.log_path.open("rb") as log:
+                log.seek(self.log_from or 0)
+                return log.read().decode(errors="replace")
         except FileNotFoundError:
             return ""
 
