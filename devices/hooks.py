@@ -6,6 +6,8 @@ that knows registers it at start-up (its ``AppConfig.ready``):
 
 * ``device_locked`` (notify): a device became locked; the household is told (``devices.services`` calls each
   hook after commit, and a hook that raises is logged, never raised).
+* ``device_state_changed`` (jobs): a device went away or came back; the pool moves its jobs (called after commit,
+  like ``device_locked``).
 * ``job_kinds`` (jobs): the job kinds a device can run now (``/api/devices/<id>/capabilities``).
 * ``jobs_ask_soon`` (jobs): will one of the device's jobs send it a request within a window of now? (The metric
   poller's optional tick then gives way: ``devices.services.device_tick_yields``.)
@@ -26,10 +28,15 @@ class DeviceLockedHook(Protocol):
     def __call__(self, *, device_id: int, since: dt.datetime) -> None: ...
 
 
+class DeviceStateHook(Protocol):
+    def __call__(self, *, device_id: int, state: str) -> None: ...
+
+
 JobKinds = Callable[[Device], list[str]]
 JobsAskSoon = Callable[[Device, dt.datetime, dt.timedelta], bool]
 
 _device_locked: list[DeviceLockedHook] = []
+_device_state_changed: list[DeviceStateHook] = []
 _job_kinds: list[JobKinds] = []  # at most one: the latest registration
 _jobs_ask_soon: list[JobsAskSoon] = []  # at most one: the latest registration
 
@@ -42,6 +49,16 @@ def register_device_locked(hook: DeviceLockedHook) -> None:
 
 def device_locked_hooks() -> tuple[DeviceLockedHook, ...]:
     return tuple(_device_locked)
+
+
+def register_device_state_changed(hook: DeviceStateHook) -> None:
+    """``hook(device_id=..., state=...)`` runs after the commit that records a device's new state."""
+    if hook not in _device_state_changed:
+        _device_state_changed.append(hook)
+
+
+def device_state_hooks() -> tuple[DeviceStateHook, ...]:
+    return tuple(_device_state_changed)
 
 
 def register_job_kinds(answer: JobKinds) -> None:

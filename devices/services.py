@@ -181,11 +181,13 @@ def device_set_state(
         Device.objects.filter(pk=device_id).update(**changes)
         return False
     transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
-    if state == Device.State.LOCKED:
-        # Whoever registered to hear of it (notify: the household), after commit; a hook's error never raises here.
-        # A lambda, not a partial: Django logs a robust callback's error by the callback's __qualname__.
-        for hook in hooks.device_locked_hooks():
-            transaction.on_commit(lambda hook=hook: hook(device_id=device_id, since=now), robust=True)
+    # Whoever registered to hear of it, after commit (jobs: the pool's jobs move; notify: the household hears of a
+    # lock); a hook's error never raises here. A lambda, not a partial: Django logs a robust callback's error by
+    # the callback's __qualname__.
+    for hook in hooks.device_state_hooks():
+        transaction.on_commit(lambda hook=hook: hook(device_id=device_id, state=state), robust=True)
+    for hook in hooks.device_locked_hooks() if state == Device.State.LOCKED else ():
+        transaction.on_commit(lambda hook=hook: hook(device_id=device_id, since=now), robust=True)
     return True
 
 

@@ -474,3 +474,6 @@ HUB_BACKUP_AT = env_clock("HUB_BACKUP_AT", "13:30")  # (hour, minute)
 # again every JOBS_DISK_RETRY_S seconds (the device keeps the result meanwhile).
 HUB_MIN_FREE_MB = env_int("HUB_MIN_FREE_MB", 500, minimum=0)
 JOBS_DISK_RETRY_S = env_float("JOBS_DISK_RETRY_S", 60.0, minimum=0.01)
+# The pool (jobs.queue.pool): a render in flight on a device that has been away this long is given up and its job
+# ("any device") re-queued to the others. Until then the device may come back and finish it.
+JOBS_DEVICE_LOST_S = env_float("JOBS_DEVICE_LOST_S", 600.0, minimum=0.01)

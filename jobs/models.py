@@ -77,7 +77,13 @@ def new_share_token() -> str:
 
 class Job(models.Model):
     owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="jobs")
+    # The device the job runs on, or, for a waiting job of the pool (``pinned`` off), the lane the pool planner
+    # put it in for now (``jobs.queue.pool``): the device that frees first and can do it takes it.
     device = models.ForeignKey("devices.Device", on_delete=models.PROTECT, related_name="jobs")
+    # On: only ``device`` may run it (the person chose that device). Off: "any capable device": any device in
+    # ``pool``, the ids of the devices that admitted exactly this request at submit.
+    pinned = models.BooleanField(default=True)
+    pool = models.JSONField(default=list, blank=True)
     kind = models.CharField(max_length=10, choices=JobKind.choices)
     model_id = models.CharField(max_length=200)
     params = models.JSONField(default=dict)  # validated parameters, exactly what the runner sends
@@ -152,6 +158,8 @@ class Job(models.Model):
             models.Index(fields=["device", "finished_at"], name="jobs_device_fair_idx"),
             # /metrics: jobs by state and kind, a GROUP BY the index answers alone (85 -> 24 ms at 100k rows).
             models.Index(fields=["state", "kind"], name="jobs_state_kind_idx"),
+            # Fair share over the pool: device-seconds per owner on every device over the last 7 days.
+            models.Index(fields=["finished_at"], name="jobs_finished_idx"),
         ]
 
     def __str__(self) -> str:
@@ -192,6 +200,10 @@ class Job(models.Model):
     @property
     def can_retry(self) -> bool:
         return self.state in RETRYABLE_STATES
+
+    def may_run_on(self, device_id: int) -> bool:
+        """Whether ``device_id`` may run this job: its own device, or, for a pool job, any device of its pool."""
+        return device_id == self.device_id or (not self.pinned and device_id in (self.pool or []))
 
 
 class JobEvent(models.Model):

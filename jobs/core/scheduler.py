@@ -7,8 +7,8 @@ Policy (architecture.md "Scheduling policy"), in order:
 3. Polite mode by day: a job that would have to evict a model the hub did not load (someone's chat) waits,
    unless its owner unticked "polite". In the vault's nightly summary window, a job that would have to evict
    the loaded summary model waits too, unless the device's ``may_evict_summary_model`` setting allows it.
-4. Base order: admin priority (run next / reorder), then fair share (the owner's device-seconds on this device
-   over the last 7 days, least first), then FIFO.
+4. Base order: admin priority (run next / reorder), then fair share (the owner's device-seconds on every device
+   of the hub over the last 7 days, least first), then FIFO.
 5. Model affinity: among the first K+1 eligible jobs, prefer one whose model is already loaded; it jumps at most
    K places, and a job that has been jumped K times is never jumped again (no starvation).
 """
@@ -287,9 +287,14 @@ class _Bypass:
 
 
 def snapshot_for(
-    device_id: int, *, now: dt.datetime | None = None, device: Device | None = None
+    device_id: int,
+    *,
+    now: dt.datetime | None = None,
+    device: Device | None = None,
+    usage: dict[int, float] | None = None,
 ) -> DeviceSnapshot:
-    """The device's scheduling facts now; ``device``: its row as the caller just read it (saves reading it again)."""
+    """The device's scheduling facts now; ``device``: its row as the caller just read it (saves reading it again);
+    ``usage``: ``fair_usage(now)`` when the caller has it (the pool planner reads it once for every device)."""
     now = now or timezone.now()
     if device is None or device.pk != device_id:
         device = Device.objects.get(pk=device_id)
@@ -307,7 +312,7 @@ def snapshot_for(
         foreign_loaded=frozenset(loaded - set(device.hub_loaded_models or [])),
         npu_free=_npu_free(device),
         npu_cost=_npu_costs(device),
-        usage=_fair_usage(device_id, now),
+        usage=fair_usage(now) if usage is None else usage,
         summary_start=_hour(vault.get("summary_start_hour")),
         summary_end=_hour(vault.get("summary_end_hour")),
         summary_model=vault.get("summary_model"),
@@ -332,10 +337,11 @@ def _npu_free(device: Device) -> int | None:
     return device.npu_units_total - device.npu_units_used
 
 
-def _fair_usage(device_id: int, now: dt.datetime) -> dict[int, float]:
-    """Owner id -> device-seconds of their jobs on the device that finished within ``FAIR_WINDOW``."""
+def fair_usage(now: dt.datetime) -> dict[int, float]:
+    """Owner id -> device-seconds of their jobs that finished within ``FAIR_WINDOW``, on every device: fair
+    share is the household's, whichever device of the pool did the work."""
     usage = (
-        Job.objects.filter(device_id=device_id, finished_at__gte=now - FAIR_WINDOW)
+        Job.objects.filter(finished_at__gte=now - FAIR_WINDOW)
         .values_list("owner_id")
         .annotate(s=Sum("device_seconds"))
         .values_list("owner_id", "s")

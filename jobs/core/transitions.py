@@ -31,14 +31,17 @@ def job_transition(
     to: str,
     message: str,
     data: dict[str, Any] | None = None,
+    on_device: int | None = None,
     **fields: Any,
 ) -> bool:
-    """CAS ``from_states → to`` with ``fields``; write the event with the next ``seq``. True if it happened."""
+    """CAS ``from_states → to`` with ``fields``; write the event with the next ``seq``. True if it happened.
+    ``on_device``: only while the job is still in that device's lane (the pool planner may have moved it)."""
     now = timezone.now()
     with transaction.atomic():
-        changed = Job.objects.filter(pk=job_id, state__in=list(from_states)).update(
-            state=to, last_seq=F("last_seq") + 1, updated=now, **fields
-        )
+        rows = Job.objects.filter(pk=job_id, state__in=list(from_states))
+        if on_device is not None:
+            rows = rows.filter(device_id=on_device)
+        changed = rows.update(state=to, last_seq=F("last_seq") + 1, updated=now, **fields)
         if not changed:
             return False
         seq, device_id = Job.objects.filter(pk=job_id).values_list("last_seq", "device_id").get()

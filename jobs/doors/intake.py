@@ -39,7 +39,7 @@ from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind, When
 from jobs.queue import services
-from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form
+from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form, earliest_of
 from jobs.quotas.services import LIFT_ADMINS_ONLY
 
 # -- the device and the kind ---------------------------------------------------------------------------------
@@ -228,6 +228,83 @@ def submit_request(
     """``check_request`` then queue it: (job, admission). Raises ``RequestInvalid`` or ``PermissionDenied``.
     The same ``idempotency_key`` again (a script's retry) returns the job it queued instead of a second one."""
     checked = check_request(owner=owner, device=device, kind=kind, data=data, files=files)
+    job = services.submit_checked(
+        owner=owner, device=device, checked=checked, idempotency_key=idempotency_key
+    )
+    return job, checked.admission
+
+
+# -- "any device": the pool ---------------------------------------------------------------------------------------
+
+#: What a request names to let the pool choose the device (``device`` left out does too, on the API doors).
+ANY_DEVICE = "any"
+
+
+def pool_devices(owner: Any, kind: str) -> list[Device]:
+    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now."""
+    return [device for device in device_list_for(owner) if kind in kinds_for(device)]
+
+
+def _rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The uploads ready to be read again from their start (each device's form checks them in turn)."""
+    for f in (files or {}).values():
+        if hasattr(f, "seek"):
+            f.seek(0)
+    return dict(files or {})
+
+
+def check_request_any(
+    *, owner: Any, kind: str, data: Mapping[str, Any], files: Mapping[str, Any] | None = None
+) -> tuple[Device, CheckedRequest]:
+    """``check_request`` on every device of the pool that runs ``kind``: the request goes to the pool of those
+    that admit exactly it (the same model and parameters as the one where it is ready first), waiting first on
+    that one. ``RequestInvalid`` when none does, saying what each device lacks."""
+    _require_submitter(owner)
+    devices = pool_devices(owner, kind)
+    if not devices:
+        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
+        raise RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
+    admitted: list[tuple[Device, CheckedRequest]] = []
+    refused: list[tuple[Device, RequestInvalid]] = []
+    for device in devices:
+        try:
+            admitted.append(
+                (
+                    device,
+                    check_request(owner=owner, device=device, kind=kind, data=data, files=_rewound(files)),
+                )
+            )
+        except RequestInvalid as exc:
+            refused.append((device, exc))
+    _rewound(files)
+    if not admitted:
+        if len(refused) == 1:
+            raise refused[0][1]
+        raise RequestInvalid(_no_device_can(refused))
+    device, _admission = earliest_of([(d, checked.admission) for d, checked in admitted])
+    checked = next(c for d, c in admitted if d is device)
+    checked.pool = [d.pk for d, c in admitted if (c.model_id, c.params) == (checked.model_id, checked.params)]
+    return device, checked
+
+
+def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, list[str]]:
+    """Each device's first reason, on the field they share (or on the whole request)."""
+    fields = {exc.first()[0] for _d, exc in refused}
+    name = fields.pop() if len(fields) == 1 and None not in fields else "__all__"
+    reasons = "; ".join(f"{device.name}: {exc.first()[1]}" for device, exc in refused)
+    return {name: [f"No device can do exactly this. {reasons}"]}
+
+
+def submit_request_any(
+    *,
+    owner: Any,
+    kind: str,
+    data: Mapping[str, Any],
+    files: Mapping[str, Any] | None = None,
+    idempotency_key: str | None = None,
+) -> tuple[Job, Admission]:
+    """``check_request_any`` then queue it in the pool: (job, admission of the device it waits on first)."""
+    device, checked = check_request_any(owner=owner, kind=kind, data=data, files=files)
     job = services.submit_checked(
         owner=owner, device=device, checked=checked, idempotency_key=idempotency_key
     )

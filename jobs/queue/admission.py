@@ -247,6 +247,13 @@ def admit(
     )
 
 
+def earliest_of(admitted: list[tuple[Any, Admission]]) -> tuple[Any, Admission]:
+    """Of the devices that admitted a request ("any device"), the one where it would be ready first (then the
+    shorter render, then the older device): where the job waits at first; the pool may move it later."""
+    far = dt.datetime.max.replace(tzinfo=dt.UTC)
+    return min(admitted, key=lambda pair: (pair[1].ready_at or far, pair[1].estimate_s, pair[0].pk))
+
+
 # -- the admitted request: what the doors' intake hands to ``jobs.queue.services.submit_checked`` -------------
 
 
@@ -261,6 +268,9 @@ class CheckedRequest:
     #: when, not_before, polite, shared, and an admin's lift_limits (the form's ``schedule()``)
     schedule: dict[str, Any]
     admission: Admission
+    #: "any device": the ids of every device that admitted exactly this request (the same model and parameters);
+    #: the job waits in the pool for whichever frees first (``jobs.queue.pool``). Empty: pinned to its device.
+    pool: list[int] = field(default_factory=list)
 
 
 def form_admission(form: Any) -> Admission:
@@ -304,6 +314,7 @@ __all__ = [
     "RequestInvalid",
     "admit",
     "check_form",
+    "earliest_of",
     "form_admission",
     "uploads_refused",
 ]

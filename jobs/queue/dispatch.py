@@ -20,7 +20,7 @@ from jobs.core.changes import replan
 from jobs.core.scheduler import next_job, snapshot_for
 from jobs.core.transitions import job_transition
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, waiting_on
-from jobs.queue import enqueue
+from jobs.queue import enqueue, pool
 from jobs.queue.stops import stops_pending
 from jobs.quotas.services import device_use_record
 
@@ -100,12 +100,16 @@ def _claim_next(device_id: int, token: str) -> tuple[Job, list[Job]] | None:
     handed the lease, with the jobs it jumps; None when there is none (or another dispatcher won it)."""
     if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
         return None
+    # The pool's jobs go to the lanes where they finish first, this device free now (``jobs.queue.pool``): it may
+    # take one from a busy device's lane, or hand one of its own to a device that holds the model.
+    pool.rebalance_and_wake(besides=device_id)
     job, jumped = next_job(snapshot_for(device_id), waiting_on(device_id))
     if job is None:
         return None
     if not job_transition(
         job.pk,
         from_states=WAITING_STATES,
+        on_device=device_id,  # still in this lane: the pool may have moved it to another device meanwhile
         to=JobState.PREPARING,
         message=f"Started (attempt {job.attempts + 1}).",
         attempts=F("attempts") + 1,

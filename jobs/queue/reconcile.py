@@ -8,7 +8,10 @@ Celery work it finds due (``jobs.queue.enqueue``) and returning how much it sent
 2. ``recover_orphans``: an active job whose lease lapsed (its worker died): ``recover_job`` repairs it.
 3. ``resend_stops``: a cancelled render whose stop was never sent or was lost: send it (again).
 4. ``release_stale_leases``: a lease left by a job that ended without giving the device back.
-5. ``start_idle_queues``: a device with waiting jobs and nothing running: dispatch it (or, while it is away,
+5. ``give_up_lost_renders``: a pool job whose device has been away mid-render for ``JOBS_DEVICE_LOST_S``: re-queued
+   for another device (``jobs.queue.pool``).
+6. ``pool.rebalance``: each waiting pool job in the lane of the device where it would finish first.
+7. ``start_idle_queues``: a device with waiting jobs and nothing running: dispatch it (or, while it is away,
    have the poller watch for its return).
 """
 
@@ -24,10 +27,11 @@ from django.utils import timezone
 from devices.models import Device
 from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceLease, Job
-from jobs.queue import enqueue
+from jobs.queue import enqueue, pool
 from jobs.queue.device_watch import watch_device
 from jobs.queue.dispatch import release_device
 from jobs.queue.engine import POLLING_STATES, schedule_poll
+from jobs.queue.outcomes import interrupt
 from jobs.queue.stops import stop_sent, stops_pending
 
 logger = logging.getLogger("jobs.queue.reconcile")
@@ -50,6 +54,8 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
     counts["stops"] = resend_stops(stopping, leases, now)
     busy |= stopping.keys()  # a device stopping a cancelled render is busy for the sweeps after this one
     counts["released"] = release_stale_leases(leases, busy, now)
+    counts["lost"] = give_up_lost_renders(active, now)
+    counts["moved"] = len(pool.rebalance(now))  # the pool's jobs in the lanes where they finish first
     counts["dispatched"] = start_idle_queues(leases, busy, now)
     return counts
 
@@ -135,6 +141,21 @@ def release_stale_leases(leases: Leases, busy: set[int], now: dt.datetime) -> in
             ended = Job.objects.filter(pk=row.job_id).values_list("finished_at", flat=True).first()
             released += release_device(device_id, row.job_id, ended=min(ended or now, now))
     return released
+
+
+def give_up_lost_renders(active: Iterable[Job], now: dt.datetime) -> int:
+    """Pool jobs whose device has been away for ``JOBS_DEVICE_LOST_S`` mid-render: interrupted and re-queued
+    (once, as after any interruption); the pool then runs them elsewhere (``jobs.queue.pool.lost_renders``)."""
+    lost = 0
+    for job in pool.lost_renders(list(active), now):
+        away = int((now - job.device.state_changed_at).total_seconds() // 60)
+        message = (
+            f"{job.device.name} has been away for {away} min while rendering this job: "
+            "it goes back to the queue for another device."
+        )
+        # interrupt() frees the device and re-queues the job once (its end_job dispatches, so the pool moves it)
+        lost += interrupt(job, message, data={"lost_device": job.device_id, "remote_id": job.remote_id})
+    return lost
 
 
 #: A device in these states runs nothing while away; jobs wait for the poller to see it back.

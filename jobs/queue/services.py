@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -24,6 +25,7 @@ from django.db.models import Max
 from django.urls import reverse
 from django.utils import timezone
 
+from devices.models import Device
 from devices.services import device_set_queue_paused
 from hub.disk import is_disk_full
 from jobs.core.scheduler import opens_at, snapshot_for
@@ -43,7 +45,7 @@ from jobs.models import (
 )
 from jobs.models import new_share_token as _new_token
 from jobs.queue import enqueue
-from jobs.queue.admission import CheckedRequest, admit, uploads_refused
+from jobs.queue.admission import CheckedRequest, admit, earliest_of, uploads_refused
 from jobs.queue.eta import plan_device
 from jobs.queue.stops import stop_sent, stop_unsent
 from jobs.quotas.services import lift_message
@@ -157,6 +159,7 @@ def job_submit(
     upload_files: dict[str, Any] | None = None,
     idempotency_key: str | None = None,
     lift_limits: bool = False,
+    pool: Sequence[Any] = (),
 ) -> Job:
     """Queue a job from its parameters (the way in for code with no form: scripts, tests, the bench). Admits it
     once (``jobs.queue.admission.admit``) and refuses whatever that refuses, so nothing can queue what the device
@@ -169,9 +172,8 @@ def job_submit(
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
     schedule = {"when": when, "not_before": not_before, "polite": polite, "shared": shared}
-    admission = admit(
+    asked = dict(
         owner=owner,
-        device=device,
         kind=kind,
         model_id=model_id,
         params=params,
@@ -180,9 +182,17 @@ def job_submit(
         polite=polite,
         lift_limits=lift_limits,
     )
-    if admission.refused:
+    # "Any device" of ``pool`` (with ``device``): those that admit it; the job starts where it is ready first.
+    candidates = list(dict.fromkeys([device, *pool])) if pool else [device]
+    admitted = [(d, admit(device=d, **asked)) for d in candidates]
+    fit = [(d, a) for d, a in admitted if not a.refused]
+    if not fit:
+        admission = admitted[0][1]
         raise ValidationError({admission.refused_field or "__all__": admission.refused})
+    device, admission = earliest_of(fit)
     checked = CheckedRequest(kind, model_id, params, upload_files or {}, schedule, admission)
+    if pool:
+        checked.pool = [d.pk for d, _a in fit]
     return _queue_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
 
 
@@ -203,6 +213,8 @@ def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency
             polite=schedule.get("polite", True),
             shared=schedule.get("shared", False),
             estimate_s=checked.admission.estimate_s,
+            pinned=not checked.pool,
+            pool=sorted(set(checked.pool) | {device.pk}) if checked.pool else [],
             last_seq=1,
             submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
         )
@@ -229,6 +241,11 @@ def _queue_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_
         job.state = S.SCHEDULED if waits else S.QUEUED
         job.save(update_fields=["params", "state"])
         message = "Queued." if not waits else f"Waiting for its time ({job.get_when_display().lower()})."
+        if not job.pinned:
+            names = list(
+                Device.objects.filter(pk__in=job.pool).order_by("name").values_list("name", flat=True)
+            )
+            message += f" Runs on whichever of {', '.join(names)} can finish it first."
         JobEvent.objects.create(
             job=job, seq=1, state=job.state, message=message, data={"estimate_s": round(estimate, 1)}
         )

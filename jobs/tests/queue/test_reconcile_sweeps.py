@@ -208,6 +208,14 @@ def test_a_round_runs_every_sweep_and_a_device_stopping_a_render_counts_as_busy(
     orphan = make_job(member, _other_device(), kind="image", state="running")
 
     counts = reconcile.reconcile()
-    assert counts == {"polls": 0, "recovered": 1, "stops": 1, "released": 0, "dispatched": 0}
+    assert counts == {
+        "polls": 0,
+        "recovered": 1,
+        "stops": 1,
+        "released": 0,
+        "lost": 0,
+        "moved": 0,
+        "dispatched": 0,
+    }
     assert [task for task, _args, _options in sent] == ["recover_job", "cancel_on_device"]
     assert sent[0][1] == (orphan.pk,)

@@ -1,0 +1,234 @@
+"""The pool: jobs that may run on any capable device ("any device": ``Job.pinned`` off), and the lane each waits in.
+
+A pool job waits in one device's lane at a time (``Job.device``): the lane where it should finish first. The
+device's own scheduler orders its lane as ever (``jobs.core.scheduler``), its dispatch claims from it
+(``jobs.queue.dispatch``), and its plan times it (``jobs.queue.eta``). ``rebalance`` puts each waiting pool job in
+its lane again whenever that may have changed: a job is queued or ends, a device frees, goes away or comes back,
+and on every reconcile round (the safety net).
+
+How a lane is chosen: the waiting jobs of the pool's devices are taken in the scheduler's base order (an admin's
+priority, fair share over the whole household, arrival; jobs that can't start yet after those that can); a pinned
+job fills its own device's lane, and each pool job goes to the device of its pool, usable now, where it would
+finish first: after the work already in that lane (its running job, the jobs placed before), plus a model load
+where the device would have to load the job's model. So a free device takes the next job at once, unless a busy
+device holding the model finishes it sooner than the free one could load it (one load instead of two), and no job
+waits behind others on one device while another could finish it sooner.
+
+A device that is away (locked, unreachable), paused, or refuses the hub's key is not usable: its pool jobs move to
+the others at once, and come back by the same rule once it is usable again. Its pinned jobs stay and wait, saying
+why. A render in flight on a device that went away keeps its claim while the device may still finish it; after
+``JOBS_DEVICE_LOST_S`` a pool job's render counts as lost (``lost_renders``): the job is interrupted and re-queued
+once, as after any interruption, and this rule sends it to another device.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+from django.conf import settings
+from django.utils import timezone
+
+from devices.models import Device
+from jobs.core.changes import replan
+from jobs.core.scheduler import (
+    DeviceSnapshot,
+    base_key,
+    blocked_reason,
+    earliest_start,
+    fair_usage,
+    snapshot_for,
+)
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+from jobs.queue import enqueue
+from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
+
+logger = logging.getLogger("jobs.queue.pool")
+
+
+@dataclass
+class Lane:
+    """One device as the pool planner sees it: whether it may start work, when it is free, what it holds."""
+
+    device: Device
+    snap: DeviceSnapshot
+    free_at: dt.datetime
+    loaded: set[str] = field(default_factory=set)
+    busy: bool = False  # a job of its own is active now
+
+    @property
+    def usable(self) -> bool:
+        return not blocked_reason(self.snap)
+
+
+def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
+    usage = fair_usage(now)
+    lanes = {}
+    for device in Device.objects.filter(pk__in=device_ids):
+        snap = snapshot_for(device.pk, now=now, device=device, usage=usage)
+        lanes[device.pk] = Lane(device=device, snap=snap, free_at=now, loaded=set(snap.loaded))
+    for job in Job.objects.filter(device_id__in=device_ids, state__in=ACTIVE_STATES).order_by("started_at"):
+        lane = lanes[job.device_id]
+        left = dt.timedelta(seconds=max(remaining_seconds(job, now=now), 0.0))
+        lane.free_at, lane.loaded, lane.busy = max(lane.free_at, now + left), {job.model_id}, True
+    return lanes
+
+
+class _Estimates:
+    """Render seconds of a request on a device (its own history of the shape), each asked once per round."""
+
+    def __init__(self) -> None:
+        self._seen: dict[tuple, float] = {}
+
+    def __call__(self, job: Any, lane: Lane) -> float:
+        if job.pinned or lane.device.pk == job.device_id:
+            if job.estimate_s:
+                return float(job.estimate_s)
+        key = (lane.device.pk, job.kind, job.model_id, json.dumps(job.params, sort_keys=True, default=str))
+        if key not in self._seen:
+            self._seen[key] = estimate(
+                device_id=lane.device.pk,
+                device_kind=lane.device.kind,
+                kind=job.kind,
+                model_id=job.model_id,
+                params=job.params,
+            )
+        return self._seen[key]
+
+
+def _finish(job: Any, lane: Lane, seconds: float) -> tuple[dt.datetime, dt.datetime]:
+    start = max(lane.free_at, earliest_start(job, lane.snap))
+    load = 0.0 if job.model_id in lane.loaded else LOAD_SECONDS
+    return start, start + dt.timedelta(seconds=seconds + load)
+
+
+def _take(job: Any, lane: Lane, seconds: float) -> None:
+    """The job joins the lane: the device is busy until its predicted finish, holding its model."""
+    _start, finish = _finish(job, lane, seconds)
+    lane.free_at, lane.loaded = finish, {job.model_id}
+
+
+def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
+    """The usable lanes a waiting job may go to: its own device's for a pinned job, else its pool's."""
+    ids = [job.device_id] if job.pinned else list(dict.fromkeys([*(job.pool or []), job.device_id]))
+    return [lanes[pk] for pk in ids if pk in lanes and lanes[pk].usable]
+
+
+def best_lane(job: Any, lanes: dict[int, Lane], seconds_on: Any) -> Lane | None:
+    """Where the pool job would finish first (its current lane on a tie: no move for nothing); None when no
+    device of its pool may start work now."""
+    choices = candidates(job, lanes)
+    if not choices:
+        return None
+    return min(
+        choices,
+        key=lambda lane: (
+            _finish(job, lane, seconds_on(job, lane))[1].replace(microsecond=0),
+            lane.device.pk != job.device_id,
+            lane.device.pk,
+        ),
+    )
+
+
+def _in_order(jobs: list[Job], lanes: dict[int, Lane], now: dt.datetime) -> list[Job]:
+    """The scheduler's base order over the pool, jobs that may start now first, the others by when they may."""
+    any_snap = next(iter(lanes.values())).snap
+
+    def opens(job: Job) -> dt.datetime:
+        times = [earliest_start(job, lane.snap) for lane in candidates(job, lanes)]
+        return min(times) if times else now
+
+    ready = sorted((j for j in jobs if opens(j) <= now), key=lambda j: base_key(j, any_snap))
+    later = sorted((j for j in jobs if opens(j) > now), key=lambda j: (opens(j), *base_key(j, any_snap)))
+    return ready + later
+
+
+def assign(now: dt.datetime | None = None) -> dict[int, tuple[int, int]]:
+    """Where each waiting pool job should wait now: ``{job: (its lane now, the lane it should be in)}`` for the
+    jobs that should move (nothing is written)."""
+    now = now or timezone.now()
+    pool_jobs = list(
+        Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by()
+    )
+    if not pool_jobs:
+        return {}
+    device_ids = {pk for job in pool_jobs for pk in (job.pool or [])} | {job.device_id for job in pool_jobs}
+    lanes = _lanes(device_ids, now)
+    if not lanes:
+        return {}
+    pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
+    seconds_on = _Estimates()
+    moves = {}
+    for job in _in_order(pool_jobs + pinned, lanes, now):
+        lane = best_lane(job, lanes, seconds_on)
+        if lane is None:
+            continue  # its device (or every device of its pool) is away or paused: it waits where it is
+        _take(job, lane, seconds_on(job, lane))
+        if lane.device.pk != job.device_id:
+            moves[job.pk] = (job.device_id, lane.device.pk)
+    return moves
+
+
+def rebalance(now: dt.datetime | None = None) -> set[int]:
+    """Move each waiting pool job to its lane (``assign``); a move holds only while the job still waits where it
+    was read. Returns the devices whose lanes changed; their plans are recomputed with this change's pushes."""
+    changed: set[int] = set()
+    for job_id, (old, new) in assign(now).items():
+        if Job.objects.filter(pk=job_id, device_id=old, state__in=WAITING_STATES).update(device_id=new):
+            changed |= {old, new}
+    for device_id in changed:
+        replan(device_id)
+    return changed
+
+
+def rebalance_and_wake(now: dt.datetime | None = None, *, besides: int | None = None) -> set[int]:
+    """``rebalance``, then a dispatch for each idle device whose lane changed (``besides``: the one the caller
+    dispatches itself)."""
+    try:
+        changed = rebalance(now)
+    except Exception:  # the pool's lanes are an optimisation of where jobs wait: never a reason to stop
+        logger.exception("rebalancing the pool failed")
+        return set()
+    idle = (
+        changed
+        - {besides}
+        - set(
+            Job.objects.filter(device_id__in=changed, state__in=ACTIVE_STATES).values_list(
+                "device_id", flat=True
+            )
+        )
+    )
+    for device_id in sorted(idle):
+        enqueue.send("dispatch", device_id)
+    return changed
+
+
+def device_state_changed(*, device_id: int, state: str) -> None:
+    """A device went away or came back (the device layer's hook, after commit): its pool jobs move at once."""
+    rebalance_and_wake()
+
+
+# -- a render lost with its device -------------------------------------------------------------------------------
+
+
+def device_lost_after() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.JOBS_DEVICE_LOST_S)
+
+
+def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
+    """The pool jobs whose render is in flight on a device that has been away for ``JOBS_DEVICE_LOST_S``: their
+    device may still be rendering them, but the household's work should move on (a pinned job waits for its
+    device instead: nowhere else may run it)."""
+    lost_since = now - device_lost_after()
+    return [
+        job
+        for job in active
+        if not job.pinned
+        and job.device.state in Device.QUEUE_BLOCKING_STATES
+        and job.device.state_changed_at is not None
+        and job.device.state_changed_at <= lost_since
+        and len(set(job.pool or []) - {job.device_id}) > 0
+    ]
