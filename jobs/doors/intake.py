@@ -278,8 +278,8 @@ def check_request_any(
             refused.append((device, exc))
     _rewound(files)
     if not admitted:
-        if len(refused) == 1:
-            raise refused[0][1]
+        if len({exc.first() for _device, exc in refused}) == 1:
+            raise refused[0][1]  # the same reason everywhere (a field left out): said once, as for one device
         raise RequestInvalid(_no_device_can(refused))
     device, _admission = earliest_of([(d, checked.admission) for d, checked in admitted])
     checked = next(c for d, c in admitted if d is device)
@@ -291,8 +291,8 @@ def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, li
     """Each device's first reason, on the field they share (or on the whole request)."""
     fields = {exc.first()[0] for _d, exc in refused}
     name = fields.pop() if len(fields) == 1 and None not in fields else "__all__"
-    reasons = "; ".join(f"{device.name}: {exc.first()[1]}" for device, exc in refused)
-    return {name: [f"No device can do exactly this. {reasons}"]}
+    reasons = "; ".join(f"{device.name}: {exc.first()[1].rstrip('.')}" for device, exc in refused)
+    return {name: [f"No device can do exactly this. {reasons}."]}
 
 
 def submit_request_any(

@@ -1,0 +1,259 @@
+"""The pool (``jobs.queue.pool``): a job for "any device" waits in the lane of the device where it finishes first,
+moves when a device frees, goes away or comes back, and is claimed only where it waits.
+
+Two Tiinys with the same capabilities: ``device`` ("Pocket") holds the video model, ``shelf`` holds nothing. The
+Celery work the pool queues is recorded (``sent``), never sent to a broker.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+from django.core.exceptions import ValidationError
+from django.utils import timezone
+
+from devices.models import Device
+from devices.services import device_register, device_set_state
+from jobs.core.scheduler import fair_usage
+from jobs.core.transitions import job_transition
+from jobs.doors import intake
+from jobs.models import Job, JobState
+from jobs.queue import dispatch, enqueue, pool, reconcile, services
+from jobs.queue.eta import LOAD_SECONDS
+from jobs.tests.ui_fixtures import TTS, VIDEO, capabilities, make_job
+
+pytestmark = pytest.mark.django_db
+
+SHORT = {"prompt": "a fox", "size": "832x480", "seconds": 2, "steps": 4}
+
+
+@pytest.fixture
+def sent(monkeypatch):
+    out: list[tuple[str, tuple, dict]] = []
+    monkeypatch.setattr(enqueue, "send", lambda task, *args, **options: out.append((task, args, options)))
+    return out
+
+
+def _tiiny(name: str, *, loaded: list[str] = (), caps: dict | None = None) -> Device:
+    d = device_register(name=name, kind="tiiny", base_url="http://127.0.0.1:9", api_key="k")
+    Device.objects.filter(pk=d.pk).update(
+        state=Device.State.ONLINE,
+        capabilities=caps or capabilities(),
+        loaded_models=[{"model_id": m, "npu_usage": 40, "status": "running"} for m in loaded],
+        npu_units_total=100,
+        npu_units_used=40 * len(loaded),
+    )
+    d.refresh_from_db()
+    return d
+
+
+@pytest.fixture
+def shelf(db):
+    return _tiiny("Shelf")
+
+
+def pool_job(owner, device, others, **fields) -> Job:
+    """A waiting video job for any of ``device`` and ``others``, waiting in ``device``'s lane."""
+    return make_job(owner, device, pinned=False, pool=sorted({device.pk, *(d.pk for d in others)}), **fields)
+
+
+def running(owner, device, *, left: float) -> Job:
+    """A render on ``device`` with about ``left`` seconds to go (its estimate, nothing learned of its rate)."""
+    return make_job(owner, device, state="running", estimate_s=left, progress=0.0)
+
+
+def lane_of(job: Job) -> int:
+    job.refresh_from_db()
+    return job.device_id
+
+
+def test_a_free_device_takes_a_pool_job_from_a_busy_lane(device, shelf, member, sent):
+    running(member, device, left=300)
+    job = pool_job(member, device, [shelf])
+    assert pool.rebalance() == {device.pk, shelf.pk}
+    assert lane_of(job) == shelf.pk
+
+
+def test_a_device_holding_the_model_keeps_a_job_it_finishes_sooner_than_a_load(device, shelf, member, sent):
+    # Pocket is busy for 10 s more and holds the model: 10 s < the shelf's model load, so one load is saved.
+    running(member, device, left=LOAD_SECONDS / 3)
+    job = pool_job(member, device, [shelf])
+    assert pool.rebalance() == set()
+    assert lane_of(job) == device.pk
+
+
+def test_pool_jobs_spread_over_the_devices_and_pinned_ones_stay(device, shelf, member, other_member, sent):
+    pinned = make_job(other_member, shelf)  # the shelf's own job, queued first
+    a = pool_job(member, device, [shelf])
+    b = pool_job(member, device, [shelf])
+    c = pool_job(member, device, [shelf])
+    pool.rebalance()
+    assert lane_of(pinned) == shelf.pk
+    # a: Pocket (model held, free). b: the shelf after its pinned job ends, or Pocket after a: Pocket is sooner.
+    # c: after that, the shelf (one render behind) beats Pocket (two renders behind).
+    assert [lane_of(a), lane_of(b), lane_of(c)] == [device.pk, device.pk, shelf.pk]
+
+
+def test_an_away_or_paused_device_hands_its_pool_jobs_on_and_keeps_its_pinned_ones(
+    device, shelf, member, sent
+):
+    pinned = make_job(member, shelf)
+    waiting = pool_job(member, shelf, [device])
+    running(member, device, left=3600)  # Pocket is busy for an hour: the shelf would be first, were it here
+    Device.objects.filter(pk=shelf.pk).update(state=Device.State.UNREACHABLE)
+    pool.rebalance()
+    assert lane_of(waiting) == device.pk and lane_of(pinned) == shelf.pk
+
+    Device.objects.filter(pk=shelf.pk).update(state=Device.State.ONLINE, queue_paused=True)
+    back = pool_job(member, shelf, [device])
+    pool.rebalance()
+    assert lane_of(back) == device.pk
+
+
+def test_a_device_back_online_takes_pool_jobs_again_at_once(
+    device, shelf, member, sent, django_capture_on_commit_callbacks
+):
+    running(member, device, left=3600)
+    Device.objects.filter(pk=shelf.pk).update(state=Device.State.UNREACHABLE)
+    job = pool_job(member, device, [shelf])
+    assert pool.rebalance() == set()  # nowhere better to go
+    with django_capture_on_commit_callbacks(execute=True):
+        assert device_set_state(device_id=shelf.pk, state=Device.State.ONLINE)
+    assert lane_of(job) == shelf.pk
+    assert ("dispatch", (shelf.pk,), {}) in sent  # the idle device is woken for it
+
+
+def test_a_job_no_device_of_its_pool_can_start_stays_where_it_is(device, shelf, member, sent):
+    Device.objects.filter(pk__in=[device.pk, shelf.pk]).update(state=Device.State.UNREACHABLE)
+    job = pool_job(member, shelf, [device])
+    assert pool.rebalance() == set()
+    assert lane_of(job) == shelf.pk
+
+
+def test_a_pinned_job_never_moves(device, shelf, member, sent):
+    running(member, device, left=3600)
+    job = make_job(member, device)
+    assert pool.rebalance() == set()
+    assert lane_of(job) == device.pk
+
+
+def test_a_device_that_frees_claims_a_pool_job_from_a_busy_lane(device, shelf, member, sent):
+    running(member, device, left=3600)
+    job = pool_job(member, device, [shelf])
+    Job.objects.filter(pk=job.pk).update(device=device)  # as if placed before Pocket's render began
+    assert dispatch.dispatch_device(shelf.pk) == job.pk
+    job.refresh_from_db()
+    assert (job.state, job.device_id) == (JobState.PREPARING, shelf.pk)
+    assert [task for task, _a, _o in sent].count("run_job") == 1
+
+
+def test_a_claim_holds_only_while_the_job_waits_in_that_lane(device, shelf, member):
+    job = pool_job(member, device, [shelf])
+    moved = dict(from_states=[JobState.QUEUED], to=JobState.PREPARING, message="Started.")
+    assert not job_transition(job.pk, on_device=shelf.pk, **moved)
+    assert job_transition(job.pk, on_device=device.pk, **moved)
+
+
+def test_fair_share_counts_device_time_on_every_device(device, shelf, member, other_member, sent):
+    now = timezone.now()
+    make_job(member, shelf, state="done", device_seconds=3600.0, finished_at=now - dt.timedelta(hours=1))
+    assert fair_usage(now) == {member.pk: 3600.0}
+    mine = make_job(member, device)
+    theirs = make_job(other_member, device)
+    assert dispatch.dispatch_device(device.pk) == theirs.pk  # member used the shelf an hour: other goes first
+    assert Job.objects.get(pk=mine.pk).state == JobState.QUEUED
+
+
+# -- submit: the pool of a request --------------------------------------------------------------------------------
+
+
+def test_a_submitted_pool_job_waits_where_it_is_ready_first(device, shelf, member, sent):
+    running(member, device, left=3600)
+    job = services.job_submit(
+        owner=member, device=device, pool=[shelf], kind="video", model_id=VIDEO, params=SHORT
+    )
+    assert (job.pinned, job.device_id, sorted(job.pool)) == (False, shelf.pk, sorted([device.pk, shelf.pk]))
+    assert "whichever of Pocket, Shelf" in job.events.get(seq=1).message
+
+
+def test_a_pool_is_those_devices_that_admit_the_request(device, member, sent):
+    no_speech = capabilities()
+    no_speech["models"] = [m for m in no_speech["models"] if m["id"] != TTS]
+    small = _tiiny("Small", caps=no_speech)
+    job = services.job_submit(
+        owner=member,
+        device=small,
+        pool=[device],
+        kind="video",
+        model_id=VIDEO,
+        params=SHORT,
+    )
+    assert sorted(job.pool) == sorted([device.pk, small.pk])
+    speech = {"model": TTS, "input": "good night", "voice": "serena", "response_format": "wav"}
+    chosen, checked = intake.check_request_any(owner=member, kind="speech", data=speech)
+    assert (chosen, checked.pool) == (device, [device.pk])  # the small one has no speech model
+
+
+def test_the_same_reason_everywhere_is_said_once(device, shelf, member):
+    with pytest.raises(intake.RequestInvalid) as exc:
+        intake.check_request_any(owner=member, kind="video", data={**SHORT, "model": VIDEO, "prompt": ""})
+    assert "No device can" not in exc.value.first()[1]
+
+
+def test_a_request_no_device_can_do_is_refused_naming_each(device, member, sent):
+    narrow = capabilities()
+    narrow["video"][VIDEO]["canvases"] = ["832x480"]
+    shelf = _tiiny("Shelf", caps=narrow)
+    with pytest.raises(intake.RequestInvalid) as exc:
+        intake.check_request_any(
+            owner=member, kind="video", data={**SHORT, "model": VIDEO, "size": "4000x4000"}
+        )
+    message = exc.value.first()[1]
+    assert "No device can do exactly this" in message and "Pocket:" in message and "Shelf:" in message
+    with pytest.raises(ValidationError):
+        services.job_submit(
+            owner=member,
+            device=device,
+            pool=[shelf],
+            kind="video",
+            model_id=VIDEO,
+            params={**SHORT, "seconds": 99},
+        )
+    assert not Job.objects.exists()
+
+
+# -- a render lost with its device --------------------------------------------------------------------------------
+
+
+def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, shelf, member, sent, settings):
+    settings.JOBS_DEVICE_LOST_S = 600
+    lost = make_job(
+        member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1"
+    )
+    pinned = make_job(member, shelf, state="running", remote_id="v-2")
+    away = timezone.now() - dt.timedelta(seconds=601)
+    Device.objects.filter(pk__in=[device.pk, shelf.pk]).update(
+        state=Device.State.UNREACHABLE, state_changed_at=away
+    )
+    Device.objects.filter(pk=shelf.pk).update(state_changed_at=timezone.now())  # the shelf only just went
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 1
+    lost.refresh_from_db()
+    assert (lost.state, lost.requeues, lost.remote_id) == (JobState.QUEUED, 1, "")
+    assert "has been away for 10 min" in lost.events.get(state=JobState.INTERRUPTED).message
+    assert Job.objects.get(pk=pinned.pk).state == JobState.RUNNING  # pinned: it waits for its device
+
+    Device.objects.filter(pk=shelf.pk).update(state=Device.State.ONLINE)
+    Job.objects.filter(pk=pinned.pk).update(state=JobState.DONE, finished_at=timezone.now())
+    pool.rebalance()
+    assert lane_of(lost) == shelf.pk  # the device still away gives it up; the other one takes it
+
+
+def test_a_pool_render_on_a_device_away_briefly_keeps_its_claim(device, shelf, member, sent, settings):
+    settings.JOBS_DEVICE_LOST_S = 600
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    Device.objects.filter(pk=device.pk).update(
+        state=Device.State.UNREACHABLE, state_changed_at=timezone.now() - dt.timedelta(seconds=599)
+    )
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
