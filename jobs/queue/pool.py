@@ -42,7 +42,7 @@ from jobs.core.scheduler import (
     fair_usage,
     snapshot_for,
 )
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
 
@@ -207,7 +207,10 @@ def rebalance_and_wake(now: dt.datetime | None = None, *, besides: int | None = 
 
 
 def device_state_changed(*, device_id: int, state: str) -> None:
-    """A device went away or came back (the device layer's hook, after commit): its pool jobs move at once."""
+    """A device went away or came back (the device layer's hook, after commit): its pool jobs move at once; back,
+    it first stops any render the hub gave up on while it was away (``jobs.queue.engine.stop_lost_renders``)."""
+    if state == Device.State.ONLINE and LostRender.objects.filter(device_id=device_id).exists():
+        enqueue.send("stop_lost_renders", device_id)
     rebalance_and_wake()
 
 
