@@ -146,9 +146,18 @@ def _in_order(jobs: list[Job], lanes: dict[int, Lane], now: dt.datetime) -> list
     return ready + later
 
 
-def assign(now: dt.datetime | None = None) -> dict[int, tuple[int, int]]:
-    """Where each waiting pool job should wait now: ``{job: (its lane now, the lane it should be in)}`` for the
-    jobs that should move (nothing is written)."""
+@dataclass(frozen=True)
+class Move:
+    """A waiting pool job's new lane, and its render's estimate there (that device's own history of the shape)."""
+
+    old: int
+    new: int
+    estimate_s: float
+
+
+def assign(now: dt.datetime | None = None) -> dict[int, Move]:
+    """Where each waiting pool job should wait now: ``{job: Move}`` for the jobs that should move (nothing is
+    written)."""
     now = now or timezone.now()
     pool_jobs = list(
         Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by()
@@ -168,7 +177,7 @@ def assign(now: dt.datetime | None = None) -> dict[int, tuple[int, int]]:
             continue  # its device (or every device of its pool) is away or paused: it waits where it is
         _take(job, lane, seconds_on(job, lane))
         if lane.device.pk != job.device_id:
-            moves[job.pk] = (job.device_id, lane.device.pk)
+            moves[job.pk] = Move(job.device_id, lane.device.pk, seconds_on(job, lane))
     return moves
 
 
@@ -176,9 +185,12 @@ def rebalance(now: dt.datetime | None = None) -> set[int]:
     """Move each waiting pool job to its lane (``assign``); a move holds only while the job still waits where it
     was read. Returns the devices whose lanes changed; their plans are recomputed with this change's pushes."""
     changed: set[int] = set()
-    for job_id, (old, new) in assign(now).items():
-        if Job.objects.filter(pk=job_id, device_id=old, state__in=WAITING_STATES).update(device_id=new):
-            changed |= {old, new}
+    for job_id, move in assign(now).items():
+        moved = Job.objects.filter(pk=job_id, device_id=move.old, state__in=WAITING_STATES).update(
+            device_id=move.new, estimate_s=move.estimate_s
+        )
+        if moved:
+            changed |= {move.old, move.new}
     for device_id in changed:
         replan(device_id)
     return changed

@@ -19,7 +19,8 @@ from devices.services import device_register, device_set_state
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
 from jobs.doors import intake
-from jobs.models import Job, JobState, LostRender
+from jobs.kinds.table import shape_of
+from jobs.models import Job, JobState, LostRender, RenderStat
 from jobs.queue import dispatch, engine, enqueue, pool, reconcile, services
 from jobs.queue.eta import LOAD_SECONDS
 from jobs.tests.ui_fixtures import TTS, VIDEO, capabilities, make_job
@@ -325,3 +326,15 @@ def test_a_stop_that_finds_the_device_away_again_is_kept_for_its_return(
     sent.clear()
     reconcile.stop_lost_renders_on_return(timezone.now())
     assert (("stop_lost_renders", (device.pk,), {}) in sent) is kept
+
+
+def test_a_moved_job_takes_its_new_devices_estimate(device, shelf, member, sent):
+    running(member, device, left=3600)
+    job = pool_job(member, device, [shelf])
+    shape = shape_of("tiiny", "video", VIDEO, job.params)
+    RenderStat.objects.create(
+        device=shelf, kind="video", model_id=VIDEO, shape=shape, mean_s=123.0, samples=4
+    )
+    pool.rebalance()
+    job.refresh_from_db()
+    assert (job.device_id, job.estimate_s) == (shelf.pk, 123.0)
