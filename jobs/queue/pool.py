@@ -238,12 +238,22 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
     device may still be rendering them, but the household's work should move on (a pinned job waits for its
     device instead: nowhere else may run it)."""
     lost_since = now - device_lost_after()
-    return [
+    candidates = [
         job
         for job in active
         if not job.pinned
         and job.device.state in Device.QUEUE_BLOCKING_STATES
         and job.device.state_changed_at is not None
         and job.device.state_changed_at <= lost_since
-        and len(set(job.pool or []) - {job.device_id}) > 0
     ]
+    if not candidates:
+        return []
+    # Only where another device of its pool may take it now: else the device that went away is still its best
+    # hope (back with the render finished), and giving up would only throw its progress away.
+    others = {pk for job in candidates for pk in job.pool or []}
+    usable = set(
+        Device.objects.filter(pk__in=others, queue_paused=False)
+        .exclude(state__in=Device.QUEUE_BLOCKING_STATES)
+        .values_list("pk", flat=True)
+    )
+    return [job for job in candidates if (set(job.pool or []) & usable) - {job.device_id}]

@@ -233,20 +233,18 @@ def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, s
     lost = make_job(
         member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1"
     )
-    pinned = make_job(member, shelf, state="running", remote_id="v-2")
+    attic = _tiiny("Attic")
+    pinned = make_job(member, attic, state="running", remote_id="v-2")
     away = timezone.now() - dt.timedelta(seconds=601)
-    Device.objects.filter(pk__in=[device.pk, shelf.pk]).update(
+    Device.objects.filter(pk__in=[device.pk, attic.pk]).update(
         state=Device.State.UNREACHABLE, state_changed_at=away
     )
-    Device.objects.filter(pk=shelf.pk).update(state_changed_at=timezone.now())  # the shelf only just went
     assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 1
     lost.refresh_from_db()
     assert (lost.state, lost.requeues, lost.remote_id) == (JobState.QUEUED, 1, "")
     assert "has been away for 10 min" in lost.events.get(state=JobState.INTERRUPTED).message
     assert Job.objects.get(pk=pinned.pk).state == JobState.RUNNING  # pinned: it waits for its device
 
-    Device.objects.filter(pk=shelf.pk).update(state=Device.State.ONLINE)
-    Job.objects.filter(pk=pinned.pk).update(state=JobState.DONE, finished_at=timezone.now())
     pool.rebalance()
     assert lane_of(lost) == shelf.pk  # the device still away gives it up; the other one takes it
 
@@ -338,3 +336,17 @@ def test_a_moved_job_takes_its_new_devices_estimate(device, shelf, member, sent)
     pool.rebalance()
     job.refresh_from_db()
     assert (job.device_id, job.estimate_s) == (shelf.pk, 123.0)
+
+
+def test_a_render_is_not_given_up_while_no_other_device_of_its_pool_could_take_it(
+    device, shelf, member, sent, settings
+):
+    settings.JOBS_DEVICE_LOST_S = 60
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    long_ago = timezone.now() - dt.timedelta(minutes=5)
+    Device.objects.filter(pk=device.pk).update(state=Device.State.UNREACHABLE, state_changed_at=long_ago)
+    Device.objects.filter(pk=shelf.pk).update(queue_paused=True)
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+    Device.objects.filter(pk=shelf.pk).update(queue_paused=False, state=Device.State.LOCKED)
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
