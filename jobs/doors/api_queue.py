@@ -30,6 +30,7 @@ from jobs.live.fragments import job_title, public_label
 from jobs.models import QUOTA_FIELDS, WAITING_STATES, Job
 from jobs.queue import services
 from jobs.quotas import services as quotas
+from jobs.quotas.per_device import DeviceTimes, device_times
 
 router = Router(tags=["queue"])
 READ, SUBMIT = "read", "submit"
@@ -212,7 +213,8 @@ def _limit(limits: quotas.Limits, name: str) -> dict[str, Any]:
 def usage(request: HttpRequest):
     """What the Usage page shows you: your limits (none = no limit; ``own`` when set for you rather than the
     household's default), device minutes today and this week, what your waiting jobs will still take, jobs in
-    the queue, storage, and the last 14 household days."""
+    the queue, storage, the last 14 household days, and your device time per device (admins: the household's
+    too)."""
     require_scope(request, READ)
     user, now = request.user, timezone.now()
     limits, used = quotas.limits_for(user), quotas.usage_for(user, now=now)
@@ -229,4 +231,21 @@ def usage(request: HttpRequest):
             {"date": d.date, "device_minutes": round(d.device_min, 1), "stored_mb": round(d.stored_mb, 1)}
             for d in days
         ],
+        "devices": _per_device(device_times(user=user, days=USAGE_DAYS, now=now)),
+        "household_devices": (
+            _per_device(device_times(user=None, days=USAGE_DAYS, now=now)) if user.is_admin else None
+        ),
     }
+
+
+def _per_device(times: DeviceTimes) -> list[dict[str, Any]]:
+    return [
+        {
+            "device": row.device_id,
+            "device_name": row.name,
+            "minutes_today": round(row.today_s / 60, 1),
+            "minutes_this_week": round(row.week_s / 60, 1),
+            "minutes_last_14_days": round(row.recent_s / 60, 1),
+        }
+        for row in times.rows
+    ]

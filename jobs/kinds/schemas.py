@@ -346,6 +346,14 @@ class UsageDayOut(Schema):
     stored_mb: float = Field(description="Results made that day and still kept.")
 
 
+class UsageDeviceOut(Schema):
+    device: int
+    device_name: str
+    minutes_today: float
+    minutes_this_week: float
+    minutes_last_14_days: float
+
+
 class UsageOut(Schema):
     limits: UsageLimitsOut
     device_minutes_today: float = Field(description="Measured device time today (household day).")
@@ -361,3 +369,9 @@ class UsageOut(Schema):
         description="The Usage page's line, e.g. “Today 12 of 60 device minutes · …”; empty without limits."
     )
     days: list[UsageDayOut] = Field(description="The last 14 household days, oldest first.")
+    devices: list[UsageDeviceOut] = Field(
+        description="Your measured device time on each device (limits count the total over every device)."
+    )
+    household_devices: list[UsageDeviceOut] | None = Field(
+        description="Admins: everyone's device time on each device; null for everyone else."
+    )
