@@ -47,4 +47,6 @@ def test_with_every_device_there_a_job_for_any_device_waits_where_it_is_ready_fi
         owner=member, device=office, kind="video", model_id=VIDEO, params=SHORT, pool=[office, device]
     )
     assert job.device_id == device.pk
-    assert not admission.admit(owner=member, device=device, kind="video", model_id=VIDEO, params=SHORT).blocked
+    assert not admission.admit(
+        owner=member, device=device, kind="video", model_id=VIDEO, params=SHORT
+    ).blocked
