@@ -22,7 +22,8 @@ up: $(STAMP)
 logs:
 	@d="$${HUB_DATA_DIR:-$$(sed -n 's/^HUB_DATA_DIR=//p' .env 2>/dev/null | tail -n 1)}"; d="$${d:-var}/logs"; \
 	mkdir -p "$$d"; echo "following $$d/*.log (Ctrl-C to stop)"; trap 'exit 0' INT; \
-	tail -n 20 -F "$$d/web.log" "$$d/worker.log" "$$d/beat.log" "$$d/emulator.log" "$$d/redis.log" "$$d/up.log" 2>/dev/null
+	tail -n 20 -F "$$d/web.log" "$$d/worker.log" "$$d/beat.log" "$$d/emulator.log" $$(ls "$$d"/emulator-*.log 2>/dev/null) \
+		"$$d/redis.log" "$$d/up.log" 2>/dev/null
 
 test: $(STAMP)
 	@bash scripts/test.sh

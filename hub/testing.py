@@ -120,8 +120,9 @@ class Proc:
 
     def start_and_wait(self, *, timeout: float = 30.0) -> Proc:
         """Start it and wait until its log says ``ready`` once more than before: the log is appended to across
-        restarts, so the line an earlier run wrote must not count."""
-        before = self.log_text().count(self.ready)
+        restarts, so the line an earlier run wrote must not count. A new Proc's log begins where the file ends when
+        it starts (``log_from``), so nothing before that counts either (an earlier Proc of the same name)."""
+        before = self.log_text().count(self.ready) if self.log_from is not None else 0
         self.start()
         try:
             wait_for(

@@ -24,10 +24,11 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
 BASE = Path(__file__).resolve().parent.parent
 ENV_FILE = BASE / ".env"
@@ -38,6 +39,7 @@ KEEPALIVE = [PY, str(BASE / "scripts" / "keepalive.py")]
 ONCE = [*KEEPALIVE, "--once"]  # no restarts, but it still dies with the supervisor
 DEFAULT_LOG_MAX_MB = 10  # HUB_LOG_MAX_MB: each log file's size before it is rotated
 DEFAULT_LOG_KEEP = 5  # HUB_LOG_KEEP: rotated files kept per process (web.log.1 … web.log.5)
+MAX_EMULATORS = 16  # HUB_EMULATORS: emulated Tiinys run side by side (a pool of devices on one machine)
 SUPERVISOR_LOG = "up"  # honcho's own lines ("web started (pid=…)") go to up.log
 WILDCARD_HOSTS = {"0.0.0.0", "::", "[::]"}
 DEFAULT_ALLOWED_HOSTS = ["127.0.0.1", "localhost", "[::1]"]
@@ -377,8 +379,10 @@ def banner_text(
     allowed_hosts: list[str],
     log_dir: Path,
     profile: str | None = None,
+    emulated: list[tuple[str, str]] | None = None,
 ) -> str:
-    """What the console shows once the hub answers: where it is, who signs in, the phone, the logs."""
+    """What the console shows once the hub answers: where it is, who signs in, the phone, the emulated devices
+    (``emulated``: name and URL of each), the logs."""
     local_host = "127.0.0.1" if host in WILDCARD_HOSTS else host
     url = f"http://{local_host}:{port}"
     lines = [f"Tiiny Hub is up:  {url}", login]
@@ -402,6 +406,12 @@ def banner_text(
         shown = log_dir.relative_to(BASE)
     except ValueError:
         shown = log_dir
+    if emulated and len(emulated) == 1:
+        name, url = emulated[0]
+        lines.append(f"Emulated device: {name} at {url}  ·  a pool of two: HUB_EMULATORS=2")
+    elif emulated:
+        lines.append(f"Emulated devices (HUB_EMULATORS={len(emulated)}):")
+        lines += [f"  {name} at {url}" for name, url in emulated]
     if profile:  # "profile small (1.9 GB of memory): 1 web process(es), …"
         lines.append(f"{profile[0].upper()}{profile[1:]}  ·  HUB_PROFILE=small|standard")
     lines += [
@@ -532,6 +542,7 @@ def main() -> None:
         port = env_int("HUB_PORT", 8000, minimum=1, maximum=65535)
         data_dir = env_path("HUB_DATA_DIR", BASE / "var")
         device = env_str("HUB_DEVICE", "emulator")
+        emulators = env_int("HUB_EMULATORS", 1, minimum=1, maximum=MAX_EMULATORS)
         allowed_hosts = env_list("HUB_ALLOWED_HOSTS", DEFAULT_ALLOWED_HOSTS)
         chosen = profile.choose()  # HUB_PROFILE, else by this machine's memory; HUB_WEB_WORKERS
         log_max_mb = env_int("HUB_LOG_MAX_MB", DEFAULT_LOG_MAX_MB, minimum=1, maximum=100_000)
@@ -570,11 +581,14 @@ def main() -> None:
     services = chosen.commands(host=host, port=port, data_dir=data_dir, python=PY, wrap=KEEPALIVE)
     for name, argv in services.items():
         add(manager, name, argv, env)
+    emulated = []
     if device == "emulator":
-        add_emulator(manager, env, data_dir)
+        # The ports the hub listens on once started: never an emulator's (the second one takes the next free).
+        hub_ports = {port, urlsplit(redis_url).port or 0}
+        emulated = add_emulator(manager, env, data_dir, count=emulators, avoid=hub_ports)
     router.note(chosen.describe())
-    say(f"starting {', '.join(services)}{', redis' if redis_cmd else ''}{', emulator' if device == 'emulator' else ''}"
-        f" (logs in {router.log_dir})…")  # fmt: skip
+    started = [*services, *(["redis"] if redis_cmd else []), *(process for _name, _url, process in emulated)]
+    say(f"starting {', '.join(started)} (logs in {router.log_dir})…")
     text = banner_text(
         host=host,
         port=port,
@@ -583,6 +597,7 @@ def main() -> None:
         allowed_hosts=allowed_hosts,
         log_dir=router.log_dir,
         profile=chosen.describe(),
+        emulated=[(name, url) for name, url, _process in emulated],
     )
     threading.Thread(target=wait_then_announce, args=(host, port, text), daemon=True).start()
     threading.Thread(target=stop_when_orphaned, daemon=True).start()
@@ -600,49 +615,79 @@ def main() -> None:
     sys.exit(status)
 
 
-def add_emulator(manager, env: dict, data_dir: Path) -> None:
-    """Run the emulated Tiiny and register it as the default device through the normal add path."""
-    emu_port = int(os.environ.get("HUB_EMULATOR_PORT", "8800"))
-    if not port_free("127.0.0.1", emu_port):
-        fail(
-            f"port {emu_port} (the emulated Tiiny) is taken. Set HUB_EMULATOR_PORT=8801, or HUB_DEVICE=none."
-        )
+def emulator_name(number: int) -> str:
+    """The emulated Tiinys' device names: "Tiiny (emulator)", then "Tiiny 2 (emulator)", "Tiiny 3 (emulator)"…"""
+    return "Tiiny (emulator)" if number == 1 else f"Tiiny {number} (emulator)"
+
+
+def emulator_ports(first: int, count: int, avoid: Collection[int] = ()) -> list[int]:
+    """``first`` (HUB_EMULATOR_PORT, which must be free: the hub's first device keeps its address from run to
+    run), then the next free ports above it, in order, none of ``avoid`` (the hub's own, not listening yet). One
+    line and exit when a port can't be had."""
+    if not port_free("127.0.0.1", first):
+        fail(f"port {first} (the emulated Tiiny) is taken. Set HUB_EMULATOR_PORT=8801, or HUB_DEVICE=none.")
+    ports, port = [first], first
+    while len(ports) < count:
+        port += 1
+        if port > 65535:
+            fail(f"no free ports above {first} for {count} emulated Tiinys (HUB_EMULATORS={count}).")
+        if port not in avoid and port_free("127.0.0.1", port):
+            ports.append(port)
+    return ports
+
+
+def add_emulator(
+    manager, env: dict, data_dir: Path, *, count: int = 1, avoid: Collection[int] = ()
+) -> list[tuple[str, str, str]]:
+    """Run ``count`` emulated Tiinys (HUB_EMULATORS) and register each as a device through the normal add path,
+    the first as the default device; ``avoid``: ports the hub will listen on. Returns (device name, URL, process
+    name) for each."""
+    first = int(os.environ.get("HUB_EMULATOR_PORT", "8800"))
     # The key travels in the environment, never in argv: any local user can read a command line (`ps`,
-    # /proc/<pid>/cmdline), while a process's environment is readable only by its owner.
+    # /proc/<pid>/cmdline), while a process's environment is readable only by its owner. One key for them all.
     key = os.environ["HUB_EMULATOR_API_KEY"]
     speed = os.environ.get("HUB_EMULATOR_SPEED", "60")
-    cmd = [
-        PY,
-        "manage.py",
-        "emulate_tiiny",
-        "--host",
-        "127.0.0.1",
-        "--port",
-        str(emu_port),
-        "--speed",
-        speed,
-        "--data-dir",
-        str(data_dir / "emulator"),
-        "--discovery-port",
-        "0",
-        "--udp-port",
-        "0",
-    ]
-    if (BASE / "devices" / "management" / "commands" / "add_device.py").exists():
-        # --no-check: the emulator starts beside the hub; the poller marks it online within seconds.
-        manage(
-            "add_device",
-            "--name",
-            "Tiiny (emulator)",
-            "--kind",
-            "tiiny",
-            "--url",
-            f"http://127.0.0.1:{emu_port}",
-            "--no-check",
-            "--default",
-            env={**os.environ, "HUB_DEVICE_API_KEY": key},
-        )
-    add(manager, "emulator", [*ONCE, *cmd], {**env, "HUB_EMULATOR_API_KEY": key})
+    emulated = []
+    for number, emu_port in enumerate(emulator_ports(first, count, avoid), start=1):
+        # The first keeps the names a single emulator always had (emulator.log, <data dir>/emulator/).
+        process = "emulator" if number == 1 else f"emulator-{number}"
+        name, url = emulator_name(number), f"http://127.0.0.1:{emu_port}"
+        cmd = [
+            PY,
+            "manage.py",
+            "emulate_tiiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(emu_port),
+            "--speed",
+            speed,
+            "--data-dir",
+            str(data_dir / process),
+            "--discovery-port",
+            "0",
+            "--udp-port",
+            "0",
+        ]
+        if (BASE / "devices" / "management" / "commands" / "add_device.py").exists():
+            # --no-check: the emulator starts beside the hub; the poller marks it online within seconds. By name,
+            # so a device already registered is updated (its port may have moved since the last run).
+            manage(
+                "add_device",
+                "--name",
+                name,
+                "--kind",
+                "tiiny",
+                "--url",
+                url,
+                "--no-check",
+                *(["--default"] if number == 1 else []),
+                env={**os.environ, "HUB_DEVICE_API_KEY": key},
+            )
+        # Each under keepalive --once and in the run record, as every process `make up` starts.
+        add(manager, process, [*ONCE, *cmd], {**env, "HUB_EMULATOR_API_KEY": key})
+        emulated.append((name, url, process))
+    return emulated
 
 
 if __name__ == "__main__":

@@ -46,6 +46,8 @@ class Admission:
     usage: str = ""  # the owner's limits and usage ("Today 12 of 60 device minutes"), "" without limits
     #: limits an admin lifted for this job (``jobs.quotas.services``)
     lifted: list[str] = field(default_factory=list)
+    #: why the device may not start work now (away, paused: ``blocked_reason``); "" when it may
+    blocked: str = ""
 
 
 class RequestInvalid(Exception):
@@ -231,7 +233,8 @@ def admit(
         created=now,
         estimate_s=est,
     )
-    warnings = _warnings(snapshot_for(device.pk, now=now), probe)
+    snap = snapshot_for(device.pk, now=now)
+    warnings = _warnings(snap, probe)
     starts, ready = _planned(device.pk, now, probe)
     lifted = quota.lifted if refused is None else []
     warnings.extend(f"Over a limit, lifted for this job: {why}" for why in lifted)
@@ -244,14 +247,20 @@ def admit(
         refused_field=refused_field,
         usage=quota.line,
         lifted=lifted,
+        blocked=blocked_reason(snap),
     )
 
 
 def earliest_of(admitted: list[tuple[Any, Admission]]) -> tuple[Any, Admission]:
     """Of the devices that admitted a request ("any device"), the one where it would be ready first (then the
-    shorter render, then the older device): where the job waits at first; the pool may move it later."""
+    shorter render, then the older device): where the job waits at first; the pool may move it later. A device
+    that may start nothing now (away, paused) comes last, as in the pool's own choice (``jobs.queue.pool``): its
+    plan's times assume it is there."""
     far = dt.datetime.max.replace(tzinfo=dt.UTC)
-    return min(admitted, key=lambda pair: (pair[1].ready_at or far, pair[1].estimate_s, pair[0].pk))
+    return min(
+        admitted,
+        key=lambda pair: (bool(pair[1].blocked), pair[1].ready_at or far, pair[1].estimate_s, pair[0].pk),
+    )
 
 
 # -- the admitted request: what the doors' intake hands to ``jobs.queue.services.submit_checked`` -------------
