@@ -10,7 +10,8 @@ How a lane is chosen: the waiting jobs of the pool's devices are taken in the sc
 priority, fair share over the whole household, arrival; jobs that can't start yet after those that can); a pinned
 job fills its own device's lane, and each pool job goes to the device of its pool, usable now, where it would
 finish first: after the work already in that lane (its running job, the jobs placed before), plus a model load
-where the device would have to load the job's model. So a free device takes the next job at once, unless a busy
+where the device would have to load the job's model (the load time the hub learned there, else the one the device
+lists, else ``LOAD_SECONDS``). So a free device takes the next job at once, unless a busy
 device holding the model finishes it sooner than the free one could load it (one load instead of two), and no job
 waits behind others on one device while another could finish it sooner.
 
@@ -33,6 +34,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devices.models import Device
+from devices.services import device_load_seconds
 from jobs.core.changes import replan
 from jobs.core.scheduler import (
     DeviceSnapshot,
@@ -58,6 +60,11 @@ class Lane:
     free_at: dt.datetime
     loaded: set[str] = field(default_factory=set)
     busy: bool = False  # a job of its own is active now
+    load_s: dict[str, float] = field(default_factory=dict)  # model -> its load time here, learned or listed
+
+    def load_seconds(self, model_id: str) -> float:
+        """What loading ``model_id`` costs this device (``LOAD_SECONDS`` for one it never said or showed)."""
+        return self.load_s.get(model_id, LOAD_SECONDS)
 
     @property
     def usable(self) -> bool:
@@ -69,7 +76,9 @@ def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
     lanes = {}
     for device in Device.objects.filter(pk__in=device_ids):
         snap = snapshot_for(device.pk, now=now, device=device, usage=usage)
-        lanes[device.pk] = Lane(device=device, snap=snap, free_at=now, loaded=set(snap.loaded))
+        lanes[device.pk] = Lane(
+            device=device, snap=snap, free_at=now, loaded=set(snap.loaded), load_s=device_load_seconds(device)
+        )
     for job in Job.objects.filter(device_id__in=device_ids, state__in=ACTIVE_STATES).order_by("started_at"):
         lane = lanes[job.device_id]
         left = dt.timedelta(seconds=max(remaining_seconds(job, now=now), 0.0))
@@ -101,7 +110,7 @@ class _Estimates:
 
 def _finish(job: Any, lane: Lane, seconds: float) -> tuple[dt.datetime, dt.datetime]:
     start = max(lane.free_at, earliest_start(job, lane.snap))
-    load = 0.0 if job.model_id in lane.loaded else LOAD_SECONDS
+    load = 0.0 if job.model_id in lane.loaded else lane.load_seconds(job.model_id)
     return start, start + dt.timedelta(seconds=seconds + load)
 
 

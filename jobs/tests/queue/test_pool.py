@@ -10,12 +10,14 @@ from __future__ import annotations
 import datetime as dt
 
 import pytest
+from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from devices import errors
+from devices import services as device_services
 from devices.models import Device
-from devices.services import device_register, device_set_state
+from devices.services import device_note_load_seconds, device_register, device_set_state
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
 from jobs.doors import intake
@@ -350,3 +352,27 @@ def test_a_render_is_not_given_up_while_no_other_device_of_its_pool_could_take_i
     Device.objects.filter(pk=shelf.pk).update(queue_paused=False, state=Device.State.LOCKED)
     assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+
+
+@pytest.fixture
+def learned_loads():
+    """Load times the hub learns are kept in the cache (Redis): forgotten after the test."""
+    keys = []
+    yield lambda device, model, seconds: (
+        keys.append(device_services._load_key(device.pk, model)),
+        device_note_load_seconds(device.pk, model, seconds),
+    )
+    cache.delete_many(keys)
+
+
+def test_the_load_a_device_is_known_for_decides_whether_it_takes_a_job(device, member, sent, learned_loads):
+    listed = capabilities()
+    listed["models"] = [{**m, "load_s": 20.0} if m["id"] == VIDEO else m for m in listed["models"]]
+    shelf = _tiiny("Shelf", caps=listed)  # it lists 20 s to load the video model
+    running(member, device, left=10)  # Pocket holds the model, 10 s from free: sooner than the shelf's load
+    job = pool_job(member, device, [shelf])
+    pool.rebalance()
+    assert lane_of(job) == device.pk
+    learned_loads(shelf, VIDEO, 4.0)  # the hub saw the shelf load it in 4 s: it finishes first
+    pool.rebalance()
+    assert lane_of(job) == shelf.pk
