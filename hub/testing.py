@@ -133,10 +133,13 @@ class Proc:
         return self
 
     def log_text(self) -> str:
-        """What this Proc's runs wrote (not the earlier processes' of the same name before it)."""
+        """What this Proc's runs wrote (not the earlier processes' of the same name before it); nothing before its
+        first start."""
+        if self.log_from is None:
+            return ""
         try:
             with self.log_path.open("rb") as log:
-                log.seek(self.log_from or 0)
+                log.seek(self.log_from)
                 return log.read().decode(errors="replace")
         except FileNotFoundError:
             return ""

@@ -264,6 +264,20 @@ class DeviceLease(models.Model):
         return f"lease on device {self.device_id}: job {self.job_id}"
 
 
+class LostRender(models.Model):
+    """A render the hub gave up on while its device was away (``jobs.queue.pool``: its job went to another
+    device). Should the device come back still rendering it, it is stopped there before the device runs anything
+    else (``jobs.queue.engine.stop_lost_renders``): a job never renders on two devices at once."""
+
+    device = models.ForeignKey("devices.Device", on_delete=models.CASCADE, related_name="+")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    remote_id = models.CharField(max_length=200)
+    created = models.DateTimeField(auto_now_add=True)
+
+    def __str__(self) -> str:
+        return f"lost render {self.remote_id} of job {self.job_id} on device {self.device_id}"
+
+
 class RenderStat(models.Model):
     """What renders of one shape really took on one device: the ETA model learns from finished jobs."""
 

@@ -54,6 +54,12 @@ def cancel_on_device(job_id: int) -> None:
     engine.cancel_on_device(job_id)
 
 
+@shared_task(ignore_result=True, soft_time_limit=400, time_limit=460)
+def stop_lost_renders(device_id: int) -> None:
+    """The device is back: stop the renders the hub gave up on while it was away (their jobs moved on)."""
+    engine.stop_lost_renders(device_id)
+
+
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def reconcile() -> dict[str, int]:
     """Beat, every few seconds: revive dead poll chains, recover jobs whose worker died, start idle queues."""

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from django.contrib.auth import get_user_model
 from django.db.models import Count, F, Max, Q, QuerySet
 from django.http import Http404
+from django.utils import timezone
 
+from devices.models import Device
 from jobs.core.scheduler import order_with_reasons, snapshot_for
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, clamp_datetime, waiting_on
 
@@ -156,10 +160,21 @@ class PagePlan:
     here instead, as the planner would.
     """
 
-    def __init__(self, device: Any, *, active: list[Job] | None = None, stats: dict | None = None) -> None:
+    def __init__(
+        self,
+        device: Any,
+        *,
+        active: list[Job] | None = None,
+        stats: dict | None = None,
+        devices: dict[int, Any] | None = None,
+    ) -> None:
         """``active`` and ``stats`` (count, unplanned, end of the waiting jobs), when given, are this device's
-        part of :meth:`for_devices`' reads; otherwise they are read here."""
+        part of :meth:`for_devices`' reads; otherwise they are read here. ``devices``: the devices the page has
+        read already (a pool job's line names the others of its pool; the missing ones are read when drawn)."""
         self.device_id = getattr(device, "pk", device)
+        self.devices: dict[int, Any] = dict(devices or {})
+        if isinstance(device, Device):
+            self.devices.setdefault(device.pk, device)
         self.active = _active_on(self.device_id) if active is None else active
         if stats is None:
             stats = self._waiting().aggregate(**_WAITING_STATS)
@@ -187,8 +202,9 @@ class PagePlan:
             .values("device_id")
             .annotate(**_WAITING_STATS)
         }
+        known = {d.pk: d for d in devices if isinstance(d, Device)}
         return {
-            pk: cls(device, active=active[pk], stats=stats.get(pk, none))
+            pk: cls(device, active=active[pk], stats=stats.get(pk, none), devices=known)
             for pk, device in zip(ids, devices, strict=True)
         }
 
@@ -209,6 +225,23 @@ class PagePlan:
             .order_by(F("plan_position").asc(nulls_last=True), "created", "id")[start : start + count]
         )
 
+    def jobs_after(self, start: int, count: int) -> list[tuple[Job | None, Job | None]]:
+        """:meth:`jobs`, each with the job just ahead of it in the lane (the running one before the first): what
+        its :func:`plan_line` says it runs after. One read, as :meth:`jobs` (the one ahead of a later page's
+        first entry comes with it); the devices of the pool jobs drawn are read once if the page had not."""
+        if count <= 0 or start >= self.waiting:
+            return []
+        ahead_first = start > 0
+        jobs = self.jobs(start - 1 if ahead_first else start, count + (1 if ahead_first else 0))
+        before = jobs[0] if ahead_first else self.running
+        drawn = jobs[1:] if ahead_first else jobs
+        self.devices = with_pool_devices([j for j in drawn if j is not None], self.devices)
+        out = []
+        for job in drawn:
+            out.append((job, before))
+            before = job
+        return out
+
     def _waiting(self) -> QuerySet[Job]:
         return Job.objects.filter(device_id=self.device_id, state__in=WAITING_STATES)
 
@@ -226,6 +259,175 @@ def plan_jobs(rows: list[PlanRow]) -> list[Job | None]:
             job.plan_reason = row.plan_reason
         out.append(job)
     return out
+
+
+# -- where and when a waiting job runs, and why there -------------------------------------------------------------
+#: A start further off than this names its day ("Tue 01:40"); a nearer one only its time.
+DAY_SHOWN_AFTER = dt.timedelta(hours=18)
+#: How much of the prompt of the job ahead a line quotes (the person may see it).
+AFTER_TITLE = 40
+
+
+@dataclass(frozen=True)
+class PlanLine:
+    """Where and when a waiting job is expected to run, and why there, as one person may read it:
+
+        on Living-room Tiiny around 01:40, after mia's video · any device: Living-room Tiiny frees first
+
+    Built in one place (:func:`plan_line`) for the dashboard, the queue page, the job page and the REST plan.
+    ``parts`` is the sentence as (text, time) pieces: the pages draw each time with ``when`` (the zone of the
+    page, ``jobs/_fragments.html#plan-line``), the API writes them in the household's zone (:meth:`text`). Plain
+    fields, so a drawing of it is kept (``{% kept %}``) under it."""
+
+    device_id: int
+    device_name: str
+    pinned: bool
+    start: dt.datetime | None
+    position: int | None
+    after: str  # the job ahead of it in its lane as the person may see it; "" when none is
+    why_here: (
+        str  # a pool job: why this lane ("Living-room Tiiny frees first"); a pinned one: why it can't start
+    )
+    fmt: str  # how its time is written: "H:i", or "D H:i" for a start more than a day off
+
+    @property
+    def parts(self) -> tuple[tuple[str, dt.datetime | None], ...]:
+        """Where and when: "on Living-room Tiiny around 01:40, after mia's video", as (text, time) pieces."""
+        where = f"on {self.device_name}"
+        out: list[tuple[str, dt.datetime | None]] = [
+            (where + " around " if self.start else where, self.start)
+        ]
+        if self.after:
+            out.append((f", after {self.after}", None))
+        elif self.position == 1:
+            out.append((", next in line", None))
+        return tuple(out)
+
+    @property
+    def why(self) -> str:
+        """Why this lane: "any device: Living-room Tiiny frees first"; a pinned job only when it can't start."""
+        if not self.why_here:
+            return ""
+        return self.why_here if self.pinned else f"any device: {self.why_here}"
+
+    def text(self, zone: dt.tzinfo) -> str:
+        """The whole line with its times in ``zone`` (the API: the household's), its first letter up."""
+        fmt = "%a %H:%M" if self.fmt.startswith("D") else "%H:%M"
+        text = "".join(t + (timezone.localtime(at, zone).strftime(fmt) if at else "") for t, at in self.parts)
+        if self.why:
+            text += f" · {self.why}"
+        return text[:1].upper() + text[1:]
+
+
+def plan_line(
+    job: Any,
+    *,
+    viewer: Any,
+    ahead: Any,
+    device: Any,
+    devices: Mapping[int, Any],
+    position: int | None = None,
+    now: dt.datetime | None = None,
+) -> PlanLine:
+    """The line of waiting ``job`` in ``device``'s lane, for ``viewer`` (None: the version everyone may read).
+
+    ``ahead`` is the job just before it in the lane (the running one before the first), named as ``viewer`` may
+    see it: by its prompt when ``plan_shows_prompt`` allows, else "mia's video"; ``position``, its place in the
+    lane (by default the stored plan's). ``devices`` holds the devices of
+    a pool job's pool (:func:`with_pool_devices`): why it waits in this lane rather than another's. The pool
+    planner (``jobs.queue.pool``) puts it where it finishes first, counting a model load where the lane does not
+    hold its model: so it is here because this device holds its model, or frees first, or is the only one of its
+    pool that may start work now."""
+    now = now or timezone.now()
+    start = job.predicted_start
+    return PlanLine(
+        device_id=device.pk,
+        device_name=device.name,
+        pinned=job.pinned,
+        start=start,
+        position=job.plan_position if position is None else position,
+        after=_named(ahead, viewer) if ahead is not None else "",
+        why_here=_pinned_why(device) if job.pinned else _pool_why(job, ahead, device, devices),
+        fmt="D H:i" if start and start - now > DAY_SHOWN_AFTER else "H:i",
+    )
+
+
+def _named(job: Any, viewer: Any) -> str:
+    if plan_shows_prompt(viewer, job) and (text := " ".join((job.prompt or "").split())):
+        short = text if len(text) <= AFTER_TITLE else text[: AFTER_TITLE - 1].rstrip() + "…"
+        return f"“{short}”"
+    return f"{job.owner}'s {job.get_kind_display().lower()}"
+
+
+def _away(device: Any) -> str:
+    """Why ``device`` may start no work now ("" when it may), in the line's words."""
+    if device.state in Device.QUEUE_BLOCKING_STATES:
+        return "away"
+    return "paused" if device.queue_paused else ""
+
+
+def _pinned_why(device: Any) -> str:
+    away = _away(device)
+    return f"only on {device.name}, which is {away}: it waits for it" if away else ""
+
+
+def _pool_why(job: Any, ahead: Any, device: Any, devices: Mapping[int, Any]) -> str:
+    others = [devices[pk] for pk in dict.fromkeys(job.pool or []) if pk != device.pk and pk in devices]
+    if away := _away(device):
+        return f"no device that can do it may start work now ({device.name} is {away}): it waits"
+    if not others:
+        return f"{device.name} is the only device that can do it"
+    usable = [d for d in others if not _away(d)]
+    if not usable:
+        return _all_away(others)
+    # The lane holds its model when it starts (the job ahead leaves it loaded, or none is ahead and it is loaded
+    # now) where no other device that may start work holds it: the load it saves is why it waits here. Else (the
+    # others hold it too, or none does) this device is where it finishes first.
+    held = ahead.model_id == job.model_id if ahead is not None else job.model_id in loaded_models(device)
+    elsewhere = any(job.model_id in loaded_models(d) for d in usable)
+    return f"{device.name} {'holds its model' if held and not elsewhere else 'frees first'}"
+
+
+def _all_away(others: list[Any]) -> str:
+    """The other devices, none of which may start work: e.g. "Kitchen Tiiny is away"."""
+    words = {_away(d) for d in others}
+    word = words.pop() if len(words) == 1 else "away or paused"
+    return f"{', '.join(d.name for d in others)} {'is' if len(others) == 1 else 'are'} {word}"
+
+
+def loaded_models(device: Any) -> set[str]:
+    """The models running on the device, by its last reading."""
+    return {str(m.get("model_id")) for m in getattr(device, "loaded_models", None) or [] if m.get("model_id")}
+
+
+def with_pool_devices(jobs: Iterable[Any], known: Mapping[int, Any]) -> dict[int, Any]:
+    """``known`` and the devices of the pools of ``jobs`` it lacks (one read, only when some are missing)."""
+    wanted = {pk for job in jobs if not job.pinned for pk in (job.pool or [])} - set(known)
+    out = dict(known)
+    if wanted:
+        fields = ("pk", "name", "state", "queue_paused", "loaded_models")
+        out.update({d.pk: d for d in Device.objects.filter(pk__in=wanted).only(*fields)})
+    return out
+
+
+def job_plan_line(job: Job, *, viewer: Any = None) -> PlanLine | None:
+    """The job page's line for a waiting ``job`` (None once it no longer waits): the job ahead of it in its lane
+    by the stored plan (or the running one), and its pool's devices; at most three reads."""
+    if job.state not in WAITING_STATES:
+        return None
+    if job.plan_position is None:  # not placed yet (its replan is on its way): nothing known ahead of it
+        ahead = None
+    elif job.plan_position > 1:
+        ahead = (
+            Job.objects.select_related("owner")
+            .filter(device_id=job.device_id, state__in=WAITING_STATES, plan_position=job.plan_position - 1)
+            .first()
+        )
+    else:
+        ahead = _active_jobs(device_id=job.device_id).first()
+    device = job.device
+    devices = with_pool_devices([job], {device.pk: device})
+    return plan_line(job, viewer=viewer, ahead=ahead, device=device, devices=devices)
 
 
 def jobs_ask_soon(device: Any, now: dt.datetime, window: dt.timedelta) -> bool:

@@ -24,12 +24,13 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS
 from hub.parsing import parse_id
 from jobs.core.scheduler import blocked_reason, snapshot_for
-from jobs.core.selectors import can_view, job_for, queue_plan, running_job
+from jobs.core.selectors import can_view, job_for, plan_line, queue_plan, running_job, with_pool_devices
 from jobs.kinds.schemas import PlanOut, PoolPlanOut, UsageOut
 from jobs.live.fragments import job_title, public_label
 from jobs.models import QUOTA_FIELDS, WAITING_STATES, Job
 from jobs.queue import services
 from jobs.quotas import services as quotas
+from jobs.quotas.per_device import DeviceTimes, device_times
 
 router = Router(tags=["queue"])
 READ, SUBMIT = "read", "submit"
@@ -74,9 +75,19 @@ def _seen(request: HttpRequest, job: Job) -> tuple[str, str | None, str | None]:
 
 
 def _waiting_row(
-    request: HttpRequest, job: Job, *, position: int, ahead: int, blocked: str
+    request: HttpRequest,
+    job: Job,
+    *,
+    position: int,
+    ahead: Job | None,
+    behind: int,
+    blocked: str,
+    device: Device,
+    devices: dict[int, Device],
 ) -> dict[str, Any]:
     label, prompt, url = _seen(request, job)
+    line = plan_line(job, viewer=request.user, ahead=ahead, device=device, devices=devices, position=position)
+    pool = [device.pk] if job.pinned else [pk for pk in dict.fromkeys(job.pool or []) if pk in devices]
     return {
         "position": position,
         "id": job.pk,
@@ -86,11 +97,17 @@ def _waiting_row(
         "label": label,
         "prompt": prompt,
         "model": job.model_id,
+        "device": device.pk,
+        "device_name": device.name,
+        "pinned": job.pinned,
+        "pool": pool,
         "when": job.when,
         "not_before": job.not_before,
         "predicted_start": job.predicted_start,
         "predicted_finish": job.predicted_finish,
-        "waiting_because": waiting_because(job, ahead=ahead, blocked=blocked),
+        "line": line.text(quotas.household_zone()),
+        "why_here": line.why,
+        "waiting_because": waiting_because(job, ahead=behind, blocked=blocked),
         "url": url,
     }
 
@@ -104,6 +121,7 @@ def _running_row(request: HttpRequest, job: Job) -> dict[str, Any]:
         "owner": job.owner.username,
         "label": label,
         "prompt": prompt,
+        "pinned": job.pinned,
         "progress": round(job.progress, 1),
         "phase": job.phase,
         "predicted_finish": job.predicted_finish,
@@ -111,17 +129,32 @@ def _running_row(request: HttpRequest, job: Job) -> dict[str, Any]:
     }
 
 
-def plan_out(request: HttpRequest, device: Device) -> dict[str, Any]:
-    """One device's plan as the API shows it to this person."""
+def plan_out(
+    request: HttpRequest, device: Device, *, devices: dict[int, Device] | None = None
+) -> dict[str, Any]:
+    """One device's plan (its lane) as the API shows it to this person; ``devices``: the hub's, when the caller
+    read them (the pool jobs' lines name the others of their pool)."""
     device.refresh_from_db()  # a control just changed the row (paused flag) behind this instance
     blocked = blocked_reason(snapshot_for(device.pk))
     running = running_job(device)
     waiting = [j for j in queue_plan(device) if j.state in WAITING_STATES]
+    devices = with_pool_devices(waiting, {**(devices or {}), device.pk: device})
     first = 1 if running else 0
-    rows = [
-        _waiting_row(request, job, position=i + 1, ahead=i + first, blocked=blocked)
-        for i, job in enumerate(waiting)
-    ]
+    rows = []
+    for i, job in enumerate(waiting):
+        ahead = waiting[i - 1] if i else running
+        rows.append(
+            _waiting_row(
+                request,
+                job,
+                position=i + 1,
+                ahead=ahead,
+                behind=i + first,
+                blocked=blocked,
+                device=device,
+                devices=devices,
+            )
+        )
     ends = [j.predicted_finish for j in [*waiting, *([running] if running else [])] if j.predicted_finish]
     return {
         "device": device.pk,
@@ -139,10 +172,12 @@ def plan_out(request: HttpRequest, device: Device) -> dict[str, Any]:
 @router.get("/devices/{device_id}/plan", url_name="device_plan", response={200: PlanOut, **ERRORS},
             summary="A device's queue plan")  # fmt: skip
 def device_plan(request: HttpRequest, device_id: str):
-    """The order the device will run its jobs in, each with predicted start and finish and why it waits.
+    """The order the device will run the jobs of its lane in, each with predicted start and finish, where and when
+    it is expected to run and why there (``line``), and why it waits.
 
     Everyone sees the whole plan; another person's private job shows as e.g. “Video by mia”, without its
-    prompt (as on the queue page).
+    prompt (as on the queue page). Jobs for any device (``pinned`` false) wait in this lane for now: the pool
+    moves them to another device of theirs when that one would finish them first.
     """
     require_scope(request, READ)
     return plan_out(request, _device(device_id))
@@ -152,12 +187,23 @@ def device_plan(request: HttpRequest, device_id: str):
     "/plan", url_name="pool_plan", response={200: PoolPlanOut, **ERRORS}, summary="Every device's plan"
 )
 def pool_plan(request: HttpRequest):
-    """Every device's plan, the default device first, then by name; and when the whole queue is predicted done."""
+    """Every device's plan (its lane), the default device first, then by name; when the whole queue is predicted
+    done; how many devices may start work now, and how many waiting jobs are for any device.
+
+    A job for any device waits in the lane of the device where it should finish first (``pinned`` false), and
+    moves when that changes: each job says where and when it is expected to run, and why there (``line``)."""
     require_scope(request, READ)
-    devices = Device.objects.order_by("-is_default", "name", "pk")
-    plans = [plan_out(request, device) for device in devices]
+    devices = list(Device.objects.order_by("-is_default", "name", "pk"))
+    known = {d.pk: d for d in devices}
+    plans = [plan_out(request, device, devices=known) for device in devices]
     ends = [p["clear_at"] for p in plans if p["clear_at"]]
-    return {"devices": plans, "clear_at": max(ends) if ends else None}
+    usable = [p for p in plans if not p["blocked"]]
+    return {
+        "devices": plans,
+        "clear_at": max(ends) if ends else None,
+        "devices_usable": len(usable),
+        "waiting_any": sum(1 for p in plans for row in p["jobs"] if not row["pinned"]),
+    }
 
 
 def _on_device(request: HttpRequest, device_id: str, change: Callable[..., None]) -> dict[str, Any]:
@@ -212,7 +258,8 @@ def _limit(limits: quotas.Limits, name: str) -> dict[str, Any]:
 def usage(request: HttpRequest):
     """What the Usage page shows you: your limits (none = no limit; ``own`` when set for you rather than the
     household's default), device minutes today and this week, what your waiting jobs will still take, jobs in
-    the queue, storage, and the last 14 household days."""
+    the queue, storage, the last 14 household days, and your device time per device (admins: the household's
+    too)."""
     require_scope(request, READ)
     user, now = request.user, timezone.now()
     limits, used = quotas.limits_for(user), quotas.usage_for(user, now=now)
@@ -229,4 +276,21 @@ def usage(request: HttpRequest):
             {"date": d.date, "device_minutes": round(d.device_min, 1), "stored_mb": round(d.stored_mb, 1)}
             for d in days
         ],
+        "devices": _per_device(device_times(user=user, days=USAGE_DAYS, now=now)),
+        "household_devices": (
+            _per_device(device_times(user=None, days=USAGE_DAYS, now=now)) if user.is_admin else None
+        ),
     }
+
+
+def _per_device(times: DeviceTimes) -> list[dict[str, Any]]:
+    return [
+        {
+            "device": row.device_id,
+            "device_name": row.name,
+            "minutes_today": round(row.today_s / 60, 1),
+            "minutes_this_week": round(row.week_s / 60, 1),
+            "minutes_last_14_days": round(row.recent_s / 60, 1),
+        }
+        for row in times.rows
+    ]

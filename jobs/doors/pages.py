@@ -14,7 +14,7 @@ from devices.models import Device
 from devices.selectors import device_list_for
 from hub.parsing import parse_int
 from jobs.core.bookmarks import is_bookmarked
-from jobs.core.selectors import PagePlan, can_manage
+from jobs.core.selectors import PagePlan, can_manage, job_plan_line
 from jobs.doors.intake import (
     ANY_DEVICE,
     any_kinds,
@@ -384,6 +384,8 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
     ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
     if not light:
         ctx["device_line"] = device_line(job)
+        # The version everyone who may view the job may read, as its pushes (jobs.live.fragments.render_plan_line).
+        ctx["plan_line"] = job_plan_line(job)
         ctx["params"] = param_rows(job)
         ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]
         ctx["spark"] = job_spark(job)

@@ -23,6 +23,7 @@ from hub.accounts.decorators import admin_required
 from jobs.core.selectors import job_for
 from jobs.models import QUOTA_FIELDS, UNLIMITED
 from jobs.quotas import services as quotas
+from jobs.quotas.per_device import device_times
 
 CHART_DAYS = 14
 PEOPLE_DAYS = 7
@@ -107,6 +108,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         "results": quotas.results_of(user=user),
         "chart_days": CHART_DAYS,
         "people_days": PEOPLE_DAYS,
+        "device_times": device_times(user=user, days=CHART_DAYS, now=now),
     }
     if user.is_admin:
         people = quotas.usage_people(days=PEOPLE_DAYS, now=now)
@@ -119,6 +121,7 @@ def usage(request: HttpRequest) -> HttpResponse:
             everyone_minutes_chart=_day_charts(everyone_days)[0],
             everyone_days=everyone_days,
             everyone_results=quotas.results_of(user=None, limit=20),
+            everyone_device_times=device_times(user=None, days=CHART_DAYS, now=now),
         )
     return render(request, "jobs/usage.html", ctx)
 

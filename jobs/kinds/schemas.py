@@ -307,10 +307,21 @@ class PlanJobOut(Schema):
     label: str = Field(description="The prompt when you may see the job, else e.g. “Video by mia”.")
     prompt: str | None = Field(description="Null for another person's private job.")
     model: str
+    device: int = Field(description="The device whose lane it waits in (for a job for any device: for now).")
+    device_name: str
+    pinned: bool = Field(description="False: a job for any device of its pool, which may still move lanes.")
+    pool: list[int] = Field(description="The devices that may run it (a pinned job: its own).")
     when: str
     not_before: dt.datetime | None
     predicted_start: dt.datetime | None
     predicted_finish: dt.datetime | None
+    line: str = Field(
+        description="Where and when it is expected to run, and why there, times in the household's zone: "
+        "“On Living-room Tiiny around 01:40, after mia's video · any device: Living-room Tiiny frees first”."
+    )
+    why_here: str = Field(
+        description="Why this lane, e.g. “any device: Pocket holds its model”; empty for a pinned job that can start."
+    )
     waiting_because: str = Field(description="Why it has not started yet.")
     url: str | None = Field(description="Its page, when you may see the job.")
 
@@ -322,6 +333,7 @@ class RunningOut(Schema):
     owner: str
     label: str
     prompt: str | None
+    pinned: bool = Field(description="False: a job for any device, running on this one.")
     progress: float
     phase: str
     predicted_finish: dt.datetime | None
@@ -341,8 +353,10 @@ class PlanOut(Schema):
 
 
 class PoolPlanOut(Schema):
-    devices: list[PlanOut] = Field(description="Every device's plan, the default device first.")
+    devices: list[PlanOut] = Field(description="Every device's plan (its lane), the default device first.")
     clear_at: dt.datetime | None = Field(description="When every device's plan is predicted to be done.")
+    devices_usable: int = Field(description="Devices that may start work now (not away, not paused).")
+    waiting_any: int = Field(description="Waiting jobs for any device, over every lane.")
 
 
 class LimitOut(Schema):
@@ -363,6 +377,14 @@ class UsageDayOut(Schema):
     stored_mb: float = Field(description="Results made that day and still kept.")
 
 
+class UsageDeviceOut(Schema):
+    device: int
+    device_name: str
+    minutes_today: float
+    minutes_this_week: float
+    minutes_last_14_days: float
+
+
 class UsageOut(Schema):
     limits: UsageLimitsOut
     device_minutes_today: float = Field(description="Measured device time today (household day).")
@@ -378,3 +400,9 @@ class UsageOut(Schema):
         description="The Usage page's line, e.g. “Today 12 of 60 device minutes · …”; empty without limits."
     )
     days: list[UsageDayOut] = Field(description="The last 14 household days, oldest first.")
+    devices: list[UsageDeviceOut] = Field(
+        description="Your measured device time on each device (limits count the total over every device)."
+    )
+    household_devices: list[UsageDeviceOut] | None = Field(
+        description="Admins: everyone's device time on each device; null for everyone else."
+    )

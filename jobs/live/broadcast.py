@@ -36,7 +36,7 @@ from django.core.cache import cache
 from devices.models import Device
 from hub import live
 from jobs.live import fragments
-from jobs.models import ACTIVE_STATES, WAITING_STATES
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
 
 logger = logging.getLogger("jobs.live.broadcast")
 
@@ -77,6 +77,7 @@ def _job_page(job, watching: set[str], *, tick: bool, entered: str | None) -> No
     if tick:
         return
     live.push(group, fragments.render_privacy(job), audience=audience)
+    live.push(group, fragments.render_plan_line(job), audience=audience)
     live.push(group, fragments.render_events(ctx), audience=audience)
     if not fragments.has_player(job) or entered == job.state:
         live.push(group, fragments.render_result(ctx), audience=audience)
@@ -201,5 +202,26 @@ def broadcast_queue(device_id: int) -> None:
         if f"queue:{device_id}" in watching:  # the queue page, where admins have their controls
             for html in fragments.queue_admin_fragments(device):
                 live.push(live.control_group(device_id), html, audience=[live.ADMINS])
+        _plan_lines(device_id)
     except Exception:
         logger.exception("pushing the queue of device %s failed", device_id)
+
+
+#: The waiting jobs of a lane whose open pages are looked for on a queue change (one cache round trip).
+PLAN_LINE_PAGES = 500
+
+
+def _plan_lines(device_id: int) -> None:
+    """The plan line of each waiting job of the lane whose page is open (``job:<id>``): a replan moves its times,
+    the pool moves it to this lane (its old lane's push no longer lists it; this one does)."""
+    waiting = list(
+        Job.objects.filter(device_id=device_id, state__in=WAITING_STATES)
+        .order_by()
+        .values_list("pk", flat=True)[:PLAN_LINE_PAGES]
+    )
+    open_pages = live.watched(f"job:{pk}" for pk in waiting) if waiting else set()
+    if not open_pages:
+        return
+    ids = [pk for pk in waiting if f"job:{pk}" in open_pages]
+    for job in Job.objects.filter(pk__in=ids).select_related("owner", "device").order_by("pk"):
+        live.push(live.job_group(job.pk), fragments.render_plan_line(job), audience=job_audience(job))

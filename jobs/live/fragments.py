@@ -33,7 +33,15 @@ from django.utils import timezone
 from devices.capabilities import Capabilities
 from devices.models import Device, DeviceMetric
 from hub import live
-from jobs.core.selectors import PagePlan, can_manage, plan_shows_prompt, running_job
+from jobs.core.selectors import (
+    PagePlan,
+    PlanLine,
+    can_manage,
+    job_plan_line,
+    plan_line,
+    plan_shows_prompt,
+    running_job,
+)
 from jobs.models import ACTIVE_STATES, Artifact, Job, JobEvent, JobState
 from jobs.queue.eta import remaining_seconds
 
@@ -146,6 +154,13 @@ def render_privacy(job: Job) -> str:
     return render_to_string(f"{DETAIL}#job-privacy", {"job": job, "oob": True})
 
 
+def render_plan_line(job: Job) -> str:
+    """The job page's plan line (where, when and why it runs; empty once it no longer waits): the version every
+    person who may view the job may read (another person's private job ahead of it without its prompt), on the
+    page as in its pushes."""
+    return render_to_string(f"{DETAIL}#job-plan", {"job": job, "plan_line": job_plan_line(job), "oob": True})
+
+
 def render_buttons(job: Job, *, manage: bool, submit: bool) -> str:
     return render_to_string(
         f"{DETAIL}#job-buttons", {"job": job, "may": {"manage": manage, "submit": submit}, "oob": True}
@@ -163,7 +178,7 @@ def job_page_fragments(job: Job, *, viewer: Any, with_player: bool) -> list[str]
     Without ``with_player`` a finished job's result is left out: the page has it, and its player must stay.
     """
     ctx = job_context(job, oob=True)
-    out = [render_status(job, ctx=ctx), render_events(ctx), render_privacy(job)]
+    out = [render_status(job, ctx=ctx), render_plan_line(job), render_events(ctx), render_privacy(job)]
     if with_player or not has_player(job):
         out.append(render_result(ctx))
     out.append(
@@ -247,6 +262,22 @@ class PlanEntry:
     offset_pct: float = 0.0  # where the bar starts on the timeline
     width_pct: float = 0.0
     position: int = 0  # 1 = runs next, in the whole queue (not on this page)
+    ahead: Job | None = None  # the job before it in the lane (the running one before the first)
+    device: Device | None = None  # the lane's
+    devices: dict[int, Device] | None = None  # its pool's (``jobs.core.selectors.plan_line``)
+
+    def line(self, viewer: Any) -> PlanLine | None:
+        """Where, when and why it runs, as ``viewer`` may read it (None: the lane's device is not known here)."""
+        if self.device is None:
+            return None
+        return plan_line(
+            self.job,
+            viewer=viewer,
+            ahead=self.ahead,
+            device=self.device,
+            devices=self.devices or {},
+            position=self.position,
+        )
 
 
 @dataclass(frozen=True)
@@ -261,6 +292,7 @@ class QueueRow:
     owner: str
     finish: dt.datetime | None
     position: int
+    pinned: bool  # off: a job for any device, waiting in this lane for now
     last: bool  # the last of the whole queue: it can't move down
     page: int  # the queue page's page it is on (its forms send it back)
     back: str  # where a plain cancel comes back to
@@ -278,6 +310,7 @@ class QueueRow:
             owner=str(job.owner),
             finish=entry.finish,
             position=entry.position,
+            pinned=job.pinned,
             last=entry.position == waiting,
             page=page,
             back=back,
@@ -341,6 +374,8 @@ class PlanItem:
     width_pct: float
     position: int
     paged: bool  # on a page of the queue page (its own element ids)
+    pinned: bool  # off: a job for any device, waiting in this lane for now
+    where: PlanLine | None  # where, when and why it runs, for the person it is drawn for
 
     @classmethod
     def of(cls, entry: PlanEntry, viewer: Any, *, paged: bool) -> PlanItem:
@@ -362,6 +397,8 @@ class PlanItem:
             width_pct=entry.width_pct,
             position=entry.position,
             paged=paged,
+            pinned=job.pinned,
+            where=entry.line(viewer if getattr(viewer, "is_authenticated", False) else None),
         )
 
 
@@ -477,11 +514,18 @@ class _Axis:
     def entries(self, plan: PagePlan, start: int, count: int, *, admin: bool) -> list[PlanEntry]:
         """Plan entries ``start`` to ``start + count`` (0-based) with their bars on this axis."""
         out = []
-        for i, job in enumerate(plan.jobs(start, count), start=start + 1):
+        for i, (job, ahead) in enumerate(plan.jobs_after(start, count), start=start + 1):
             if job is None:  # deleted since the plan was read
                 continue
             entry = PlanEntry(
-                job, _entry_label(job, admin=admin), job.predicted_start, job.predicted_finish, position=i
+                job,
+                _entry_label(job, admin=admin),
+                job.predicted_start,
+                job.predicted_finish,
+                position=i,
+                ahead=ahead,
+                device=plan.devices.get(plan.device_id),
+                devices=plan.devices,
             )
             self.place(entry)
             out.append(entry)

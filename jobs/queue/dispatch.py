@@ -19,7 +19,7 @@ from jobs.core import lease
 from jobs.core.changes import replan
 from jobs.core.scheduler import next_job, snapshot_for
 from jobs.core.transitions import job_transition
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, waiting_on
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, LostRender, waiting_on
 from jobs.queue import enqueue, pool
 from jobs.queue.stops import stops_pending
 from jobs.quotas.services import device_use_record
@@ -75,6 +75,11 @@ def dispatch_device(device_id: int) -> int | None:
         return None  # busy (or an orphan reconcile is about to recover)
     if stops_pending([device_id]):
         return None  # a cancelled render may still run there: reconcile sends its stop first
+    if LostRender.objects.filter(device_id=device_id).exists():
+        enqueue.send(
+            "stop_lost_renders", device_id
+        )  # a render given up while it was away may still run there
+        return None
     token = lease.lease_acquire(device_id)
     if token is None:
         return None

@@ -35,7 +35,7 @@ from jobs.core.scheduler import in_night
 from jobs.core.transitions import job_note, job_set, job_transition
 from jobs.kinds.runners import PollResult, Stopped
 from jobs.kinds.table import runner_for, style_of
-from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState
+from jobs.models import ACTIVE_STATES, FINAL_STATES, WAITING_STATES, Job, JobState, LostRender
 from jobs.queue import enqueue
 from jobs.queue.device_watch import device_online, device_state_from, watch_device
 from jobs.queue.dispatch import end_job, trace
@@ -560,3 +560,34 @@ def cancel_on_device(job_id: int) -> None:
         logger.exception("stopping job %s on the device failed", job.pk)
         job_note(job.pk, "Stopping it on the device failed.")
     end_job(job)
+
+
+# -- renders given up with their device (the pool) ---------------------------------------------------------------
+
+
+def stop_lost_renders(device_id: int) -> int:
+    """The device is back: stop there each render the hub gave up on while it was away (``LostRender``: its job
+    went to another device), under the device's lease, before it runs anything else; then its queue moves on.
+    A device away again keeps the rest for its next return. Returns how many were stopped (or found gone)."""
+    stopped = 0
+    for row in LostRender.objects.filter(device_id=device_id).select_related("device").order_by("pk"):
+        if not lease.lease_acquire(device_id, row.job_id):
+            return stopped  # a job holds the device: its end dispatches, and dispatch sends this task again
+        try:
+            ghost = Job.objects.get(pk=row.job_id)
+            ghost.device, ghost.remote_id = row.device, row.remote_id  # the render as it was on this device
+            with lease.keep_alive(device_id, row.job_id):
+                runner_for(ghost).cancel()
+        except errors.DeviceError as exc:
+            if not exc.permanent or isinstance(exc, errors.AuthFailed):
+                return stopped  # away again, busy, or its key refused: the next return (or round) tries again
+            # Gone from the device already (finished, or lost with its power): nothing left to stop.
+        except Job.DoesNotExist:
+            pass
+        finally:
+            lease.lease_release(device_id, job_id=row.job_id)
+        row.delete()
+        stopped += 1
+        job_note(row.job_id, f"Its earlier render on {row.device.name} was stopped there.")
+    enqueue.send("dispatch", device_id)
+    return stopped

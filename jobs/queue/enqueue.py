@@ -27,6 +27,7 @@ DEVICE_TASKS = {
     "poll_job": "job",  # a render's poll and, at its end, the download (collect)
     "recover_job": "job",
     "cancel_on_device": "job",
+    "stop_lost_renders": "device",  # renders given up while the device was away (jobs.queue.pool)
 }
 
 

@@ -42,7 +42,7 @@ from jobs.core.scheduler import (
     fair_usage,
     snapshot_for,
 )
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
 
@@ -146,9 +146,18 @@ def _in_order(jobs: list[Job], lanes: dict[int, Lane], now: dt.datetime) -> list
     return ready + later
 
 
-def assign(now: dt.datetime | None = None) -> dict[int, tuple[int, int]]:
-    """Where each waiting pool job should wait now: ``{job: (its lane now, the lane it should be in)}`` for the
-    jobs that should move (nothing is written)."""
+@dataclass(frozen=True)
+class Move:
+    """A waiting pool job's new lane, and its render's estimate there (that device's own history of the shape)."""
+
+    old: int
+    new: int
+    estimate_s: float
+
+
+def assign(now: dt.datetime | None = None) -> dict[int, Move]:
+    """Where each waiting pool job should wait now: ``{job: Move}`` for the jobs that should move (nothing is
+    written)."""
     now = now or timezone.now()
     pool_jobs = list(
         Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by()
@@ -168,7 +177,7 @@ def assign(now: dt.datetime | None = None) -> dict[int, tuple[int, int]]:
             continue  # its device (or every device of its pool) is away or paused: it waits where it is
         _take(job, lane, seconds_on(job, lane))
         if lane.device.pk != job.device_id:
-            moves[job.pk] = (job.device_id, lane.device.pk)
+            moves[job.pk] = Move(job.device_id, lane.device.pk, seconds_on(job, lane))
     return moves
 
 
@@ -176,9 +185,12 @@ def rebalance(now: dt.datetime | None = None) -> set[int]:
     """Move each waiting pool job to its lane (``assign``); a move holds only while the job still waits where it
     was read. Returns the devices whose lanes changed; their plans are recomputed with this change's pushes."""
     changed: set[int] = set()
-    for job_id, (old, new) in assign(now).items():
-        if Job.objects.filter(pk=job_id, device_id=old, state__in=WAITING_STATES).update(device_id=new):
-            changed |= {old, new}
+    for job_id, move in assign(now).items():
+        moved = Job.objects.filter(pk=job_id, device_id=move.old, state__in=WAITING_STATES).update(
+            device_id=move.new, estimate_s=move.estimate_s
+        )
+        if moved:
+            changed |= {move.old, move.new}
     for device_id in changed:
         replan(device_id)
     return changed
@@ -207,7 +219,10 @@ def rebalance_and_wake(now: dt.datetime | None = None, *, besides: int | None = 
 
 
 def device_state_changed(*, device_id: int, state: str) -> None:
-    """A device went away or came back (the device layer's hook, after commit): its pool jobs move at once."""
+    """A device went away or came back (the device layer's hook, after commit): its pool jobs move at once; back,
+    it first stops any render the hub gave up on while it was away (``jobs.queue.engine.stop_lost_renders``)."""
+    if state == Device.State.ONLINE and LostRender.objects.filter(device_id=device_id).exists():
+        enqueue.send("stop_lost_renders", device_id)
     rebalance_and_wake()
 
 
@@ -223,12 +238,22 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
     device may still be rendering them, but the household's work should move on (a pinned job waits for its
     device instead: nowhere else may run it)."""
     lost_since = now - device_lost_after()
-    return [
+    candidates = [
         job
         for job in active
         if not job.pinned
         and job.device.state in Device.QUEUE_BLOCKING_STATES
         and job.device.state_changed_at is not None
         and job.device.state_changed_at <= lost_since
-        and len(set(job.pool or []) - {job.device_id}) > 0
     ]
+    if not candidates:
+        return []
+    # Only where another device of its pool may take it now: else the device that went away is still its best
+    # hope (back with the render finished), and giving up would only throw its progress away.
+    others = {pk for job in candidates for pk in job.pool or []}
+    usable = set(
+        Device.objects.filter(pk__in=others, queue_paused=False)
+        .exclude(state__in=Device.QUEUE_BLOCKING_STATES)
+        .values_list("pk", flat=True)
+    )
+    return [job for job in candidates if (set(job.pool or []) & usable) - {job.device_id}]

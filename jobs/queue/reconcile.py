@@ -22,11 +22,12 @@ import logging
 from collections.abc import Iterable
 
 from django.conf import settings
+from django.db import transaction
 from django.utils import timezone
 
 from devices.models import Device
 from jobs.kinds.table import style_of
-from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceLease, Job
+from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceLease, Job, LostRender
 from jobs.queue import enqueue, pool
 from jobs.queue.device_watch import watch_device
 from jobs.queue.dispatch import release_device
@@ -55,6 +56,7 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
     busy |= stopping.keys()  # a device stopping a cancelled render is busy for the sweeps after this one
     counts["released"] = release_stale_leases(leases, busy, now)
     counts["lost"] = give_up_lost_renders(active, now)
+    counts["unlost"] = stop_lost_renders_on_return(now)
     counts["moved"] = len(pool.rebalance(now))  # the pool's jobs in the lanes where they finish first
     counts["dispatched"] = start_idle_queues(leases, busy, now)
     return counts
@@ -153,9 +155,28 @@ def give_up_lost_renders(active: Iterable[Job], now: dt.datetime) -> int:
             f"{job.device.name} has been away for {away} min while rendering this job: "
             "it goes back to the queue for another device."
         )
-        # interrupt() frees the device and re-queues the job once (its end_job dispatches, so the pool moves it)
-        lost += interrupt(job, message, data={"lost_device": job.device_id, "remote_id": job.remote_id})
+        with transaction.atomic():
+            if job.remote_id and style_of(job.device.kind, job.kind) == "poll":
+                # The device may come back still rendering it: stopped there first (engine.stop_lost_renders).
+                LostRender.objects.create(device_id=job.device_id, job_id=job.pk, remote_id=job.remote_id)
+            # Frees the device and re-queues the job once (its end_job dispatches, so the pool moves it).
+            gone = interrupt(job, message, data={"lost_device": job.device_id, "remote_id": job.remote_id})
+            if not gone:
+                transaction.set_rollback(True)  # it ended meanwhile: nothing was given up
+        lost += gone
     return lost
+
+
+def stop_lost_renders_on_return(now: dt.datetime) -> int:
+    """Devices back online with a render given up while they were away: the stop is sent (again: a lost
+    message, a device away again), once their lease is free."""
+    sent = 0
+    rows = LostRender.objects.filter(device__state=Device.State.ONLINE).values_list("device_id", flat=True)
+    for device_id in sorted(set(rows)):
+        if not DeviceLease.objects.filter(pk=device_id, expires_at__gt=now).exclude(token="").exists():
+            enqueue.send("stop_lost_renders", device_id)
+            sent += 1
+    return sent
 
 
 #: A device in these states runs nothing while away; jobs wait for the poller to see it back.

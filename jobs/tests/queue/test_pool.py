@@ -13,13 +13,15 @@ import pytest
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
+from devices import errors
 from devices.models import Device
 from devices.services import device_register, device_set_state
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
 from jobs.doors import intake
-from jobs.models import Job, JobState
-from jobs.queue import dispatch, enqueue, pool, reconcile, services
+from jobs.kinds.table import shape_of
+from jobs.models import Job, JobState, LostRender, RenderStat
+from jobs.queue import dispatch, engine, enqueue, pool, reconcile, services
 from jobs.queue.eta import LOAD_SECONDS
 from jobs.tests.ui_fixtures import TTS, VIDEO, capabilities, make_job
 
@@ -231,20 +233,18 @@ def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, s
     lost = make_job(
         member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1"
     )
-    pinned = make_job(member, shelf, state="running", remote_id="v-2")
+    attic = _tiiny("Attic")
+    pinned = make_job(member, attic, state="running", remote_id="v-2")
     away = timezone.now() - dt.timedelta(seconds=601)
-    Device.objects.filter(pk__in=[device.pk, shelf.pk]).update(
+    Device.objects.filter(pk__in=[device.pk, attic.pk]).update(
         state=Device.State.UNREACHABLE, state_changed_at=away
     )
-    Device.objects.filter(pk=shelf.pk).update(state_changed_at=timezone.now())  # the shelf only just went
     assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 1
     lost.refresh_from_db()
     assert (lost.state, lost.requeues, lost.remote_id) == (JobState.QUEUED, 1, "")
     assert "has been away for 10 min" in lost.events.get(state=JobState.INTERRUPTED).message
     assert Job.objects.get(pk=pinned.pk).state == JobState.RUNNING  # pinned: it waits for its device
 
-    Device.objects.filter(pk=shelf.pk).update(state=Device.State.ONLINE)
-    Job.objects.filter(pk=pinned.pk).update(state=JobState.DONE, finished_at=timezone.now())
     pool.rebalance()
     assert lane_of(lost) == shelf.pk  # the device still away gives it up; the other one takes it
 
@@ -255,5 +255,98 @@ def test_a_pool_render_on_a_device_away_briefly_keeps_its_claim(device, shelf, m
     Device.objects.filter(pk=device.pk).update(
         state=Device.State.UNREACHABLE, state_changed_at=timezone.now() - dt.timedelta(seconds=599)
     )
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+    assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+
+
+class FakeRunner:
+    """The device's side of a stop, as the runner would meet it (the unit tests' outermost seam)."""
+
+    def __init__(self, outcome: Exception | None = None) -> None:
+        self.outcome, self.stopped = outcome, []
+
+    def __call__(self, job):  # runner_for(job)
+        self.job = job
+        return self
+
+    def cancel(self) -> None:
+        if self.outcome is not None:
+            raise self.outcome
+        self.stopped.append((self.job.device_id, self.job.remote_id))
+
+
+def _given_up(member, device, shelf, settings) -> Job:
+    settings.JOBS_DEVICE_LOST_S = 60
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    Device.objects.filter(pk=device.pk).update(
+        state=Device.State.UNREACHABLE, state_changed_at=timezone.now() - dt.timedelta(minutes=5)
+    )
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 1
+    return job
+
+
+def test_a_device_back_with_a_given_up_render_stops_it_before_anything_else(
+    device, shelf, member, sent, settings, monkeypatch
+):
+    job = _given_up(member, device, shelf, settings)
+    assert LostRender.objects.filter(device=device, job=job, remote_id="v-1").exists()
+    Job.objects.filter(pk=job.pk).update(
+        device=shelf, state=JobState.RUNNING, remote_id="v-9"
+    )  # runs there now
+    Device.objects.filter(pk=device.pk).update(state=Device.State.ONLINE)
+    waiting = make_job(member, device)
+    assert dispatch.dispatch_device(device.pk) is None  # not before the old render is stopped
+    assert ("stop_lost_renders", (device.pk,), {}) in sent
+    assert Job.objects.get(pk=waiting.pk).state == JobState.QUEUED
+
+    runner = FakeRunner()
+    monkeypatch.setattr(engine, "runner_for", runner)
+    assert engine.stop_lost_renders(device.pk) == 1
+    assert runner.stopped == [(device.pk, "v-1")]  # the old render on the old device, not the new one
+    assert not LostRender.objects.exists()
+    assert "earlier render on Pocket was stopped" in job.events.order_by("-seq").first().message
+    assert Job.objects.get(pk=job.pk).remote_id == "v-9"  # the render on the shelf goes on
+    assert dispatch.dispatch_device(device.pk) == waiting.pk
+
+
+@pytest.mark.parametrize(
+    ("outcome", "kept"),
+    [(errors.DeviceUnreachable("away again"), True), (errors.NotFound("gone"), False)],
+)
+def test_a_stop_that_finds_the_device_away_again_is_kept_for_its_return(
+    device, shelf, member, sent, settings, monkeypatch, outcome, kept
+):
+    _given_up(member, device, shelf, settings)
+    monkeypatch.setattr(engine, "runner_for", FakeRunner(outcome))
+    engine.stop_lost_renders(device.pk)
+    assert LostRender.objects.exists() is kept
+    Device.objects.filter(pk=device.pk).update(state=Device.State.ONLINE)
+    sent.clear()
+    reconcile.stop_lost_renders_on_return(timezone.now())
+    assert (("stop_lost_renders", (device.pk,), {}) in sent) is kept
+
+
+def test_a_moved_job_takes_its_new_devices_estimate(device, shelf, member, sent):
+    running(member, device, left=3600)
+    job = pool_job(member, device, [shelf])
+    shape = shape_of("tiiny", "video", VIDEO, job.params)
+    RenderStat.objects.create(
+        device=shelf, kind="video", model_id=VIDEO, shape=shape, mean_s=123.0, samples=4
+    )
+    pool.rebalance()
+    job.refresh_from_db()
+    assert (job.device_id, job.estimate_s) == (shelf.pk, 123.0)
+
+
+def test_a_render_is_not_given_up_while_no_other_device_of_its_pool_could_take_it(
+    device, shelf, member, sent, settings
+):
+    settings.JOBS_DEVICE_LOST_S = 60
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    long_ago = timezone.now() - dt.timedelta(minutes=5)
+    Device.objects.filter(pk=device.pk).update(state=Device.State.UNREACHABLE, state_changed_at=long_ago)
+    Device.objects.filter(pk=shelf.pk).update(queue_paused=True)
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+    Device.objects.filter(pk=shelf.pk).update(queue_paused=False, state=Device.State.LOCKED)
     assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
     assert Job.objects.get(pk=job.pk).state == JobState.RUNNING

@@ -214,6 +214,7 @@ def test_a_round_runs_every_sweep_and_a_device_stopping_a_render_counts_as_busy(
         "stops": 1,
         "released": 0,
         "lost": 0,
+        "unlost": 0,
         "moved": 0,
         "dispatched": 0,
     }
