@@ -131,7 +131,7 @@ def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str)
 
 def any_kinds(owner: Any) -> list[str]:
     """The kinds some device of the person's runs now, in the kinds' own order."""
-    runnable = {k for device in device_list_for(owner) for k in kinds_for(device)}
+    runnable = {k for device in _with_capabilities(owner) for k in kinds_for(device)}
     return [k for k in JobKind.values if k in runnable]
 
 
@@ -314,7 +314,12 @@ ANY_DEVICE = "any"
 
 def pool_devices(owner: Any, kind: str) -> list[Device]:
     """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now."""
-    return [device for device in device_list_for(owner) if kind in kinds_for(device)]
+    return [device for device in _with_capabilities(owner) if kind in kinds_for(device)]
+
+
+def _with_capabilities(owner: Any) -> QuerySet[Device]:
+    """The person's devices with what they report read at once (``kinds_for`` reads it from each)."""
+    return device_list_for(owner).defer(None).defer("api_key_encrypted")
 
 
 def _rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
