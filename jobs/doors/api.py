@@ -22,14 +22,22 @@ from ninja.responses import Status
 from pydantic import ValidationError as PydanticValidationError
 
 from devices.models import Device
-from devices.selectors import device_default
 from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs.core.selectors import job_for, jobs_visible_to
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
-from jobs.doors.intake import find_device, form_again, form_for, submit_request, with_defaults
+from jobs.doors.intake import (
+    ANY_DEVICE,
+    check_again,
+    find_device,
+    form_again,
+    form_for,
+    submit_request,
+    submit_request_any,
+    with_defaults,
+)
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import stored_inputs
 from jobs.kinds.schemas import (
@@ -45,7 +53,7 @@ from jobs.kinds.table import api_schemas, form_class_for, schema_for
 from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
-from jobs.queue.admission import RequestInvalid, check_form
+from jobs.queue.admission import RequestInvalid
 
 router = Router(tags=["jobs"])
 
@@ -95,6 +103,8 @@ def job_out(request: HttpRequest, job: Job) -> dict[str, Any]:
         "state_label": job.get_state_display(),
         "device": job.device_id,
         "device_name": job.device.name,
+        "pinned": job.pinned,
+        "pool": list(job.pool) if not job.pinned else [job.device_id],
         "owner": job.owner.username,
         "model": job.model_id,
         "prompt": job.prompt,
@@ -244,12 +254,12 @@ def pydantic_errors(errors: list[dict[str, Any]], *, skip: int = 0) -> dict[str,
     return out
 
 
-def _device_for_submit(raw: Any) -> Device:
-    if raw in (None, ""):
-        device = device_default()
-        if device is None:
+def _device_for_submit(raw: Any) -> Device | None:
+    """The device a request pins its job to, or None for "any capable device" (``device`` left out or "any")."""
+    if raw in (None, "") or (isinstance(raw, str) and raw.strip().lower() == ANY_DEVICE):
+        if not Device.objects.exists():
             raise _invalid("device", "There is no device yet; an admin adds one first.")
-        return device
+        return None
     device = find_device(raw)
     if device is None:
         raise _invalid("device", f"No such device: {str(raw)[:40]!r}. GET /api/devices lists them.")
@@ -282,11 +292,14 @@ def _validated(
     summary="Submit a job",
 )
 def submit(request: HttpRequest):
-    """Queue a job of any kind on any device: JSON, or multipart/form-data when a file goes with it.
+    """Queue a job of any kind: JSON, or multipart/form-data when a file goes with it.
 
-    The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what the device offers);
-    fields left out take the form's defaults, as the page pre-fills them.
-    A request the device would turn down is a 422 naming the field and the reason, in the page's words.
+    `device` left out (or `"any"`): any capable device, the pool of every device that can do exactly this
+    request; the job runs on whichever frees first (`pinned` false, `pool` in the answer). A device id pins the
+    job to that device. The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what a device
+    offers); fields left out take the form's defaults, as the page pre-fills them.
+    A request the device would turn down is a 422 naming the field and the reason, in the page's words; one no
+    device of the pool can do names each device's reason.
     With an `Idempotency-Key` header, sending the same key again (a retry) answers 200 with the job it queued.
     """
     require_scope(request, SUBMIT)
@@ -298,12 +311,22 @@ def submit(request: HttpRequest):
         shown = "missing" if kind is None else repr(kind)[:40]
         raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
     device = _device_for_submit(device_raw)
-    data = _validated(request, device=device, kind=kind, data=data, files=files)
-    data = with_defaults(owner=request.user, device=device, kind=kind, data=data, files=files)
     key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
-    job, admission = submit_request(
-        owner=request.user, device=device, kind=kind, data=data, files=files, idempotency_key=key
-    )
+
+    def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The body as ``on``'s form takes it: its fields checked by name and type, its defaults filled in."""
+        typed = _validated(request, device=on, kind=kind, data=data, files=files)
+        return with_defaults(owner=request.user, device=on, kind=kind, data=typed, files=files), files
+
+    if device is None:
+        job, admission = submit_request_any(
+            owner=request.user, kind=kind, prepare=prepare, idempotency_key=key
+        )
+    else:
+        fields, _files = prepare(device)
+        job, admission = submit_request(
+            owner=request.user, device=device, kind=kind, data=fields, files=files, idempotency_key=key
+        )
     return Status(
         200 if getattr(job, "idempotent_replay", False) else 201,
         {
@@ -474,11 +497,13 @@ def job_again(request: HttpRequest, job_id: str):
     # The stored copies, for the form to check again (``job_run_again`` reuses them).
     files = stored_inputs(job)
     try:
-        checked = check_form(form_again(owner=request.user, job=job, data=data, files=files))
+        form = form_again(owner=request.user, job=job, data=data, files=files)
+        # A pool job's run again is for the pool again; a pinned one's, for its device.
+        device, checked = check_again(owner=request.user, job=job, form=form)
     finally:
         for f in files.values():
             f.close()
-    new = services.job_run_again(job=job, by=request.user, checked=checked)
+    new = services.job_run_again(job=job, by=request.user, checked=checked, device=device)
     return Status(201, job_detail_out(request, new))
 
 

@@ -6,35 +6,46 @@ Every submission goes one way, once: door → intake → admission → services.
     REST (``api.submit``)          read_body → find_device → check_request ─────┼→ admission.check_form (``admit``,
     /v1 (``v1.*``)                 its own fields → find_device → check_request ┘   once) → services.submit_checked
 
+"Any capable device" (the page's "any"; a REST or /v1 request that names no device) goes the same way once per
+device of the kind's pool (``check_request_any``: each device's form and admission, the door's fields for that
+device), and is queued once, for the pool of the devices that admit exactly it. A request pinned to a device it
+can't do is refused naming what is missing (``named_refusal``).
+
 What the three doors share lives here: binding fields to the kind's form (``form_for``), the models a form offers
 and a model named loosely (``offered_models``, ``resolve_model``), the form's defaults for fields left out, the
-device a request names (``find_device``), the page's submit token, the uploads a re-shown page form keeps between
-tries, and one error for a request that can't be queued (``RequestInvalid``, ``jobs.queue.admission``). How a body
-is parsed (JSON, multipart, OpenAI's fields) and how an error is worded stays with each door. The page builders
-(``jobs.doors.pages``) only draw what comes out; nothing here calls them or the views.
+device a request names (``find_device``), the pool of devices for "any" (``pool_devices``), the page's submit token
+and the uploads a re-shown page form keeps between tries (``jobs.doors.stash``, re-exported), and one error for a
+request that can't be queued (``RequestInvalid``, ``jobs.queue.admission``). How a body is parsed (JSON,
+multipart, OpenAI's fields) and how an error is worded stays with each door. The page builders (``jobs.doors.pages``)
+only draw what comes out; nothing here calls them or the views.
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
-import re
-import secrets
-import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from dataclasses import field as _field
 from typing import Any
 
 from django import forms
-from django.core.exceptions import PermissionDenied
-from django.core.files.uploadedfile import SimpleUploadedFile
+from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
 from django.db.models import QuerySet
-from django.http import HttpRequest
+from django.http import HttpRequest, QueryDict
 
 from devices.models import Device
 from devices.selectors import device_default, device_list_for
 from hub.parsing import parse_id
-from jobs.files import store
+from jobs.doors.stash import (  # the page's state between tries, re-exported: the doors import it from here
+    file_fields,
+    keep_uploads,
+    new_submit_token,
+    stash_forget,
+    stash_listing,
+    stash_uploads,
+    stashed_uploads,
+    submit_token_of,
+    uploads_for_try,
+)
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind, When
@@ -74,26 +85,37 @@ def _kind_problem(request: HttpRequest, device: Device, raw_kind: str) -> str:
 @dataclass
 class PageRequest:
     """What a submit page's request names: the device, a kind it can run, what was wrong ("" when nothing was),
-    and the form's idempotency token (None when it sent none)."""
+    and the form's idempotency token (None when it sent none). With "any capable device", ``pool`` holds the
+    devices that run the kind, and ``device`` is the one whose form the page shows (the default among them)."""
 
     device: Device | None
     kind: str
     problem: str
     token: str | None
+    pool: list[Device] = _field(default_factory=list)
 
 
 def page_request(request: HttpRequest) -> PageRequest:
-    """The device (``device``, else the default one), a kind it can run (``kind``, else its first), what was
-    wrong with the request, and the submit token.
+    """The device (``device``: an id or "any"; else the default choice), a kind it can run (``kind``, else its
+    first), what was wrong with the request, and the submit token.
 
-    A device or kind the request names but that doesn't exist is never replaced silently by the default: the
-    page says so ("No such device", "Unknown kind “bogus”") and offers the valid choices, and a POST queues
-    nothing. On a GET, a known kind the chosen device can't run falls back to its first kind without a word:
-    that is what the device picker sends when one switches from a Tiiny's speech form to a TensorSharp server.
+    With no device named, "any capable device" is the choice when more than one online device runs the kind
+    (``any_by_default``), else the default device. A device or kind the request names but that doesn't exist is
+    never replaced silently by the default: the page says so ("No such device", "Unknown kind “bogus”") and
+    offers the valid choices, and a POST queues nothing. On a GET, a known kind the chosen device can't run falls
+    back to its first kind without a word: that is what the device picker sends when one switches from a Tiiny's
+    speech form to a TensorSharp server.
     """
     data = request.POST if request.method == "POST" else request.GET
+    raw_device, raw_kind = data.get("device"), data.get("kind") or ""
+    if raw_device == ANY_DEVICE or (raw_device in (None, "") and any_by_default(request.user, raw_kind)):
+        return _pool_request(request, raw_kind)
+    return _pinned_request(request, raw_device, raw_kind)
+
+
+def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str) -> PageRequest:
+    """The device named (else the default one) and a kind it runs."""
     problems: list[str] = []
-    raw_device = data.get("device")
     device = None
     if raw_device not in (None, ""):
         device = find_device(raw_device, among=device_list_for(request.user))
@@ -101,27 +123,47 @@ def page_request(request: HttpRequest) -> PageRequest:
             problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
     device = device or device_default()
     kinds = kinds_for(device) if device else []
-    raw_kind = data.get("kind") or ""
     kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
     if raw_kind and raw_kind not in kinds and device is not None:
         problems.append(_kind_problem(request, device, raw_kind))
     return PageRequest(device, kind, " ".join(p for p in problems if p), submit_token_of(request))
 
 
-# -- the submit token (``templates/jobs/new.html``) -----------------------------------------------------------
-
-#: The per-form idempotency token: random, URL-safe, bounded.
-SUBMIT_TOKEN = re.compile(r"[A-Za-z0-9_-]{16,64}")
-
-
-def submit_token_of(request: HttpRequest) -> str | None:
-    """The form's idempotency token from a POST, when it is one (anything else means "no token")."""
-    raw = request.POST.get("submit_token") if request.method == "POST" else None
-    return raw if isinstance(raw, str) and SUBMIT_TOKEN.fullmatch(raw) else None
+def any_kinds(owner: Any) -> list[str]:
+    """The kinds some device of the person's runs now, in the kinds' own order."""
+    runnable = {k for device in _with_capabilities(owner) for k in kinds_for(device)}
+    return [k for k in JobKind.values if k in runnable]
 
 
-def new_submit_token() -> str:
-    return secrets.token_urlsafe(24)
+def any_by_default(owner: Any, raw_kind: str) -> bool:
+    """Whether the page offers "any capable device" first: more than one online device runs the kind (the one
+    named, else the first any device runs) with a model for it."""
+    kind = raw_kind or next(iter(any_kinds(owner)), "")
+    able = [
+        d for d in pool_devices(owner, kind) if d.state == Device.State.ONLINE and offered_models(d, kind)
+    ]
+    return len(able) > 1
+
+
+def _pool_request(request: HttpRequest, raw_kind: str) -> PageRequest:
+    """ "Any capable device": the kind (any device's), the pool that runs it, and the device whose form is shown."""
+    kinds = any_kinds(request.user)
+    kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
+    problem = ""
+    if raw_kind and raw_kind not in JobKind.values:
+        problem = f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below."
+    elif raw_kind and raw_kind not in kinds and request.method == "POST":
+        label = JobKind(raw_kind).label.lower()
+        problem = f"No device can run {label} jobs right now; choose one of the kinds below."
+    pool = pool_devices(request.user, kind)
+    if not pool:  # no device runs anything: the default device's page says so
+        return PageRequest(device_default(), kind, problem, submit_token_of(request))
+    # The form shown: an online device with a model for the kind, the default first (then any with a model).
+    ranked = sorted(pool, key=lambda d: (not offered_models(d, kind), d.state != Device.State.ONLINE))
+    return PageRequest(ranked[0], kind, problem, submit_token_of(request), pool)
+
+
+# -- the submit token (``templates/jobs/new.html``; made and read in ``jobs.doors.stash``) -------------------------
 
 
 def already_queued(owner: Any, token: str | None) -> Job | None:
@@ -195,15 +237,22 @@ def _require_submitter(owner: Any) -> None:
 
 
 def check_request(
-    *, owner: Any, device: Any, kind: str, data: Mapping[str, Any], files: Mapping[str, Any] | None = None
+    *,
+    owner: Any,
+    device: Any,
+    kind: str,
+    data: Mapping[str, Any],
+    files: Mapping[str, Any] | None = None,
+    pinned: bool = True,
 ) -> CheckedRequest:
     """Raw fields (the page form's names) validated through the same form the page uses, then admitted.
 
     Fields the API caller leaves out take the form's defaults: ``when`` is "asap" and ``polite`` is on.
-    Raises ``RequestInvalid`` (by field) or ``PermissionDenied``.
+    Raises ``RequestInvalid`` (by field) or ``PermissionDenied``; for a ``pinned`` request, a value the device
+    lacks is named with the device (``named_refusal``; the pool names each device itself).
     """
     _require_submitter(owner)
-    data = dict(data)
+    data = data.copy() if isinstance(data, QueryDict) else dict(data)  # a page's multiple choices stay lists
     data.setdefault("when", When.ASAP)
     data.setdefault("polite", True)
     if data["polite"] in _OFF:
@@ -213,7 +262,30 @@ def check_request(
     if "model" in data:
         data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
     form = form_for(owner=owner, device=device, kind=kind, data=data, files=files or {})
-    return check_form(form)
+    try:
+        return check_form(form)
+    except RequestInvalid as exc:
+        raise (named_refusal(exc, device=device, data=data) if pinned else exc) from None
+
+
+#: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").
+_LACKED = {"model": "{device} has no model {value}.", "size": "{device} does not render {value}.",
+           "voice": "{device} has no voice {value}."}  # fmt: skip
+
+
+def named_refusal(exc: RequestInvalid, *, device: Any, data: Mapping[str, Any]) -> RequestInvalid:
+    """A refusal of a request pinned to ``device`` that says what it lacks: the value asked for and the device
+    ("Pocket has no model “Foo”. Model: choose MiniMax-H3-Turbo."), where the form's words give only the choices,
+    and the device by its name where they say "This device"."""
+    errors = {}
+    for name, messages in exc.errors.items():
+        first, value = messages[0], data.get(name) if name in _LACKED else None
+        if first.startswith("This device "):
+            first = f"{device.name} {first.removeprefix('This device ')}"
+        elif isinstance(value, str) and value.strip() and value.strip() not in first:
+            first = f"{_LACKED[name].format(device=device.name, value=_quoted(value))} {first}"
+        errors[name] = [first, *messages[1:]]
+    return RequestInvalid(errors)
 
 
 def submit_request(
@@ -242,7 +314,12 @@ ANY_DEVICE = "any"
 
 def pool_devices(owner: Any, kind: str) -> list[Device]:
     """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now."""
-    return [device for device in device_list_for(owner) if kind in kinds_for(device)]
+    return [device for device in _with_capabilities(owner) if kind in kinds_for(device)]
+
+
+def _with_capabilities(owner: Any) -> QuerySet[Device]:
+    """The person's devices with what they report read at once (``kinds_for`` reads it from each)."""
+    return device_list_for(owner).defer(None).defer("api_key_encrypted")
 
 
 def _rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -253,12 +330,41 @@ def _rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
     return dict(files or {})
 
 
+#: A door's way to check a request on one device of the pool (``check_request`` with that device's fields).
+CheckOn = Callable[[Device], CheckedRequest]
+#: A door's fields and files for one device (``RequestInvalid``: why that device can't take the request).
+Prepare = Callable[[Device], tuple[Mapping[str, Any], Mapping[str, Any] | None]]
+
+
 def check_request_any(
-    *, owner: Any, kind: str, data: Mapping[str, Any], files: Mapping[str, Any] | None = None
+    *,
+    owner: Any,
+    kind: str,
+    data: Mapping[str, Any] | None = None,
+    files: Mapping[str, Any] | None = None,
+    prepare: Prepare | None = None,
 ) -> tuple[Device, CheckedRequest]:
     """``check_request`` on every device of the pool that runs ``kind``: the request goes to the pool of those
     that admit exactly it (the same model and parameters as the one where it is ready first), waiting first on
-    that one. ``RequestInvalid`` when none does, saying what each device lacks."""
+    that one. ``RequestInvalid`` when none does, saying what each device lacks.
+
+    The same ``data`` and ``files`` go to each device, or ``prepare`` gives each its own (a door whose fields
+    depend on the device: the REST API's defaults, /v1's translation of OpenAI's fields)."""
+
+    def check(device: Device) -> CheckedRequest:
+        fields, uploads = prepare(device) if prepare else (data or {}, files)
+        return check_request(
+            owner=owner, device=device, kind=kind, data=fields, files=_rewound(uploads), pinned=False
+        )
+
+    try:
+        return check_each(owner=owner, kind=kind, check=check)
+    finally:
+        _rewound(files)
+
+
+def check_each(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, CheckedRequest]:
+    """``check`` on every device of ``kind``'s pool (``check_request_any``, and "run again" of a pool job)."""
     _require_submitter(owner)
     devices = pool_devices(owner, kind)
     if not devices:
@@ -268,15 +374,9 @@ def check_request_any(
     refused: list[tuple[Device, RequestInvalid]] = []
     for device in devices:
         try:
-            admitted.append(
-                (
-                    device,
-                    check_request(owner=owner, device=device, kind=kind, data=data, files=_rewound(files)),
-                )
-            )
+            admitted.append((device, check(device)))
         except RequestInvalid as exc:
             refused.append((device, exc))
-    _rewound(files)
     if not admitted:
         if len({exc.first() for _device, exc in refused}) == 1:
             raise refused[0][1]  # the same reason everywhere (a field left out): said once, as for one device
@@ -291,33 +391,70 @@ def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, li
     """Each device's first reason, on the field they share (or on the whole request)."""
     fields = {exc.first()[0] for _d, exc in refused}
     name = fields.pop() if len(fields) == 1 and None not in fields else "__all__"
-    reasons = "; ".join(f"{device.name}: {exc.first()[1].rstrip('.')}" for device, exc in refused)
-    return {name: [f"No device can do exactly this. {reasons}."]}
+    return {name: [no_device_can([(device, exc.first()[1]) for device, exc in refused])]}
+
+
+def no_device_can(reasons: list[tuple[Device, str]]) -> str:
+    """ "No device can do exactly this. Home: <why>; Office: <why>." (the submit and the page's summary)."""
+    return (
+        "No device can do exactly this. "
+        + "; ".join(f"{d.name}: {why.rstrip('.')}" for d, why in reasons)
+        + "."
+    )
 
 
 def submit_request_any(
     *,
     owner: Any,
     kind: str,
-    data: Mapping[str, Any],
+    data: Mapping[str, Any] | None = None,
     files: Mapping[str, Any] | None = None,
+    prepare: Prepare | None = None,
     idempotency_key: str | None = None,
 ) -> tuple[Job, Admission]:
     """``check_request_any`` then queue it in the pool: (job, admission of the device it waits on first)."""
-    device, checked = check_request_any(owner=owner, kind=kind, data=data, files=files)
+    device, checked = check_request_any(owner=owner, kind=kind, data=data, files=files, prepare=prepare)
     job = services.submit_checked(
         owner=owner, device=device, checked=checked, idempotency_key=idempotency_key
     )
     return job, checked.admission
 
 
+def check_again_any(
+    *, owner: Any, job: Job, data: Mapping[str, Any] | None, files: Any = None
+) -> tuple[Device, CheckedRequest]:
+    """ "Run again" of a pool job: its form (``form_again``) on every device of the kind's pool, as at submit."""
+    return check_each(
+        owner=owner,
+        kind=job.kind,
+        check=lambda device: check_form(
+            form_again(owner=owner, job=job, data=data, files=_rewound(files), device=device)
+        ),
+    )
+
+
+def check_again(*, owner: Any, job: Job, form: JobForm) -> tuple[Device, CheckedRequest]:
+    """ "Run again" admitted: a pinned job's on its device (``form``, bound), a pool job's on the pool (the same
+    data on each device's form, ``check_again_any``). (device it waits on first, request)."""
+    if job.pinned:
+        return job.device, check_form(form)
+    return check_again_any(owner=owner, job=job, data=form.data, files=dict(form.files.items()))
+
+
 def form_again(
-    *, owner: Any, job: Job, data: Mapping[str, Any] | None, files: Any = None, initial: Any = None
+    *,
+    owner: Any,
+    job: Job,
+    data: Mapping[str, Any] | None,
+    files: Any = None,
+    initial: Any = None,
+    device: Device | None = None,
 ) -> JobForm:
-    """The job's kind's form for "run again": its input files are reused (``services.job_run_again``), so file
-    fields are optional (a browser can't pre-fill a file input; a script sends none)."""
+    """The job's kind's form for "run again" (on its device, or ``device`` of its pool): its input files are
+    reused (``services.job_run_again``), so file fields are optional (a browser can't pre-fill a file input; a
+    script sends none)."""
     form = form_for(
-        owner=owner, device=job.device, kind=job.kind, data=data, files=files, initial=initial or {}
+        owner=owner, device=device or job.device, kind=job.kind, data=data, files=files, initial=initial or {}
     )
     for field in form.fields.values():
         if isinstance(field, forms.FileField):
@@ -329,148 +466,6 @@ def add_errors(form: JobForm, exc: RequestInvalid) -> None:
     """An intake or admission refusal shown on the form: on its field, or on the whole form."""
     for name, errs in exc.errors.items():
         form.add_error(name if name in form.fields else None, errs)
-
-
-# -- uploads kept between tries (the page) ----------------------------------------------------------------------
-# A browser can't pre-fill a file input, so a refused or invalid submit would make the person pick the picture
-# (or the voice recording) again. The page keeps each upload that passed its checks, keyed by the person and the
-# form's idempotency token (the token lives exactly as long as this filled-in form: it comes back with every
-# try and a new render gets a new one), and uses it when the next try of the same form sends no file for that
-# field. Queued (or abandoned for a day): the stash goes. Nobody else can reach it: the folder is named by a hash
-# of the owner and the token, and only the submit page reads it, for the signed-in owner.
-STASH_TTL_S = 24 * 3600
-
-
-STASH = "stash"
-
-
-def _stash_dir(user: Any, token: str) -> str:
-    """The stash's folder in the store (``stash/<user>/<hash>``): on MEDIA_ROOT or the bucket, like the results, so
-    any web process of the hub (on any machine) finds what another one kept."""
-    digest = hashlib.sha256(f"{user.pk}:{token}".encode()).hexdigest()[:32]
-    return f"{STASH}/{user.pk}/{digest}"
-
-
-def _stash_prune() -> None:
-    """Drop the stashes abandoned for a day (by the age of their first file)."""
-    cutoff_ns = (time.time() - STASH_TTL_S) * 1_000_000_000
-    for folder in store.subfolders(STASH, depth=2):
-        files = store.files_in(folder)
-        found = store.find(f"{folder}/{files[0]}", within=STASH) if files else None
-        if found is not None and found.mtime_ns < cutoff_ns:
-            store.delete([*(f"{folder}/{name}" for name in files), folder])  # the folder: on the filesystem
-
-
-def stash_uploads(*, user: Any, token: str | None, files: dict[str, Any]) -> None:
-    """Keep these (already checked) uploads for the next try of the form ``token`` names."""
-    if not token or not files:
-        return
-    folder = _stash_dir(user, token)
-    for name, f in files.items():
-        f.seek(0)
-        data = f.read()
-        f.seek(0)
-        store.save_bytes(f"{folder}/{name}.bin", data)
-        meta = {
-            "name": str(getattr(f, "name", "") or name)[-120:],
-            "type": getattr(f, "content_type", "") or "",
-            "size": len(data),
-        }
-        store.save_bytes(f"{folder}/{name}.json", json.dumps(meta).encode())
-    try:
-        _stash_prune()
-    except OSError:
-        pass  # pruning is housekeeping: a store that hiccups here must not refuse the form
-
-
-def _stash_meta(folder: str, name: str) -> dict[str, Any]:
-    info = json.loads(store.read_bytes(f"{folder}/{name}.json"))
-    if not isinstance(info, dict):
-        raise ValueError("not a stash entry")
-    return info
-
-
-def stashed_uploads(*, user: Any, token: str | None, names: list[str]) -> dict[str, SimpleUploadedFile]:
-    """The uploads kept for the form ``token`` names, as fresh upload objects (the form checks them again)."""
-    if not token:
-        return {}
-    folder = _stash_dir(user, token)
-    out = {}
-    for name in names:
-        try:
-            info = _stash_meta(folder, name)
-            data = store.read_bytes(f"{folder}/{name}.bin")
-        except (OSError, ValueError):
-            continue
-        out[name] = SimpleUploadedFile(info.get("name") or name, data, info.get("type") or "")
-    return out
-
-
-def stash_forget(*, user: Any, token: str | None, names: list[str] | None = None) -> None:
-    """Drop the kept uploads (all of them, or those ``names``)."""
-    if not token:
-        return
-    folder = _stash_dir(user, token)
-    try:
-        kept = (
-            store.files_in(folder) if names is None else [f"{n}{x}" for n in names for x in (".bin", ".json")]
-        )
-    except OSError:
-        return
-    store.delete([f"{folder}/{name}" for name in kept] + ([folder] if names is None else []))
-
-
-def stash_listing(*, user: Any, token: str | None, names: list[str]) -> dict[str, dict[str, Any]]:
-    """What is kept, without reading the files: ``{field: {"name": file name, "kb": size}}``."""
-    if not token:
-        return {}
-    folder = _stash_dir(user, token)
-    out = {}
-    for name in names:
-        try:
-            info = _stash_meta(folder, name)
-            size = info.get("size")
-            if not isinstance(size, int):  # kept before the size was noted
-                found = store.find(f"{folder}/{name}.bin", within=STASH)
-                if found is None:
-                    continue
-                size = found.size
-        except (OSError, ValueError):
-            continue
-        out[name] = {"name": info.get("name") or name, "kb": max(1, round(size / 1024))}
-    return out
-
-
-def file_fields(form_or_class: Any) -> list[str]:
-    fields = form_or_class.fields if isinstance(form_or_class, forms.BaseForm) else form_or_class.base_fields
-    return [n for n, f in fields.items() if isinstance(f, forms.FileField)]
-
-
-def uploads_for_try(request: HttpRequest, form_class: type[JobForm]) -> dict[str, Any]:
-    """The files to bind a submitted form with: a new upload wins over a kept one, and a kept one the person
-    ticked "don't use it" is dropped."""
-    token = submit_token_of(request)
-    names = file_fields(form_class)
-    unstash = [n for n in request.POST.getlist("unstash") if n in names]
-    stash_forget(user=request.user, token=token, names=unstash)
-    wanted = [n for n in names if n not in request.FILES and n not in unstash]
-    return {**stashed_uploads(user=request.user, token=token, names=wanted), **request.FILES.dict()}
-
-
-def keep_uploads(request: HttpRequest, form: JobForm) -> None:
-    """After a try that queued nothing (or before the fields are swapped for another model's): keep the uploads
-    that passed their checks for the next try, drop those that didn't, and note on the form what the page shows
-    next to each file input (``kept_uploads``; ``lost_uploads``: sent, but it must be chosen again)."""
-    token = submit_token_of(request)
-    names = file_fields(form)
-    sent = {n: f for n, f in request.FILES.items() if n in names}
-    good = {n: f for n, f in sent.items() if n not in form.errors}
-    stash_uploads(user=request.user, token=token, files=good)
-    stash_forget(user=request.user, token=token, names=[n for n in sent if n not in good])
-    form.kept_uploads = stash_listing(
-        user=request.user, token=token, names=[n for n in names if n not in form.errors]
-    )
-    form.lost_uploads = [n for n in sent if n not in form.kept_uploads]
 
 
 # -- the page's submit -----------------------------------------------------------------------------------------
@@ -498,44 +493,82 @@ def page_form(request: HttpRequest, taken: PageRequest) -> JobForm:
     return form_class(request.POST or None, files or None, device=taken.device, user=request.user)
 
 
-def submit_page_form(request: HttpRequest, form: JobForm, token: str | None) -> Job | None:
+def submit_page_form(
+    request: HttpRequest, form: JobForm, token: str | None, *, pool: bool = False
+) -> Job | None:
     """The page's try, admitted once and queued (the kept uploads go); None when the form or admission refused
-    it, with the reasons on the form."""
-    if not form.is_valid():
+    it, with the reasons on the form. With ``pool`` ("any capable device") the try is checked on every device
+    of the pool (``check_request_any``); the form shown is one device's, and the pool's words replace its own."""
+    if not form.is_bound:  # an empty POST: nothing to check, the page shows the form
+        return None
+    if not pool and not form.is_valid():
+        show_refusal(form, named_refusal(RequestInvalid(form.errors), device=form.device, data=form.data))
         return None
     try:
-        checked = check_form(form)
+        if pool:
+            data = request.POST.copy()
+            data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
+            device, checked = check_request_any(
+                owner=request.user, kind=form.kind, data=data, files=dict(form.files.items())
+            )
+        else:
+            device, checked = form.device, check_form(form)
         # (a disk that fills up while the uploads are saved refuses it too)
         job = services.submit_checked(
-            owner=request.user, device=form.device, checked=checked, idempotency_key=token
+            owner=request.user, device=device, checked=checked, idempotency_key=token
         )
     except RequestInvalid as exc:
-        add_errors(form, exc)
+        show_refusal(form, exc)
         return None
     if not getattr(job, "idempotent_replay", False):
         stash_forget(user=request.user, token=token)
     return job
 
 
+def show_refusal(form: JobForm, exc: RequestInvalid) -> None:
+    """The refusal's words on the form (on its field, or on the whole form), each in place of the form's own
+    words there: the pool's "No device can do exactly this…" over the shown device's, a device named."""
+    errors = form.errors  # the form's own check first (add_error needs it)
+    for name, messages in exc.errors.items():
+        key = name if name in form.fields else NON_FIELD_ERRORS
+        errors.pop(key, None)
+        form.add_error(None if key == NON_FIELD_ERRORS else key, messages)
+
+
 __all__ = [
-    "PageRequest",
-    "RequestInvalid",
     "add_errors",
     "already_queued",
+    "ANY_DEVICE",
+    "any_kinds",
+    "check_again",
+    "check_again_any",
     "check_request",
+    "check_request_any",
     "file_fields",
     "find_device",
     "form_again",
     "form_for",
     "keep_uploads",
+    "named_refusal",
     "new_submit_token",
+    "no_device_can",
     "offered_models",
     "page_form",
     "page_request",
+    "PageRequest",
+    "pool_devices",
+    "RequestInvalid",
     "resolve_model",
+    "show_refusal",
+    "stash_forget",
+    "stash_listing",
+    "stash_uploads",
+    "stashed_uploads",
     "submit_page_form",
     "submit_request",
+    "submit_request_any",
     "submit_token_of",
     "typed_form",
+    "uploads_for_try",
     "with_defaults",
 ]

@@ -15,12 +15,21 @@ from devices.selectors import device_list_for
 from hub.parsing import parse_int
 from jobs.core.bookmarks import is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_plan_line
-from jobs.doors.intake import file_fields, form_again, new_submit_token, submit_token_of
+from jobs.doors.intake import (
+    ANY_DEVICE,
+    any_kinds,
+    file_fields,
+    form_again,
+    form_for,
+    new_submit_token,
+    no_device_can,
+    submit_token_of,
+)
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.models import Job, JobKind
-from jobs.queue.admission import Admission, form_admission
+from jobs.queue.admission import Admission, earliest_of, form_admission
 from jobs.queue.services import share_link_url
 
 KIND_HINTS = {
@@ -151,15 +160,21 @@ def refusal_for(
 
 
 def new_job_context(
-    request: HttpRequest, device: Device | None, kind: str, *, form: JobForm | None, again: Job | None = None
+    request: HttpRequest,
+    device: Device | None,
+    kind: str,
+    *,
+    form: JobForm | None,
+    again: Job | None = None,
+    pool: list[Device] | None = None,
 ) -> dict[str, Any]:
-    kinds = kinds_for(device) if device else []
+    """The submit page's context. With ``pool`` ("any capable device"), ``device`` is the pool's device whose form
+    is shown; the kinds offered are every device's."""
     ctx: dict[str, Any] = {
-        "device": device,
+        **_choice_context(request, device, pool or []),
         "devices": Device.objects.order_by("name").only("pk", "name", "state"),
         "kind": kind,
         "kind_label": JobKind(kind).label,
-        "kinds": [(k, JobKind(k).label, KIND_HINTS.get(k, "")) for k in kinds],
         "form": form,
         "again": again,
         "can_submit": request.user.can_submit,
@@ -186,6 +201,20 @@ def new_job_context(
         # File inputs: what the page kept from the last try, or that the file must be chosen again.
         _mark_uploads(form)
     return ctx
+
+
+def _choice_context(request: HttpRequest, device: Device | None, pool: list[Device]) -> dict[str, Any]:
+    """The device choice: the device (or the pool's device whose form is shown), the pool, the kinds offered."""
+    kinds = any_kinds(request.user) if pool else kinds_for(device) if device else []
+    return {
+        "device": device,
+        "pool": pool,
+        # The picker's value and the kind links' device: "any", or the device's id.
+        "device_choice": ANY_DEVICE if pool else (device.pk if device else ""),
+        # The pool can start now unless every device of it is away (the page then says so, as for one device).
+        "pool_online": any(d.state == Device.State.ONLINE for d in pool),
+        "kinds": [(k, JobKind(k).label, KIND_HINTS.get(k, "")) for k in kinds],
+    }
 
 
 def _mark_uploads(form: JobForm) -> None:
@@ -222,6 +251,76 @@ def swapped_fields_form(form: JobForm) -> JobForm:
     shown.lost_uploads = getattr(form, "lost_uploads", [])
     _mark_uploads(shown)
     return shown
+
+
+def pool_admission(
+    request: HttpRequest, pool: list[Device], form: JobForm, skip: set[str] | frozenset = frozenset()
+) -> tuple[Admission | None, dict[str, Any] | None]:
+    """The summary for "any capable device": what is filled in so far, judged on every device of the pool.
+
+    (admission, where): where it would start first and which devices can do exactly this (``where``: the device,
+    the names), as the submit's pool will be (``jobs.doors.intake.check_request_any``). When none can: the shown
+    device's admission, or, once every device has refused what was given, each device's reason.
+    """
+    judged = []
+    for device in pool:
+        on = form if device.pk == form.device.pk else _bound_like(request, form, device)
+        judged.append((device, on, admission_for(on)))
+    fit = [(d, a) for d, _f, a in judged if a is not None and not a.refused]
+    if not fit:
+        return _pool_refusal(judged, form, skip), None
+    first, admission = earliest_of(fit)
+    forms_of = {d.pk: f for d, f, _a in judged}
+    same = _request_key(forms_of[first.pk])
+    names = [d.name for d, _a in fit if _request_key(forms_of[d.pk]) == same]
+    return admission, {"device": first, "names": names}
+
+
+def _pool_refusal(
+    judged: list[tuple[Device, JobForm, Admission | None]], form: JobForm, skip: set[str] | frozenset
+) -> Admission | None:
+    """No device of the pool can do it: each device's reason once every one has one ("No device can do exactly
+    this. Home: …; Office: …"); the shown device's admission while the form is incomplete, or when every device
+    says the same."""
+    reasons = [(d, a.refused if a is not None else refusal_for(f, None, skip)) for d, f, a in judged]
+    shown = next(a for d, _f, a in judged if d.pk == form.device.pk)
+    if not all(why for _d, why in reasons) or len({why for _d, why in reasons}) == 1:
+        return shown
+    return Admission(0.0, None, None, refused=no_device_can(reasons), refused_field="__all__")
+
+
+def _bound_like(request: HttpRequest, form: JobForm, device: Device) -> JobForm:
+    """``form``'s data and files bound to ``device``'s form of the same kind."""
+    for f in (form.files or {}).values():
+        if hasattr(f, "seek"):
+            f.seek(0)
+    return form_for(
+        owner=request.user, device=device, kind=form.kind, data=form.data, files=form.files or None
+    )
+
+
+def _request_key(form: JobForm) -> Any:
+    """What makes two devices' requests the same one (the model and the parameters the device is sent)."""
+    try:
+        return (form.cleaned_data.get("model"), form.cleaned_params())
+    except (KeyError, ValueError, TypeError, AttributeError):  # a half-filled form
+        return None
+
+
+def device_line(job: Job) -> dict[str, Any]:
+    """Where the job page says the job is: "on Pocket" (pinned), "Any device · waiting on Home" (a pool job
+    waiting in Home's lane), "Any device · ran on Office" (after)."""
+    if job.pinned:
+        return {"any": False, "where": "on"}
+    if job.is_waiting:
+        where = "waiting on"
+    elif job.is_active:
+        where = "running on"
+    elif job.started_at:
+        where = "ran on"
+    else:  # cancelled (or failed) before it started
+        where = "was waiting on"
+    return {"any": True, "where": where}
 
 
 def admission_for(form: JobForm) -> Admission | None:
@@ -284,6 +383,7 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
     ctx["bookmarked"] = is_bookmarked(user, job)
     ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
     if not light:
+        ctx["device_line"] = device_line(job)
         # The version everyone who may view the job may read, as its pushes (jobs.live.fragments.render_plan_line).
         ctx["plan_line"] = job_plan_line(job)
         ctx["params"] = param_rows(job)

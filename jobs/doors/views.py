@@ -28,12 +28,14 @@ from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_fo
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
 from jobs.doors.intake import (
     PageRequest,
-    add_errors,
     already_queued,
+    check_again,
     form_for,
     keep_uploads,
     page_form,
     page_request,
+    pool_devices,
+    show_refusal,
     submit_page_form,
     submit_token_of,
     typed_form,
@@ -45,6 +47,7 @@ from jobs.doors.pages import (
     detail_context,
     job_spark,
     new_job_context,
+    pool_admission,
     refusal_for,
     swapped_fields_form,
 )
@@ -55,7 +58,7 @@ from jobs.kinds.table import style_of
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
 from jobs.queue import services
-from jobs.queue.admission import Admission, RequestInvalid, check_form
+from jobs.queue.admission import Admission, RequestInvalid
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -90,7 +93,7 @@ def _already_queued(request: HttpRequest, job) -> HttpResponse:
 
 
 def _new_page(request: HttpRequest, taken: PageRequest, form, *, status: int = 200) -> HttpResponse:
-    ctx = new_job_context(request, taken.device, taken.kind, form=form)
+    ctx = new_job_context(request, taken.device, taken.kind, form=form, pool=taken.pool)
     return render(request, "jobs/new.html", ctx, status=status)
 
 
@@ -109,7 +112,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
     form = page_form(request, taken)
     if request.method != "POST":
         return _new_page(request, taken, form)
-    job = submit_page_form(request, form, taken.token)
+    job = submit_page_form(request, form, taken.token, pool=bool(taken.pool))
     if job is None:
         keep_uploads(request, form)  # a refused try keeps its uploads: the next one may send none
         return _new_page(request, taken, form, status=400)
@@ -122,7 +125,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
 @member_required
 @require_POST
 def job_admission(request: HttpRequest) -> HttpResponse:
-    """The summary under the form ("≈ 12 min · starts ≈ 02:40 · ready ≈ 02:52"), re-rendered on every change.
+    """The summary under the form ("≈ 12 min · starts ≈ 02:40 · ready ≈ 02:52"), re-rendered on every change;
+    for "any capable device", where it would start first and which devices can do it (``pool_admission``).
 
     When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
     """
@@ -150,9 +154,13 @@ def job_admission(request: HttpRequest) -> HttpResponse:
     )
     if fields_oob:
         keep_uploads(request, form)  # the swap empties the file inputs: the chosen files stay on the server
-    ctx = new_job_context(request, taken.device, taken.kind, form=form)
-    ctx["admission"] = admission_for(form)
-    ctx["refusal"] = refusal_for(form, ctx["admission"], ctx["skip"])
+    ctx = new_job_context(request, taken.device, taken.kind, form=form, pool=taken.pool)
+    if taken.pool:
+        ctx["admission"], ctx["where"] = pool_admission(request, taken.pool, form, ctx["skip"])
+    else:
+        ctx["admission"] = admission_for(form)
+    # Another device of the pool can do what the shown device's form refuses: nothing stands in the way.
+    ctx["refusal"] = "" if ctx.get("where") else refusal_for(form, ctx["admission"], ctx["skip"])
     ctx["fields_oob"] = fields_oob
     if fields_oob:
         ctx["form"] = swapped_fields_form(form)
@@ -169,18 +177,22 @@ def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
     if queued := already_queued(request.user, token):
         return _already_queued(request, queued)
     form = again_form(request, job)
-    if request.method == "POST" and form.is_valid():
+    # A pool job's run again is for the pool again (each device's form checks it); a pinned one's, its device.
+    if request.method == "POST" and form.is_bound and (not job.pinned or form.is_valid()):
         try:
-            checked = check_form(form)
-            new = services.job_run_again(job=job, by=request.user, checked=checked, idempotency_key=token)
+            device, checked = check_again(owner=request.user, job=job, form=form)
+            new = services.job_run_again(
+                job=job, by=request.user, checked=checked, idempotency_key=token, device=device
+            )
         except RequestInvalid as exc:
-            add_errors(form, exc)
+            show_refusal(form, exc)
         else:
             if getattr(new, "idempotent_replay", False):
                 return _already_queued(request, new)
             messages.success(request, "Queued again with your changes.")
             return redirect("jobs-detail", job_id=new.pk)
-    ctx = new_job_context(request, job.device, job.kind, form=form, again=job)
+    pool = [] if job.pinned else pool_devices(request.user, job.kind)
+    ctx = new_job_context(request, job.device, job.kind, form=form, again=job, pool=pool)
     return render(request, "jobs/new.html", ctx, status=400 if request.method == "POST" else 200)
 
 

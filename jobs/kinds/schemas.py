@@ -140,6 +140,14 @@ class SpeechFields(CommonFields):
 FILE_FIELDS = ("start_image", "end_image", "image", "ref_audio")
 
 
+#: ``device`` of ``POST /api/jobs``: a device's id pins the job to it; "any", or none, lets the pool choose.
+_DEVICE_FIELD = {
+    "oneOf": [{"type": "integer"}, {"type": "string", "enum": ["any"]}],
+    "description": 'A device\'s id: the job runs there only. Left out or `"any"`: any capable device (the pool '
+    "of every device that can do exactly this request; the first one free runs it).",
+}
+
+
 def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) -> dict[str, Any]:
     """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas (``(device kind, job kind,
     schema)``, as ``jobs.kinds.table.api_schemas`` lists them), JSON or multipart."""
@@ -148,7 +156,7 @@ def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) ->
         js = schema.model_json_schema()
         js["title"] = f"{schema.__name__.removesuffix('Fields')} ({device_kind} {kind})"
         js["properties"] = {
-            "device": {"type": "integer", "description": "The device's id; default: the default device."},
+            "device": _DEVICE_FIELD,
             "kind": {"type": "string", "enum": [kind]},
             **js.get("properties", {}),
         }
@@ -160,7 +168,7 @@ def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) ->
         + ", ".join(f"`{f}`" for f in FILE_FIELDS)
         + " (as the kind uses them).",
         "properties": {
-            "device": {"type": "integer"},
+            "device": _DEVICE_FIELD,
             "kind": {"type": "string"},
             **{f: {"type": "string", "format": "binary"} for f in FILE_FIELDS},
         },
@@ -235,8 +243,17 @@ class JobOut(Schema):
         description="queued, scheduled, preparing, submitted, running, collecting, done, failed, cancelled, interrupted"
     )
     state_label: str
-    device: int
+    device: int = Field(
+        description="The device it runs on (or ran on); for a waiting pool job, the one it waits on for now."
+    )
     device_name: str
+    pinned: bool = Field(
+        description="True: only `device` may run it. False: any capable device, any device of `pool`."
+    )
+    pool: list[int] = Field(
+        description="The ids of the devices that may run it: those that admitted exactly this request at submit "
+        "(a pinned job's: its device alone)."
+    )
     owner: str = Field(description="The owner's username.")
     model: str
     prompt: str

@@ -338,13 +338,18 @@ def job_retry(*, job: Job, by: Any) -> Job:
     return job
 
 
-def job_run_again(*, job: Job, by: Any, checked: CheckedRequest, idempotency_key: str | None = None) -> Job:
+def job_run_again(
+    *, job: Job, by: Any, checked: CheckedRequest, idempotency_key: str | None = None, device: Any = None
+) -> Job:
     """A new job like ``job`` (``by``'s) with the admitted request's settings; its inputs are reused, so files
-    the form checked again are not saved a second time."""
+    the form checked again are not saved a second time. On ``job``'s device, or, for a request checked on the
+    pool (``checked.pool``), in the pool, waiting first on ``device``."""
     if not can_view(by, job):
         raise PermissionDenied("You cannot see this job.")
     again = replace(checked, params={**job.params, **checked.params}, upload_files={})
-    return submit_checked(owner=by, device=job.device, checked=again, idempotency_key=idempotency_key)
+    return submit_checked(
+        owner=by, device=device or job.device, checked=again, idempotency_key=idempotency_key
+    )
 
 
 def job_set_shared(*, job: Job, by: Any, shared: bool) -> Job:

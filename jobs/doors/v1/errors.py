@@ -54,11 +54,16 @@ def not_found(message: str) -> V1Error:
     return V1Error(404, message, code="not_found")
 
 
+# complexity: one table of failures and their OpenAI-shaped answers, read top to bottom
 def translate(exc: Exception) -> HttpResponse:
     if isinstance(exc, V1Error):
         return exc.response()
     if isinstance(exc, TokenInvalid):
         return V1Error(401, exc.message, code="invalid_api_key").response()
+    if isinstance(
+        getattr(exc, "v1", None), V1Error
+    ):  # a pool's one reason, in /v1's own words (fields.DeviceCant)
+        return exc.v1.response()
     if isinstance(exc, RequestInvalid):
         field, message = exc.first()
         return V1Error(400, message, param=PARAM_OF.get(field or "", field)).response()

@@ -7,17 +7,25 @@ import base64
 import binascii
 import json
 import math
+from collections.abc import Callable
 from typing import Any
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 from django.http import HttpRequest
 
 from devices.models import Device
-from devices.selectors import device_default
 from hub.ratelimit import rate_key, submit_allowed
-from jobs.doors.intake import check_request, find_device, offered_models, resolve_model
+from jobs.doors.intake import (
+    ANY_DEVICE,
+    check_request,
+    check_request_any,
+    find_device,
+    offered_models,
+    resolve_model,
+)
 from jobs.doors.v1.errors import V1Error
 from jobs.models import Job, JobKind
+from jobs.queue.admission import CheckedRequest, RequestInvalid
 from jobs.queue.services import submit_checked
 
 HUB_FIELDS = {"device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits"}
@@ -64,22 +72,77 @@ def check_fields(
     if not isinstance(data.get("prompt", data.get("input", "")), str):
         key = "prompt" if "prompt" in data else "input"
         raise V1Error(400, f"'{key}' must be a string.", param=key, code="invalid_type")
+    if not isinstance(
+        data.get("not_before", ""), (str, type(None))
+    ):  # the form's date parser takes text only
+        raise V1Error(
+            400,
+            "'not_before' must be a date and time as text, e.g. \"2026-12-01T23:00\".",
+            param="not_before",
+            code="invalid_type",
+        )
 
 
-def device_for(request: HttpRequest, data: dict[str, Any]):
-    """The default device, or the one named (id or name) in a ``device`` field, query or ``X-Hub-Device``."""
+def device_for(request: HttpRequest, data: dict[str, Any]) -> Device | None:
+    """The device named (id or name) in a ``device`` field, query or ``X-Hub-Device``, which pins the job to it;
+    None for "any capable device" (none named, or "any"): the pool (``check_on``)."""
     ref = data.pop("device", None) or request.headers.get("X-Hub-Device") or request.GET.get("device")
-    if ref in (None, ""):
-        device = device_default()
-        if device is None:
+    ref = "" if ref is None else str(ref).strip()
+    if ref in ("", ANY_DEVICE):
+        if not Device.objects.exists():
             raise V1Error(400, "The hub has no device yet; an admin adds one under Devices.", param="device")
-        return device
-    ref = str(ref).strip()
+        return None
     device = find_device(ref, by_name=True)
     if device is None:
         names = ", ".join(Device.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise V1Error(400, f"No device {ref!r}. Devices: {names}.", param="device", code="device_not_found")
     return device
+
+
+class DeviceCant(RequestInvalid):
+    """Why one device of the pool can't take a /v1 request, keeping /v1's own error (its code, e.g.
+    ``model_not_found``) for when it is the only reason given (``errors.translate``)."""
+
+    def __init__(self, error: V1Error) -> None:
+        super().__init__({error.param or "__all__": [error.message]})
+        self.v1 = error
+
+
+#: OpenAI's fields as one device's form takes them: (form fields, uploads); ``V1Error`` when it can't.
+Build = Callable[[Device], tuple[dict[str, Any], dict[str, Any]]]
+
+
+def check_on(
+    request: HttpRequest, device: Device | None, kind: str, build: Build
+) -> tuple[Device, CheckedRequest]:
+    """The request admitted on the device it names, or on the pool (``device`` None): each device of the kind's
+    pool gets its own translation of OpenAI's fields (``build``), and the job may run on any that admits exactly
+    it (``jobs.doors.intake.check_request_any``). (the device it waits on first, the request)."""
+    if device is not None:
+        form, upload = build(device)
+        return device, check(request, device=device, kind=kind, data=form, files=upload)
+
+    tried: list[Device] = []
+    cant: list[V1Error] = []
+
+    def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
+        tried.append(on)
+        try:
+            return build(on)
+        except V1Error as exc:
+            cant.append(exc)
+            raise DeviceCant(exc) from None
+
+    try:
+        return check_request_any(owner=request.user, kind=kind, prepare=prepare)
+    except DeviceCant:
+        raise
+    except RequestInvalid as exc:
+        codes = {e.code for e in cant}
+        if len(cant) == len(tried) and len(codes) == 1 and None not in codes:
+            # Each device said it in /v1's words (its model isn't there…): the pool's sentence, /v1's code.
+            raise V1Error(400, exc.first()[1], param=cant[0].param, code=codes.pop()) from None
+        raise
 
 
 def model_ids(device, kind: str) -> list[str]:

@@ -36,6 +36,8 @@ IMAGE_FIELDS = {
 
 
 def _image_request(request: HttpRequest):
+    """The device named (None: the pool), OpenAI's fields as one device's form takes them, and the answer's
+    format."""
     data, files = read_body(request)
     check_fields(data, files, IMAGE_FIELDS)
     fmt = data.get("response_format") or "b64_json"
@@ -44,29 +46,40 @@ def _image_request(request: HttpRequest):
     if data.get("output_format") not in (None, "", "png"):
         raise V1Error(400, "The device makes PNG images only.", param="output_format")
     device = device_for(request, data)
-    if device.kind != "tiiny":
-        raise V1Error(
-            400,
-            f"{device.name} edits pictures but cannot make one from a prompt; choose a Tiiny (X-Hub-Device).",
-            param="model",
-        )
-    model = pick_model(device, JobKind.IMAGE, data)
     size = data.get("size") or "1024x1024"
     if size == "auto":
         size = "1024x1024"
     width, height = size_of(size)
     n = whole(data.get("n", 1) if data.get("n") is not None else 1, "n")
-    form = {
-        "model": model,
-        "prompt": data.get("prompt", ""),
-        "width": width,
-        "height": height,
-        "n": n,
-        **passthrough(
-            data, "seed", "steps", "negative_prompt", "when", "not_before", "polite", "shared", "lift_limits"
-        ),
-    }
-    return device, form, {}, {"response_format": fmt, "size": f"{width}x{height}"}
+
+    def build(on) -> tuple[dict[str, Any], dict[str, Any]]:
+        if on.kind != "tiiny":
+            raise V1Error(
+                400,
+                f"{on.name} edits pictures but cannot make one from a prompt; choose a Tiiny (X-Hub-Device).",
+                param="model",
+            )
+        form = {
+            "model": pick_model(on, JobKind.IMAGE, data),
+            "prompt": data.get("prompt", ""),
+            "width": width,
+            "height": height,
+            "n": n,
+            **passthrough(
+                data,
+                "seed",
+                "steps",
+                "negative_prompt",
+                "when",
+                "not_before",
+                "polite",
+                "shared",
+                "lift_limits",
+            ),
+        }
+        return form, {}
+
+    return device, build, {"response_format": fmt, "size": f"{width}x{height}"}
 
 
 def _image_result(request: HttpRequest, job: Job, extra: dict[str, Any]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""``/v1/models``: the models a device can run now (exactly the submit forms' choices), and the catch-all 404."""
+"""``/v1/models``: the models a device can run now (exactly the submit forms' choices), or with no device named every
+device's (a request with no device goes to any that can do it); and the catch-all 404."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from devices.capabilities import Capabilities
+from devices.selectors import device_list_for
 from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import not_found
 from jobs.doors.v1.fields import device_for, model_ids
@@ -37,20 +39,30 @@ def _model_objects(device) -> list[dict[str, Any]]:
     return list(out.values())
 
 
+def _listed(request: HttpRequest) -> tuple[list[dict[str, Any]], str]:
+    """The models of the device named, or of every device (each model once, as its first device reports it,
+    the default device first), and whose they are."""
+    device = device_for(request, {})
+    if device is not None:
+        return _model_objects(device), device.name
+    seen: dict[str, dict[str, Any]] = {}
+    for each in device_list_for(request.user):
+        for row in _model_objects(each):
+            seen.setdefault(row["id"], row)
+    return list(seen.values()), "any device"
+
+
 @door(GET="read")
 def models(request: HttpRequest) -> HttpResponse:
-    device = device_for(request, {})
-    return JsonResponse({"object": "list", "data": _model_objects(device)})
+    return JsonResponse({"object": "list", "data": _listed(request)[0]})
 
 
 @door(GET="read")
 def model(request: HttpRequest, model_id: str) -> HttpResponse:
-    device = device_for(request, {})
-    found = next((m for m in _model_objects(device) if m["id"] == model_id), None)
+    rows, whose = _listed(request)
+    found = next((m for m in rows if m["id"] == model_id), None)
     if found is None:
-        raise not_found(
-            f"The model {model_id!r} is not one {device.name} can run (GET /v1/models lists them)."
-        )
+        raise not_found(f"The model {model_id!r} is not one {whose} can run (GET /v1/models lists them).")
     return JsonResponse(found)
 
 

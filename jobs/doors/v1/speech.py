@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from asgiref.sync import sync_to_async
 from django.http import HttpRequest, HttpResponse
 
@@ -41,16 +43,19 @@ def _speech_request(request: HttpRequest):
     if isinstance(voice, dict):
         voice = voice.get("id")
     device = device_for(request, data)
-    model = pick_model(device, JobKind.SPEECH, data)
-    form = {
-        "model": model,
-        "input": data.get("input", ""),
-        "response_format": fmt,
-        **({"voice": voice} if voice else {}),
-        **({"instruct": data["instructions"]} if data.get("instructions") else {}),
-        **passthrough(data, "language", "when", "not_before", "polite", "shared", "lift_limits"),
-    }
-    return device, form, {}, {"response_format": fmt}
+
+    def build(on) -> tuple[dict[str, Any], dict[str, Any]]:
+        form = {
+            "model": pick_model(on, JobKind.SPEECH, data),
+            "input": data.get("input", ""),
+            "response_format": fmt,
+            **({"voice": voice} if voice else {}),
+            **({"instruct": data["instructions"]} if data.get("instructions") else {}),
+            **passthrough(data, "language", "when", "not_before", "polite", "shared", "lift_limits"),
+        }
+        return form, {}
+
+    return device, build, {"response_format": fmt}
 
 
 def _speech_bytes(job: Job) -> tuple[bytes, str]:

@@ -21,8 +21,8 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
     HUB_FIELDS,
-    check,
     check_fields,
+    check_on,
     device_for,
     passthrough,
     pick_model,
@@ -170,9 +170,12 @@ def videos(request: HttpRequest) -> HttpResponse:
     rate_limit(request)
     data, files = read_body(request)
     check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
-    device = device_for(request, data)
-    form, upload = _video_form_data(device, data, files)
-    checked = check(request, device=device, kind=JobKind.VIDEO, data=form, files=upload)
+    device, checked = check_on(
+        request,
+        device_for(request, data),
+        JobKind.VIDEO,
+        lambda on: _video_form_data(on, data, files),
+    )
     job = queue(request, device=device, checked=checked)
     job.refresh_from_db()
     return JsonResponse(_video_object(job))

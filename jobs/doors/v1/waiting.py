@@ -19,7 +19,7 @@ from django.utils import timezone
 from hub.db import give_back
 from hub.parsing import parse_int
 from jobs.doors.v1.errors import V1Error
-from jobs.doors.v1.fields import check, queue, rate_limit
+from jobs.doors.v1.fields import check_on, queue, rate_limit
 from jobs.models import Job, JobState
 
 POLL_S = 0.5  # how often a waiting images/speech call re-reads its Job row
@@ -81,9 +81,11 @@ def _twin(request: HttpRequest, device, checked) -> Job | None:
     if parse_int(request.headers.get("x-stainless-retry-count"), 0, minimum=0) < 1:
         return None
     since = timezone.now() - dt.timedelta(seconds=float(settings.HUB_V1_WAIT_S) * 3 + 60)
+    # A pool job may have moved to another lane since: any pool job of the person's is a candidate.
+    where = {"pinned": False} if checked.pool else {"pinned": True, "device": device}
     candidates = Job.objects.filter(
         owner=request.user,
-        device=device,
+        **where,
         kind=checked.kind,
         model_id=checked.model_id,
         created__gte=since,
@@ -96,9 +98,10 @@ def _twin(request: HttpRequest, device, checked) -> Job | None:
     return None
 
 
-def submit_for_wait(request: HttpRequest, kind: str, build) -> tuple[Job, dict[str, Any]]:
-    device, form, upload, extra = build(request)
-    checked = check(request, device=device, kind=kind, data=form, files=upload)
+def submit_for_wait(request: HttpRequest, kind: str, read) -> tuple[Job, dict[str, Any]]:
+    """``read(request)``: (the device named or None for the pool, the fields per device, the answer's extras)."""
+    named, build, extra = read(request)
+    device, checked = check_on(request, named, kind, build)
     job = _twin(request, device, checked)
     if job is None:
         rate_limit(request)
