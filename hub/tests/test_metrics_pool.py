@@ -14,7 +14,7 @@ from hub.tests.test_metrics import scrape, value
 from jobs.models import Job
 from jobs.queue.pool import rebalance
 from jobs.quotas.services import device_use_record
-from jobs.tests.ui_fixtures import capabilities, make_job
+from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
 
@@ -28,16 +28,6 @@ def _no_kept_sums():
     cache.delete(key)
     yield
     cache.delete(key)
-
-
-@pytest.fixture
-def kitchen(db):
-    from devices.services import device_register
-
-    d = device_register(name="Kitchen Tiiny", kind="tiiny", base_url="http://127.0.0.1:8", api_key="k")
-    Device.objects.filter(pk=d.pk).update(state=Device.State.ONLINE, capabilities=capabilities())
-    d.refresh_from_db()
-    return d
 
 
 def any_jobs(owner, device, kitchen, n: int) -> list[Job]:

@@ -71,6 +71,32 @@ def device(db):
     return d
 
 
+def another_tiiny(
+    name: str, caps: dict | None = None, *, loaded: tuple[str, ...] = (), state: str = "online", **fields
+):
+    """One more Tiiny for the pool's tests: ``device``'s capabilities unless others are given, holding the
+    ``loaded`` models (none by default), in ``state``."""
+    from devices.models import Device
+    from devices.services import device_register
+
+    d = device_register(name=name, kind="tiiny", base_url="http://127.0.0.1:9", api_key="k")
+    Device.objects.filter(pk=d.pk).update(
+        state=state,
+        capabilities=caps if caps is not None else capabilities(),
+        loaded_models=[{"model_id": m, "npu_usage": 40, "status": "running"} for m in loaded],
+        reading_at=timezone.now(),
+        **fields,
+    )
+    d.refresh_from_db()
+    return d
+
+
+@pytest.fixture
+def kitchen(db):
+    """A second Tiiny that can do everything ``device`` can, holding no model yet."""
+    return another_tiiny("Kitchen Tiiny")
+
+
 def hold_device(device, job=None, *, minutes: int = 10) -> None:
     """Make the test the device's only worker and poller while it runs.
 

@@ -15,10 +15,9 @@ import pytest
 from django.test import Client
 
 from devices.models import Device
-from devices.services import device_register
 from jobs.models import Job
 from jobs.queue import enqueue
-from jobs.tests.ui_fixtures import MESH, PNG, TTS, VIDEO, capabilities, make_job
+from jobs.tests.ui_fixtures import MESH, PNG, TTS, VIDEO, another_tiiny, capabilities, make_job
 
 pytestmark = [
     pytest.mark.django_db,
@@ -34,22 +33,9 @@ def _quiet(settings, monkeypatch):
     monkeypatch.setattr(enqueue, "send", lambda *a, **kw: None)  # no broker: the pool's work is not sent
 
 
-def _tiiny(
-    name: str, caps: dict, *, loaded: tuple[str, ...] = (), state: str = Device.State.ONLINE
-) -> Device:
-    d = device_register(name=name, kind="tiiny", base_url="http://127.0.0.1:9", api_key="k")
-    Device.objects.filter(pk=d.pk).update(
-        state=state,
-        capabilities=caps,
-        loaded_models=[{"model_id": m, "npu_usage": 40, "status": "running"} for m in loaded],
-    )
-    d.refresh_from_db()
-    return d
-
-
 @pytest.fixture
 def home(db):
-    return _tiiny("Home", capabilities(), loaded=(VIDEO,))
+    return another_tiiny("Home", capabilities(), loaded=(VIDEO,))
 
 
 @pytest.fixture
@@ -57,7 +43,7 @@ def office(db, home):
     narrow = capabilities()
     narrow["models"] = [m for m in narrow["models"] if m["id"] != TTS]
     narrow["video"][VIDEO]["canvases"] = ["832x480"]
-    return _tiiny("Office", narrow)
+    return another_tiiny("Office", narrow)
 
 
 @pytest.fixture

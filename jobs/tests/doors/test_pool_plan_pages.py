@@ -16,25 +16,12 @@ from jobs.live import broadcast, fragments
 from jobs.models import Job
 from jobs.queue.eta import store_plan
 from jobs.queue.pool import rebalance
-from jobs.tests.ui_fixtures import VIDEO, capabilities, make_job
+from jobs.tests.ui_fixtures import VIDEO, make_job
 
 pytestmark = pytest.mark.django_db
 
 MIA_SECRET = "mia's secret lantern festival"
 OTTO_SHARED = "otto's open harbour at dawn"
-
-
-@pytest.fixture
-def kitchen(db):
-    """A second Tiiny that can do everything the first can, holding no model yet."""
-    from devices.services import device_register
-
-    d = device_register(name="Kitchen Tiiny", kind="tiiny", base_url="http://127.0.0.1:8", api_key="k")
-    Device.objects.filter(pk=d.pk).update(
-        state=Device.State.ONLINE, capabilities=capabilities(), loaded_models=[], reading_at=timezone.now()
-    )
-    d.refresh_from_db()
-    return d
 
 
 def place(*devices) -> None:

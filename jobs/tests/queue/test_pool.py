@@ -17,7 +17,7 @@ from django.utils import timezone
 from devices import errors
 from devices import services as device_services
 from devices.models import Device
-from devices.services import device_note_load_seconds, device_register, device_set_state
+from devices.services import device_note_load_seconds, device_set_state
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
 from jobs.doors import intake
@@ -25,7 +25,7 @@ from jobs.kinds.table import shape_of
 from jobs.models import Job, JobState, LostRender, RenderStat
 from jobs.queue import dispatch, engine, enqueue, pool, reconcile, services
 from jobs.queue.eta import LOAD_SECONDS
-from jobs.tests.ui_fixtures import TTS, VIDEO, capabilities, make_job
+from jobs.tests.ui_fixtures import TTS, VIDEO, another_tiiny, capabilities, make_job
 
 pytestmark = pytest.mark.django_db
 
@@ -39,22 +39,9 @@ def sent(monkeypatch):
     return out
 
 
-def _tiiny(name: str, *, loaded: list[str] = (), caps: dict | None = None) -> Device:
-    d = device_register(name=name, kind="tiiny", base_url="http://127.0.0.1:9", api_key="k")
-    Device.objects.filter(pk=d.pk).update(
-        state=Device.State.ONLINE,
-        capabilities=caps or capabilities(),
-        loaded_models=[{"model_id": m, "npu_usage": 40, "status": "running"} for m in loaded],
-        npu_units_total=100,
-        npu_units_used=40 * len(loaded),
-    )
-    d.refresh_from_db()
-    return d
-
-
 @pytest.fixture
 def shelf(db):
-    return _tiiny("Shelf")
+    return another_tiiny("Shelf", npu_units_total=100, npu_units_used=0)
 
 
 def pool_job(owner, device, others, **fields) -> Job:
@@ -184,7 +171,7 @@ def test_a_submitted_pool_job_waits_where_it_is_ready_first(device, shelf, membe
 def test_a_pool_is_those_devices_that_admit_the_request(device, member, sent):
     no_speech = capabilities()
     no_speech["models"] = [m for m in no_speech["models"] if m["id"] != TTS]
-    small = _tiiny("Small", caps=no_speech)
+    small = another_tiiny("Small", caps=no_speech)
     job = services.job_submit(
         owner=member,
         device=small,
@@ -208,7 +195,7 @@ def test_the_same_reason_everywhere_is_said_once(device, shelf, member):
 def test_a_request_no_device_can_do_is_refused_naming_each(device, member, sent):
     narrow = capabilities()
     narrow["video"][VIDEO]["canvases"] = ["832x480"]
-    shelf = _tiiny("Shelf", caps=narrow)
+    shelf = another_tiiny("Shelf", caps=narrow)
     with pytest.raises(intake.RequestInvalid) as exc:
         intake.check_request_any(
             owner=member, kind="video", data={**SHORT, "model": VIDEO, "size": "4000x4000"}
@@ -235,7 +222,7 @@ def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, s
     lost = make_job(
         member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1"
     )
-    attic = _tiiny("Attic")
+    attic = another_tiiny("Attic")
     pinned = make_job(member, attic, state="running", remote_id="v-2")
     away = timezone.now() - dt.timedelta(seconds=601)
     Device.objects.filter(pk__in=[device.pk, attic.pk]).update(
@@ -368,7 +355,7 @@ def learned_loads():
 def test_the_load_a_device_is_known_for_decides_whether_it_takes_a_job(device, member, sent, learned_loads):
     listed = capabilities()
     listed["models"] = [{**m, "load_s": 20.0} if m["id"] == VIDEO else m for m in listed["models"]]
-    shelf = _tiiny("Shelf", caps=listed)  # it lists 20 s to load the video model
+    shelf = another_tiiny("Shelf", caps=listed)  # it lists 20 s to load the video model
     running(member, device, left=10)  # Pocket holds the model, 10 s from free: sooner than the shelf's load
     job = pool_job(member, device, [shelf])
     pool.rebalance()

@@ -5,25 +5,17 @@ from __future__ import annotations
 import pytest
 
 from devices.models import Device
-from devices.services import device_register
 from jobs.queue import admission, services
-from jobs.tests.ui_fixtures import VIDEO, capabilities, make_job
+from jobs.tests.ui_fixtures import VIDEO, another_tiiny, make_job
 
 pytestmark = pytest.mark.django_db
 
 SHORT = {"prompt": "fox", "size": "832x480", "seconds": 2, "steps": 4}
 
 
-def _office() -> Device:
-    office = device_register(name="Office", kind="tiiny", base_url="http://127.0.0.1:9", api_key="k")
-    Device.objects.filter(pk=office.pk).update(state=Device.State.ONLINE, capabilities=capabilities())
-    office.refresh_from_db()
-    return office
-
-
 @pytest.mark.parametrize("away", ["unreachable", "locked", "paused"])
 def test_a_job_for_any_device_queued_while_one_is_away_waits_where_it_can_start(member, device, away):
-    office = _office()
+    office = another_tiiny("Office")
     make_job(member, office, state="running")  # Office is busy: the idle device's plan would be ready first
     if away == "paused":
         Device.objects.filter(pk=device.pk).update(queue_paused=True)
@@ -41,7 +33,7 @@ def test_a_job_for_any_device_queued_while_one_is_away_waits_where_it_can_start(
 
 
 def test_with_every_device_there_a_job_for_any_device_waits_where_it_is_ready_first(member, device):
-    office = _office()
+    office = another_tiiny("Office")
     make_job(member, office, state="running")
     job = services.job_submit(
         owner=member, device=office, kind="video", model_id=VIDEO, params=SHORT, pool=[office, device]

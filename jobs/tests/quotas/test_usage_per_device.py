@@ -11,24 +11,13 @@ import re
 import pytest
 from django.utils import timezone
 
-from devices.models import Device
 from jobs.models import Job
 from jobs.queue.pool import rebalance
 from jobs.quotas import services as quotas
 from jobs.quotas.per_device import device_times
-from jobs.tests.ui_fixtures import capabilities, make_job
+from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
-
-
-@pytest.fixture
-def kitchen(db):
-    from devices.services import device_register
-
-    d = device_register(name="Kitchen Tiiny", kind="tiiny", base_url="http://127.0.0.1:8", api_key="k")
-    Device.objects.filter(pk=d.pk).update(state=Device.State.ONLINE, capabilities=capabilities())
-    d.refresh_from_db()
-    return d
 
 
 def ran(job, minutes: float) -> None:
