@@ -3,30 +3,15 @@
 from __future__ import annotations
 
 import asyncio
-import re
 
-import httpx
 import pytest
 import websockets
 from django.test import Client
 
 from conftest import PASSWORD
-from hub.testing import run_async
+from hub.testing import run_async, sign_in
 
 pytestmark = pytest.mark.django_db
-
-
-def sign_in(base_url: str, username: str = "mia") -> httpx.Client:
-    client = httpx.Client(base_url=base_url, timeout=10)
-    page = client.get("/accounts/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = client.post(
-        "/accounts/login/",
-        data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{base_url}/accounts/login/"},
-    )
-    assert response.status_code == 302, response.text[:500]
-    return client
 
 
 async def _receive_until(ws, needle: str, timeout: float) -> str:
@@ -53,7 +38,7 @@ def test_it_refuses_a_socket_without_a_session(transactional_db, live_server_asg
 
 
 def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server_asgi, member):
-    client = sign_in(live_server_asgi.extra["url"])
+    client = sign_in(live_server_asgi.extra["url"], "mia", PASSWORD)
     url = live_server_asgi.extra["url"].replace("http", "ws") + "/ws/hub/"
     cookie = f"sessionid={client.cookies['sessionid']}"
 
@@ -71,7 +56,9 @@ def test_it_refuses_a_socket_from_a_foreign_origin(transactional_db, live_server
 @pytest.mark.integration
 def test_a_worker_pushes_a_fragment_to_the_page(transactional_db, live_server_asgi, live_worker, admin_user):
     base = live_server_asgi.extra["url"]
-    client = sign_in(base, "ada")  # the check is an admin's (the card is on admins' dashboards only)
+    client = sign_in(
+        base, "ada", PASSWORD
+    )  # the check is an admin's (the card is on admins' dashboards only)
     cookie = f"sessionid={client.cookies['sessionid']}"
     csrf = client.cookies["csrftoken"]
 

@@ -29,7 +29,7 @@ from django.conf import settings
 
 from conftest import PASSWORD
 from hub.redis_server import free_port
-from hub.testing import Proc, child_env, log_dir, run_async, wait_for
+from hub.testing import Proc, child_env, log_dir, post_sign_in, run_async, sign_in, wait_for
 from hub.webserver import command as web_command
 
 BASE = Path(__file__).resolve().parents[2]
@@ -345,27 +345,12 @@ def front(request, hub_server, front_ports, tmp_path_factory):
     proxy.proc.stop()
 
 
-def sign_in(front: Front, username: str) -> httpx.Client:
-    """Signed in through the proxy, as a browser does it: the form's token, then a POST with Origin and Referer."""
-    client = httpx.Client(base_url=front.url, verify=front.ssl, timeout=20)
-    page = client.get("/accounts/login/")
-    assert page.status_code == 200, page.text[:500]
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = client.post(
-        "/accounts/login/",
-        data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token},
-        headers={"Origin": front.url, "Referer": f"{front.url}/accounts/login/"},
-    )
-    assert response.status_code == 302, response.text[:800]
-    return client
-
-
 # -- through the proxy ----------------------------------------------------------------------------------------
 @pytest.mark.integration
 def test_pages_answer_through_the_proxy(transactional_db, front, member):
     anonymous = httpx.get(f"{front.url}/accounts/login/", verify=front.ssl, timeout=20)
     assert anonymous.status_code == 200 and 'name="csrfmiddlewaretoken"' in anonymous.text
-    client = sign_in(front, member.username)
+    client = sign_in(front.url, member.username, PASSWORD, verify=front.ssl)
     session = client.cookies.jar
     assert all(cookie.secure for cookie in session if cookie.name in ("sessionid", "csrftoken"))
     page = client.get("/")
@@ -392,7 +377,9 @@ async def _receive_until(ws, needle: str, timeout: float) -> str:
 
 @pytest.mark.integration
 def test_a_websocket_push_arrives_through_the_proxy(transactional_db, front, live_worker, admin_user):
-    client = sign_in(front, admin_user.username)  # the live-wire check is an admin's
+    client = sign_in(
+        front.url, admin_user.username, PASSWORD, verify=front.ssl
+    )  # the live-wire check is an admin's
     cookie = f"sessionid={client.cookies['sessionid']}"
     csrf = client.cookies["csrftoken"]
     ws_url = front.url.replace("https://", "wss://") + f"/ws/hub/?watch=wire:{admin_user.pk}"
@@ -430,7 +417,7 @@ def test_a_range_download_is_sent_by_the_proxy(transactional_db, front, hub_serv
     name = "fox in the snow.mp4" if front.name == "nginx" else "video.mp4"
     artifact = add_artifact(job, settings.MEDIA_ROOT, name=name, data=data)
     stored = quote(f"results/{member.pk}/{job.pk}/{name}")
-    client = sign_in(front, member.username)
+    client = sign_in(front.url, member.username, PASSWORD, verify=front.ssl)
     path = f"/jobs/{job.pk}/files/{artifact.pk}/"
 
     # What the hub itself answers (asked directly, as the proxy asks it): a redirect for the proxy, no bytes.
@@ -468,16 +455,6 @@ def client_from(front: Front, address: str) -> httpx.Client:
     return httpx.Client(base_url=front.url, transport=transport, timeout=20)
 
 
-def try_sign_in(client: httpx.Client, front: Front, username: str, password: str) -> int:
-    page = client.get("/accounts/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    return client.post(
-        "/accounts/login/",
-        data={"username": username, "password": password, "csrfmiddlewaretoken": token},
-        headers={"Origin": front.url, "Referer": f"{front.url}/accounts/login/"},
-    ).status_code
-
-
 @pytest.mark.integration
 def test_a_strangers_failed_sign_ins_through_the_proxy_lock_out_the_stranger_only(
     transactional_db, front, member
@@ -485,7 +462,9 @@ def test_a_strangers_failed_sign_ins_through_the_proxy_lock_out_the_stranger_onl
     """With HUB_TRUSTED_PROXIES (documented), the throttle counts each client's own address behind the proxy."""
     stranger, household = client_from(front, "127.0.0.2"), client_from(front, "127.0.0.3")
     with stranger, household:
-        fails = [try_sign_in(stranger, front, f"guess{i}", "wrong-password-1") for i in range(5)]
+        fails = [post_sign_in(stranger, f"guess{i}", "wrong-password-1").status_code for i in range(5)]
         assert fails == [400] * 4 + [429]  # the login page with the error; the fifth failure locks
-        assert try_sign_in(stranger, front, member.username, PASSWORD) == 429  # that address, even rightly
-        assert try_sign_in(household, front, member.username, PASSWORD) == 302
+        assert (
+            post_sign_in(stranger, member.username, PASSWORD).status_code == 429
+        )  # that address, even rightly
+        assert post_sign_in(household, member.username, PASSWORD).status_code == 302

@@ -13,17 +13,15 @@ from __future__ import annotations
 
 import hashlib
 import os
-import re
 import signal
 import sys
 from pathlib import Path
 
-import httpx
 import pytest
 
 from conftest import PASSWORD
 from hub import runrecord
-from hub.testing import Proc, child_env, process_tree, start_asgi_server, wait_for
+from hub.testing import Proc, child_env, process_tree, sign_in, start_asgi_server, wait_for
 from jobs.tests.conftest import ENGINE_ENV, wait_job
 from jobs.tests.queue.test_engine_tiiny import video
 
@@ -59,19 +57,6 @@ def crash(proc: Proc) -> None:
     proc.process.wait(timeout=10)
     wait_for(lambda: all(runrecord.state(pid) in ("", "Z") for pid in pids), timeout=10,
              what="every process of the worker to end")  # fmt: skip
-
-
-def sign_in(base_url: str, username: str) -> httpx.Client:
-    client = httpx.Client(base_url=base_url, timeout=30)
-    page = client.get("/accounts/login/")
-    token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', page.text).group(1)
-    response = client.post(
-        "/accounts/login/",
-        data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token},
-        headers={"Referer": f"{base_url}/accounts/login/"},
-    )
-    assert response.status_code == 302, response.text[:500]
-    return client
 
 
 def files_under(folder: Path) -> list[str]:
@@ -114,7 +99,7 @@ def test_web_and_worker_share_only_the_database_redis_and_the_bucket(
         stored = s3_store.get(result.file.name)
         assert hashlib.sha256(stored).hexdigest() == result.sha256 and len(stored) == result.bytes > 1000
 
-        client = sign_in(web.extra["url"], member.username)
+        client = sign_in(web.extra["url"], member.username, PASSWORD)
         url = f"/jobs/{job.pk}/files/{result.pk}/"
         whole = client.get(url)
         assert whole.status_code == 200 and hashlib.sha256(whole.content).hexdigest() == result.sha256
