@@ -201,7 +201,12 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     run = services.take_backup(root)  # the hub runs: its worker polls the render meanwhile
     rendering.refresh_from_db()
     assert rendering.state == "running", "the render should still run when the backup is done"
-    engine.release()  # the first machine dies: its worker and beat stop with the render still on the device
+    # The first machine dies (SIGKILL: a warm shutdown would let its worker go on polling the render, even collect
+    # it, while the second hub starts): its worker and beat stop with the render still on the device.
+    for proc in [*engine.workers.values(), engine.beat]:
+        if proc is not None:
+            proc.kill()
+    engine.release()
     submitted = tiiny.counters()["renders_submitted"]
     assert submitted == 2
     job_rows = "SELECT id, owner_id, state, remote_id, prompt FROM jobs_job ORDER BY id"
@@ -250,7 +255,7 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     finally:
         worker.stop()
         beat.stop()
-    assert tiiny.counters()["renders_submitted"] == submitted + 1  # only the waiting job was submitted
+    assert tiiny.counters()["renders_submitted"] == submitted + 1, story  # only the waiting job was submitted
     files = second_hub.rows(f"SELECT file, sha256 FROM jobs_artifact WHERE job_id = {rendering.pk}")
     assert files and all(
         hashlib.sha256((second / "media" / name).read_bytes()).hexdigest() == digest for name, digest in files
