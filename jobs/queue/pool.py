@@ -44,6 +44,7 @@ from jobs.core.scheduler import (
     fair_usage,
     snapshot_for,
 )
+from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
@@ -254,6 +255,7 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
         and job.device.state in Device.QUEUE_BLOCKING_STATES
         and job.device.state_changed_at is not None
         and job.device.state_changed_at <= lost_since
+        and _seen_away(job)
     ]
     if not candidates:
         return []
@@ -266,3 +268,15 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
         .values_list("pk", flat=True)
     )
     return [job for job in candidates if (set(job.pool or []) & usable) - {job.device_id}]
+
+
+def _seen_away(job: Job) -> bool:
+    """A render the device has, followed by its poll chain, counts as lost only once a request of its own, made
+    ``JOBS_DEVICE_LOST_S`` after the device went away, still found it away (``away_seen_at``, noted by the engine):
+    the device's state is only as fresh as the hub's last request to it. A worker that died made none; the device
+    may be back meanwhile, its render alive (bench_pool's chaos night: a render given up as the worker restarted,
+    4 s after its device's 3 s lock had ended)."""
+    if not job.remote_id or style_of(job.device.kind, job.kind) != "poll":
+        return True
+    seen = job.remote_data.get("away_seen_at") if isinstance(job.remote_data, dict) else None
+    return seen is not None and seen >= (job.device.state_changed_at + device_lost_after()).timestamp()
