@@ -255,7 +255,6 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
         and job.device.state in Device.QUEUE_BLOCKING_STATES
         and job.device.state_changed_at is not None
         and job.device.state_changed_at <= lost_since
-        and _seen_away(job)
     ]
     if not candidates:
         return []
@@ -270,13 +269,13 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
     return [job for job in candidates if (set(job.pool or []) & usable) - {job.device_id}]
 
 
-def _seen_away(job: Job) -> bool:
-    """A render the device has, followed by its poll chain, counts as lost only once a request of its own, made
-    ``JOBS_DEVICE_LOST_S`` after the device went away, still found it away (``away_seen_at``, noted by the engine):
-    the device's state is only as fresh as the hub's last request to it. A worker that died made none; the device
-    may be back meanwhile, its render alive (bench_pool's chaos night: a render given up as the worker restarted,
-    4 s after its device's 3 s lock had ended)."""
+def seen_away(job: Job) -> bool:
+    """Whether a request of the job's own, made ``JOBS_DEVICE_LOST_S`` after its device went away, still found it
+    away (``away_seen_at``, noted by the engine's poll): a render the device has, followed by its poll chain, is
+    given up only then (``jobs.queue.reconcile.give_up_lost_renders``). The device's state is only as fresh as the
+    hub's last request to it: a worker that died made none, and the device may be back meanwhile with the render
+    alive (bench_pool's chaos night: a render given up as the worker restarted, 4 s after a 3 s lock had ended)."""
     if not job.remote_id or style_of(job.device.kind, job.kind) != "poll":
-        return True
+        return True  # nothing on the device to keep: its state is all there is
     seen = job.remote_data.get("away_seen_at") if isinstance(job.remote_data, dict) else None
     return seen is not None and seen >= (job.device.state_changed_at + device_lost_after()).timestamp()

@@ -257,13 +257,13 @@ def test_a_render_is_given_up_only_once_a_request_of_its_own_found_the_device_aw
     job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
     Device.objects.filter(pk=device.pk).update(state=Device.State.LOCKED, state_changed_at=went_away)
 
-    for seen in (
-        None,
-        went_away + dt.timedelta(seconds=30),
-    ):  # never, or before JOBS_DEVICE_LOST_S had passed
+    early = went_away + dt.timedelta(seconds=30)
+    for seen in (None, early):  # never, or before JOBS_DEVICE_LOST_S had passed: it asks the device now
         Job.objects.filter(pk=job.pk).update(remote_data={"away_seen_at": seen.timestamp()} if seen else {})
+        sent.clear()
         assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
         assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+        assert [task for task, _args, _options in sent] == ["poll_job"]
 
     Job.objects.filter(pk=job.pk).update(
         remote_data={"away_seen_at": (went_away + dt.timedelta(seconds=61)).timestamp()}
