@@ -1,17 +1,20 @@
 """The pool's chaos night (the second part of ``bench_pool.py``; not a ``bench_*.py``: ``make bench`` runs it there).
 
 The night's jobs, all for any of 3 emulated Tiinys, while the Celery worker is SIGKILLed and started again several
-times, one device is unplugged mid-render (its emulator process killed) for longer than ``JOBS_DEVICE_LOST_S`` and
-then comes back on the same port (its data folder kept, as a device that reboots), and another is power-cycled
-mid-render (everything in flight on it vanishes; locked until unlocked a few seconds later). The worker runs with
-``JOBS_DEVICE_LOST_S`` = 5 s, a 3 s lease and reconcile every second (as ``make chaos``'s engine settings).
+times (once while a device is locked), and, one after another, each on a device rendering a job never re-queued:
+one device is unplugged (its emulator process killed) for longer than ``JOBS_DEVICE_LOST_S`` and then comes back on
+the same port (its data folder kept, as a device that reboots: the render in flight is gone); one is power-cycled
+(everything in flight vanishes; locked until unlocked a few seconds later); one is locked early in a render for
+less than ``JOBS_DEVICE_LOST_S`` (a locked device renders on). The worker runs with ``JOBS_DEVICE_LOST_S`` = 5 s, a
+3 s lease and reconcile every second (as ``make chaos``'s engine settings).
 
-Checked afterwards, from the hub's records and the devices' own counters: every job done; no render sent twice
-while it lived (each device's ``renders_submitted`` and ``tasks_submitted``, summed over its restarts, equal the
-render ids the hub's events know, and no job has more renders than 1 + its interruptions); one job at a time per
-device (a sampler reads the active jobs every 0.1 s, the hub's device-time spans never overlap on a device, the
-emulators' peak concurrent work is 1); no job on two devices at once (a job's spans never overlap); the lost
-render moved on; and the device that came back took work again.
+Checked afterwards, from the hub's records and the devices' own counters and lists: every job done; no render sent
+twice while it lived (each device's ``renders_submitted`` and ``tasks_submitted``, summed over its restarts, equal
+the render ids the hub's events know; no job has more renders than 1 + its interruptions; and no render was given
+up for a device that had not been away ``JOBS_DEVICE_LOST_S``); one job at a time per device (a sampler reads the
+active jobs every 0.1 s, the hub's device-time spans never overlap on a device, the emulators' peak concurrent work
+is 1); no job on two devices at once (a job's spans never overlap); the lost render moved on; the device that came
+back took work again; and the render on the briefly locked device kept its claim and finished there.
 """
 
 from __future__ import annotations
@@ -25,7 +28,9 @@ from bench import bench_night as bn
 from bench import bench_pool as bp
 
 LOST_S = 5.0  # JOBS_DEVICE_LOST_S in the worker
-AWAY_S = LOST_S + 10.0  # how long the unplugged device stays away (wall seconds)
+# How long the unplugged device stays away (wall seconds): past JOBS_DEVICE_LOST_S with room for a request of the
+# render's own to find it still away (its poll chain may be dead a few seconds with a killed worker).
+AWAY_S = LOST_S + 15.0
 LOCKED_S = 3.0  # how long the power-cycled device stays locked
 WORKER_KILLS = (
     0.08,
@@ -37,7 +42,11 @@ WORKER_DOWN_S = 2.0  # before it is started again (its start then takes a few se
 LOCK_S = (
     LOST_S - 2.0
 )  # how long the locked device stays locked: shorter than JOBS_DEVICE_LOST_S (it renders on)
-UNPLUG_AT, CYCLE_AT, LOCK_AT = 0.15, 0.45, 0.65  # the device faults, as shares of the expected length
+UNPLUG_AT, CYCLE_AT, LOCK_AT = (
+    0.12,
+    0.4,
+    0.5,
+)  # the device faults (at the earliest), as shares of the expected length
 ENV = {"JOBS_DEVICE_LOST_S": f"{LOST_S:g}", "JOBS_LEASE_TTL_S": "3", "JOBS_RECONCILE_S": "1"}
 KEPT = ("renders_submitted", "tasks_submitted", "launches", "inferences")
 
@@ -131,44 +140,48 @@ class Driver:
         self.worker.start_and_wait(timeout=90)
         self.note("worker started again")
 
-    def rendering(self, i: int, *, below: float | None = None, within: float = 20.0) -> int | None:
-        """Wait (up to ``within``) until device ``i`` renders a job never re-queued (faults hit fresh jobs: a job
-        interrupted twice fails by design); the job's id, or None. ``below``: a video under that % done by the
-        device's own list (the hub's state may lag it), else any render the hub has there."""
+    def rendering(self, among: list[int], *, below: float | None = None, within: float = 15.0):
+        """Wait (up to ``within``) until one of the devices ``among`` (indexes) renders a job never re-queued
+        (faults hit fresh jobs: a job interrupted twice fails by design): (its index, the job's id), or (the first
+        index, None). ``below``: a video under that % done by the device's own list (the hub's state may lag it),
+        else any render the hub has there."""
         from jobs.models import Job
 
         deadline = time.monotonic() + within
         while time.monotonic() < deadline:
-            rows = Job.objects.filter(pk__in=self.night.ids, device_id=self.devices[i].pk, requeues=0)
-            if below is None:
-                rows = rows.filter(state="running").exclude(remote_id="")
-            else:
-                with self.emulators[i].client(timeout=5) as http:
-                    listed = http.get("/v1/videos").json()["data"]
-                early = [
-                    r["id"]
-                    for r in listed
-                    if r["status"] == "in_progress" and float(r["progress"] or 0) < below
-                ]
-                rows = rows.filter(remote_id__in=early)
-            job = rows.values_list("pk", flat=True).first()
-            if job is not None:
-                return job
+            for i in among:
+                rows = Job.objects.filter(pk__in=self.night.ids, device_id=self.devices[i].pk, requeues=0)
+                if below is None:
+                    rows = rows.filter(state="running").exclude(remote_id="")
+                else:
+                    with self.emulators[i].client(timeout=5) as http:
+                        listed = http.get("/v1/videos").json()["data"]
+                    early = [
+                        r["id"]
+                        for r in listed
+                        if r["status"] == "in_progress" and float(r["progress"] or 0) < below
+                    ]
+                    rows = rows.filter(remote_id__in=early)
+                job = rows.values_list("pk", flat=True).first()
+                if job is not None:
+                    return i, job
             if self.stop.wait(0.05):
-                return None
-        return None
+                break
+        return among[0], None
 
     def device_faults(self) -> None:
-        expected = self.night.expected
-        emu, device = self.emulators[1], self.devices[1]
+        """One after another, each on a device rendering a fresh job then: unplugged past ``JOBS_DEVICE_LOST_S``,
+        power-cycled, locked for less than it."""
+        expected, everyone = self.night.expected, list(range(len(self.devices)))
         if self.stop.wait(max(0.0, UNPLUG_AT * expected - self.now())):
             return
-        mid = self.rendering(1)
-        self.bank(1)
+        i, job = self.rendering(everyone)
+        emu, device = self.emulators[i], self.devices[i]
+        self.bank(i)
         emu.process.kill()
         emu.process.wait(timeout=5)
         away = self.now()
-        self.note(f"{device.name} unplugged ({f'job {mid} rendering' if mid else 'no render running'})")
+        self.note(f"{device.name} unplugged ({f'job {job} rendering' if job else 'no render running'})")
         time.sleep(AWAY_S)  # it comes back whatever happens meanwhile
         old_log = emu.stderr_path
         emu.restart()
@@ -176,22 +189,25 @@ class Driver:
             old_log.unlink(missing_ok=True)
         self.night.lost = (device.pk, away, self.now())
         self.note(f"{device.name} back on its port, after {self.now() - away:.1f} s")
-        emu, device = self.emulators[2], self.devices[2]
         if self.stop.wait(max(0.0, CYCLE_AT * expected - self.now())):
             return
-        mid = self.rendering(2)
+        unplugged = i
+        i, job = self.rendering([k for k in everyone if k != unplugged])
+        emu, device = self.emulators[i], self.devices[i]
         emu.power_cycle()
         self.night.cycled = (device.pk, self.now())
         self.note(
-            f"{device.name} power-cycled ({f'job {mid} rendering' if mid else 'no render running'}); locked"
+            f"{device.name} power-cycled ({f'job {job} rendering' if job else 'no render running'}); locked"
         )
         time.sleep(LOCKED_S)
         emu.unlock()
         self.note(f"{device.name} unlocked")
-        emu, device = self.emulators[0], self.devices[0]
         if self.stop.wait(max(0.0, LOCK_AT * expected - self.now())):
             return
-        job = self.rendering(0, below=20)  # a video renders 7-12 s here: it outlasts the lock
+        i, job = self.rendering(
+            [k for k in everyone if k != i], below=20
+        )  # 7-12 s renders: they outlast the lock
+        emu, device = self.emulators[i], self.devices[i]
         emu.lock()
         locked = self.now()
         self.lock_started.set()
@@ -429,8 +445,8 @@ def report(n: Night) -> None:
         f"again (down {min(down, default=0):.1f}-{max(down, default=0):.1f} s: {WORKER_DOWN_S:g} s, then its start), "
         f"once {KILL_AFTER_LOCK_S:g} s into the lock below; one device is unplugged mid-render for {AWAY_S:g} s (its "
         f"emulator process killed, then started again on the same port with its data folder: the render in flight "
-        f"is gone, as after a reboot); another is power-cycled mid-render (everything in flight vanishes; locked "
-        f"{LOCKED_S:g} s); the third is locked early in a render for {LOCK_S:g} s, less than "
+        f"is gone, as after a reboot); then one is power-cycled mid-render (everything in flight vanishes; locked "
+        f"{LOCKED_S:g} s); then one is locked early in a render for {LOCK_S:g} s, less than "
         f"`JOBS_DEVICE_LOST_S` (a locked device renders on: the hub must keep the claim). Worker: "
         f"`JOBS_DEVICE_LOST_S={LOST_S:g}`, a 3 s lease, reconcile every second. Submitting took {n.submit_s:.1f} s; "
         f"makespan under faults {n.makespan:.1f} s (its work alone, about {n.expected:.0f} s a device).\n"
