@@ -402,6 +402,9 @@ def kept_claim(n: Night, jobs: dict, renders: dict, interrupted: Counter) -> tup
 
 
 def lost_render(n: Night, jobs: dict, lost_jobs: dict[int, float], per_job: dict) -> tuple[str, bool, str]:
+    """The render in flight on the unplugged device was given up (``sent_once`` judges when) and its job, back in
+    the pool, ran again wherever it would finish first (the device itself, if it was back and free first) and
+    ended done."""
     if n.lost is None:
         return ("the lost render moved on", False, "the device was never unplugged")
     device, away, _back = n.lost
@@ -411,8 +414,11 @@ def lost_render(n: Night, jobs: dict, lost_jobs: dict[int, float], per_job: dict
     for pk, at in sorted(lost_jobs.items()):
         later = [(a - n.t0, d) for a, _b, d in sorted(per_job.get(pk, ())) if a - n.t0 > at]
         where = f"started again on {n.names[later[0][1]]} at +{later[0][0]:.1f} s" if later else "never again"
-        ok = ok and jobs[pk].state == "done" and bool(later) and later[0][1] != device
-        parts.append(f"job {pk} interrupted {at - away:.1f} s after the device went away, {where}")
+        ok = ok and jobs[pk].state == "done" and bool(later)
+        back = "" if not later or later[0][1] != device else f" (back since +{n.lost[2]:.1f} s)"
+        parts.append(
+            f"job {pk} interrupted {at - away:.1f} s after the device went away, {where}{back}, {jobs[pk].state}"
+        )
     return ("the lost render moved on", ok, "; ".join(parts))
 
 
