@@ -335,14 +335,19 @@ def _poll(job_id: int, ticket: int) -> None:
     except (errors.DeviceLocked, errors.DeviceUnreachable, errors.AuthFailed) as exc:
         device_state_from(job.device_id, exc)
         watch_device(job.device_id)
+        # When a request of its own last found the device away: the pool gives a render up on that, never on a
+        # state no request has confirmed since (``jobs.queue.pool.lost_renders``).
+        seen = {"waiting_on": exc.code, "away_seen_at": _now().timestamp()}
         if job.remote_data.get("waiting_on") != exc.code:
             job_note(
                 job.pk,
                 f"Waiting for the device: {exc.human}",
                 data={"code": exc.code},
-                remote_data={**job.remote_data, "waiting_on": exc.code},
+                remote_data={**stored_remote_data(job), **seen},
                 phase=exc.human[:100],
             )
+        else:
+            Job.objects.filter(pk=job.pk).update(remote_data={**stored_remote_data(job), **seen})
         job.refresh_from_db()
         schedule_poll(job_id, countdown=next_interval(job, moved=False, trouble=True), ticket=ticket)
         return
@@ -356,7 +361,9 @@ def _poll(job_id: int, ticket: int) -> None:
 def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
     if job.remote_data.get("waiting_on"):
         device_online(job.device_id)
-        job.remote_data = {k: v for k, v in job.remote_data.items() if k != "waiting_on"}
+        job.remote_data = {
+            k: v for k, v in job.remote_data.items() if k not in ("waiting_on", "away_seen_at")
+        }
         job_note(job.pk, "The device answers again.", remote_data=job.remote_data)
     if result.status == "failed":
         _on_remote_failure(job, runner, result)

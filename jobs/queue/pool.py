@@ -44,6 +44,7 @@ from jobs.core.scheduler import (
     fair_usage,
     snapshot_for,
 )
+from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
@@ -266,3 +267,15 @@ def lost_renders(active: list[Job], now: dt.datetime) -> list[Job]:
         .values_list("pk", flat=True)
     )
     return [job for job in candidates if (set(job.pool or []) & usable) - {job.device_id}]
+
+
+def seen_away(job: Job) -> bool:
+    """Whether a request of the job's own, made ``JOBS_DEVICE_LOST_S`` after its device went away, still found it
+    away (``away_seen_at``, noted by the engine's poll): a render the device has, followed by its poll chain, is
+    given up only then (``jobs.queue.reconcile.give_up_lost_renders``). The device's state is only as fresh as the
+    hub's last request to it: a worker that died made none, and the device may be back meanwhile with the render
+    alive (bench_pool's chaos night: a render given up as the worker restarted, 4 s after a 3 s lock had ended)."""
+    if not job.remote_id or style_of(job.device.kind, job.kind) != "poll":
+        return True  # nothing on the device to keep: its state is all there is
+    seen = job.remote_data.get("away_seen_at") if isinstance(job.remote_data, dict) else None
+    return seen is not None and seen >= (job.device.state_changed_at + device_lost_after()).timestamp()

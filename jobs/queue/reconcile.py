@@ -147,9 +147,15 @@ def release_stale_leases(leases: Leases, busy: set[int], now: dt.datetime) -> in
 
 def give_up_lost_renders(active: Iterable[Job], now: dt.datetime) -> int:
     """Pool jobs whose device has been away for ``JOBS_DEVICE_LOST_S`` mid-render: interrupted and re-queued
-    (once, as after any interruption); the pool then runs them elsewhere (``jobs.queue.pool.lost_renders``)."""
+    (once, as after any interruption); the pool then runs them elsewhere (``jobs.queue.pool.lost_renders``).
+
+    Only once a request of the render's own confirms the device still away (``jobs.queue.pool.seen_away``): until
+    then it is polled now (its chain may be dead with a worker), and a later round decides on what that poll found."""
     lost = 0
     for job in pool.lost_renders(list(active), now):
+        if not pool.seen_away(job):
+            schedule_poll(job.pk, countdown=0, ticket=job.poll_ticket)
+            continue
         away = int((now - job.device.state_changed_at).total_seconds() // 60)
         message = (
             f"{job.device.name} has been away for {away} min while rendering this job: "

@@ -18,9 +18,11 @@ from devices import errors
 from devices import services as device_services
 from devices.models import Device
 from devices.services import device_note_load_seconds, device_set_state
+from jobs.core import lease
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
 from jobs.doors import intake
+from jobs.kinds.runners import PollResult
 from jobs.kinds.table import shape_of
 from jobs.models import Job, JobState, LostRender, RenderStat
 from jobs.queue import dispatch, engine, enqueue, pool, reconcile, services
@@ -30,6 +32,7 @@ from jobs.tests.ui_fixtures import TTS, VIDEO, another_tiiny, capabilities, make
 pytestmark = pytest.mark.django_db
 
 SHORT = {"prompt": "a fox", "size": "832x480", "seconds": 2, "steps": 4}
+SEEN = {"away_seen_at": timezone.now().timestamp() + 86400}  # its poll found the device away, just now
 
 
 @pytest.fixture
@@ -220,7 +223,13 @@ def test_a_request_no_device_can_do_is_refused_naming_each(device, member, sent)
 def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, shelf, member, sent, settings):
     settings.JOBS_DEVICE_LOST_S = 600
     lost = make_job(
-        member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1"
+        member,
+        device,
+        state="running",
+        pinned=False,
+        pool=[device.pk, shelf.pk],
+        remote_id="v-1",
+        remote_data=SEEN,
     )
     attic = another_tiiny("Attic")
     pinned = make_job(member, attic, state="running", remote_id="v-2")
@@ -236,6 +245,58 @@ def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, s
 
     pool.rebalance()
     assert lane_of(lost) == shelf.pk  # the device still away gives it up; the other one takes it
+
+
+def test_a_render_is_given_up_only_once_a_request_of_its_own_found_the_device_away_that_long(
+    device, shelf, member, sent, settings
+):
+    # The device's state is only as fresh as the last request to it: after a worker died (no request meanwhile),
+    # the device may be back with the render alive. Its poll chain notes when it last found the device away.
+    settings.JOBS_DEVICE_LOST_S = 60
+    went_away = timezone.now() - dt.timedelta(minutes=5)
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    Device.objects.filter(pk=device.pk).update(state=Device.State.LOCKED, state_changed_at=went_away)
+
+    early = went_away + dt.timedelta(seconds=30)
+    for seen in (None, early):  # never, or before JOBS_DEVICE_LOST_S had passed: it asks the device now
+        Job.objects.filter(pk=job.pk).update(remote_data={"away_seen_at": seen.timestamp()} if seen else {})
+        sent.clear()
+        assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 0
+        assert Job.objects.get(pk=job.pk).state == JobState.RUNNING
+        assert [task for task, _args, _options in sent] == ["poll_job"]
+
+    Job.objects.filter(pk=job.pk).update(
+        remote_data={"away_seen_at": (went_away + dt.timedelta(seconds=61)).timestamp()}
+    )
+    assert reconcile.give_up_lost_renders(reconcile._active_jobs(), timezone.now()) == 1
+
+
+def test_a_poll_that_finds_the_device_away_notes_when_and_one_that_finds_it_back_forgets(
+    device, shelf, member, sent, monkeypatch
+):
+    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    lease.lease_acquire(device.pk, job.pk)
+    answers = [
+        errors.DeviceLocked("locked"),
+        errors.DeviceLocked("locked"),
+        PollResult(status="running", progress=5.0),
+    ]
+
+    class Runner:
+        def poll(self):
+            answer = answers.pop(0)
+            if isinstance(answer, Exception):
+                raise answer
+            return answer
+
+    monkeypatch.setattr(engine, "runner_for", lambda job: Runner())
+    seen = []
+    for _ in range(2):
+        engine.poll(job.pk, Job.objects.get(pk=job.pk).poll_ticket)
+        seen.append(Job.objects.get(pk=job.pk).remote_data.get("away_seen_at"))
+    assert None not in seen and seen[0] <= seen[1] <= timezone.now().timestamp()  # each failed poll, noted
+    engine.poll(job.pk, Job.objects.get(pk=job.pk).poll_ticket)
+    assert "away_seen_at" not in Job.objects.get(pk=job.pk).remote_data  # the device answers again
 
 
 def test_a_pool_render_on_a_device_away_briefly_keeps_its_claim(device, shelf, member, sent, settings):
@@ -266,7 +327,15 @@ class FakeRunner:
 
 def _given_up(member, device, shelf, settings) -> Job:
     settings.JOBS_DEVICE_LOST_S = 60
-    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    job = make_job(
+        member,
+        device,
+        state="running",
+        pinned=False,
+        pool=[device.pk, shelf.pk],
+        remote_id="v-1",
+        remote_data=SEEN,
+    )
     Device.objects.filter(pk=device.pk).update(
         state=Device.State.UNREACHABLE, state_changed_at=timezone.now() - dt.timedelta(minutes=5)
     )
@@ -331,7 +400,15 @@ def test_a_render_is_not_given_up_while_no_other_device_of_its_pool_could_take_i
     device, shelf, member, sent, settings
 ):
     settings.JOBS_DEVICE_LOST_S = 60
-    job = make_job(member, device, state="running", pinned=False, pool=[device.pk, shelf.pk], remote_id="v-1")
+    job = make_job(
+        member,
+        device,
+        state="running",
+        pinned=False,
+        pool=[device.pk, shelf.pk],
+        remote_id="v-1",
+        remote_data=SEEN,
+    )
     long_ago = timezone.now() - dt.timedelta(minutes=5)
     Device.objects.filter(pk=device.pk).update(state=Device.State.UNREACHABLE, state_changed_at=long_ago)
     Device.objects.filter(pk=shelf.pk).update(queue_paused=True)
