@@ -222,15 +222,7 @@ def test_a_request_no_device_can_do_is_refused_naming_each(device, member, sent)
 
 def test_a_pool_render_on_a_device_away_too_long_goes_back_to_the_pool(device, shelf, member, sent, settings):
     settings.JOBS_DEVICE_LOST_S = 600
-    lost = make_job(
-        member,
-        device,
-        state="running",
-        pinned=False,
-        pool=[device.pk, shelf.pk],
-        remote_id="v-1",
-        remote_data=SEEN,
-    )
+    lost = pool_render(member, device, shelf)
     attic = another_tiiny("Attic")
     pinned = make_job(member, attic, state="running", remote_id="v-2")
     away = timezone.now() - dt.timedelta(seconds=601)
@@ -325,17 +317,22 @@ class FakeRunner:
         self.stopped.append((self.job.device_id, self.job.remote_id))
 
 
-def _given_up(member, device, shelf, settings) -> Job:
-    settings.JOBS_DEVICE_LOST_S = 60
-    job = make_job(
-        member,
+def pool_render(owner, device, other) -> Job:
+    """A pool job rendering on ``device`` (the render ``v-1``, its poll having found the device away)."""
+    return make_job(
+        owner,
         device,
         state="running",
         pinned=False,
-        pool=[device.pk, shelf.pk],
+        pool=[device.pk, other.pk],
         remote_id="v-1",
         remote_data=SEEN,
     )
+
+
+def _given_up(member, device, shelf, settings) -> Job:
+    settings.JOBS_DEVICE_LOST_S = 60
+    job = pool_render(member, device, shelf)
     Device.objects.filter(pk=device.pk).update(
         state=Device.State.UNREACHABLE, state_changed_at=timezone.now() - dt.timedelta(minutes=5)
     )
@@ -400,15 +397,7 @@ def test_a_render_is_not_given_up_while_no_other_device_of_its_pool_could_take_i
     device, shelf, member, sent, settings
 ):
     settings.JOBS_DEVICE_LOST_S = 60
-    job = make_job(
-        member,
-        device,
-        state="running",
-        pinned=False,
-        pool=[device.pk, shelf.pk],
-        remote_id="v-1",
-        remote_data=SEEN,
-    )
+    job = pool_render(member, device, shelf)
     long_ago = timezone.now() - dt.timedelta(minutes=5)
     Device.objects.filter(pk=device.pk).update(state=Device.State.UNREACHABLE, state_changed_at=long_ago)
     Device.objects.filter(pk=shelf.pk).update(queue_paused=True)
