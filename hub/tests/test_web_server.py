@@ -12,10 +12,10 @@ import httpx
 import pytest
 import websockets
 
+from conftest import PASSWORD
 from hub import webserver
 from hub.env import SettingError
-from hub.testing import connection_holder, process_tree, run_async, start_asgi_server, wait_for
-from hub.tests.test_live_wire import sign_in
+from hub.testing import connection_holder, process_tree, run_async, sign_in, start_asgi_server, wait_for
 from jobs.tests.ui_fixtures import device  # noqa: F401 - a fixture
 
 pytestmark = pytest.mark.django_db
@@ -151,7 +151,7 @@ def test_a_push_reaches_sockets_held_by_different_web_processes(two_workers, adm
 
     base = two_workers.extra["url"]
     port = int(base.rsplit(":", 1)[1])
-    client = sign_in(base, "ada")
+    client = sign_in(base, "ada", PASSWORD)
     cookie = f"sessionid={client.cookies['sessionid']}"
     workers = _workers(two_workers)
     assert len(workers) == 2
@@ -356,7 +356,7 @@ def test_on_postgresql_a_waiting_v1_call_leaves_the_pool_to_the_other_pages(memb
                 ).status_code
             )
 
-        client = sign_in(base)
+        client = sign_in(base, "mia", PASSWORD)
         script = threading.Thread(target=call)
         script.start()
         wait_for(lambda: Job.objects.filter(prompt="a kite").exists(), timeout=5, what="the call's job")
