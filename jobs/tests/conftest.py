@@ -52,7 +52,10 @@ class Engine:
 
     def take_broker(self) -> None:
         """Be the broker's only consumers, with the beat running."""
-        take_broker("engine", self.release)
+        # Named per Engine: another app's conftest that imports these fixtures has an engine session of its own
+        # (backups/tests), and the two must hand the broker over to each other like any other consumers. Under one
+        # name, a jobs test's workers kept consuming while the backups test's engine ran, and went on with its jobs.
+        take_broker(f"engine-{id(self)}", self.release)
         if self.beat is None:
             self.beat = start_beat(**ENGINE_ENV)
         elif not self.beat.alive():
