@@ -27,11 +27,31 @@ LOAD_SECONDS = 30.0  # a model that is not loaded yet: launch + warm-up
 
 
 def estimate(*, device_id: int, device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> float:
-    shape = shape_of(device_kind, kind, model_id, params)
-    stat = RenderStat.objects.filter(device_id=device_id, kind=kind, model_id=model_id, shape=shape).first()
-    if stat and stat.samples:
-        return stat.mean_s
-    return seed_seconds(device_kind, kind, model_id, params)
+    """A request's render seconds on a device: what the device taught the hub of its shape, else the seed."""
+    return Estimator([device_id])(
+        device_id=device_id, device_kind=device_kind, kind=kind, model_id=model_id, params=params
+    )
+
+
+class Estimator:
+    """``estimate`` for many requests on a few devices, their learned render times read in one query (the pool's
+    planner asks for every waiting job on every device of its pool)."""
+
+    def __init__(self, device_ids: list[int] | set[int]) -> None:
+        stats = RenderStat.objects.filter(device_id__in=device_ids, samples__gt=0)
+        self._learned = {
+            (device_id, kind, model_id, shape): mean_s
+            for device_id, kind, model_id, shape, mean_s in stats.values_list(
+                "device_id", "kind", "model_id", "shape", "mean_s"
+            )
+        }
+
+    def __call__(
+        self, *, device_id: int, device_kind: str, kind: str, model_id: str, params: dict[str, Any]
+    ) -> float:
+        shape = shape_of(device_kind, kind, model_id, params)
+        learned = self._learned.get((device_id, kind, model_id, shape))
+        return learned if learned is not None else seed_seconds(device_kind, kind, model_id, params)
 
 
 def learn(job: Any) -> None:

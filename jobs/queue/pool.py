@@ -13,7 +13,9 @@ finish first: after the work already in that lane (its running job, the jobs pla
 where the device would have to load the job's model (the load time the hub learned there, else the one the device
 lists, else ``LOAD_SECONDS``). So a free device takes the next job at once, unless a busy
 device holding the model finishes it sooner than the free one could load it (one load instead of two), and no job
-waits behind others on one device while another could finish it sooner.
+waits behind others on one device while another could finish it sooner. A second pass (``jobs.queue.balance``)
+then moves or swaps jobs near the ends of the lanes while that ends the night sooner: the first pass sees only
+the jobs before each one, and could leave the last long render on one device while the others sit idle.
 
 A device that is away (locked, unreachable), paused, or refuses the hub's key is not usable: its pool jobs move to
 the others at once, and come back by the same rule once it is usable again. Its pinned jobs stay and wait, saying
@@ -25,7 +27,6 @@ once, as after any interruption, and this rule sends it to another device.
 from __future__ import annotations
 
 import datetime as dt
-import json
 import logging
 from dataclasses import dataclass, field
 from typing import Any
@@ -47,9 +48,13 @@ from jobs.core.scheduler import (
 from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
-from jobs.queue.eta import LOAD_SECONDS, estimate, remaining_seconds
+from jobs.queue.balance import Slot, even_out
+from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
 
 logger = logging.getLogger("jobs.queue.pool")
+
+#: Two lanes whose finishes for a job are this close are as good: the job stays where it waits.
+SAME_FINISH = dt.timedelta(seconds=0.05)
 
 
 @dataclass
@@ -88,25 +93,29 @@ def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
 
 
 class _Estimates:
-    """Render seconds of a request on a device (its own history of the shape), each asked once per round."""
+    """Render seconds of a request on a device (that device's history of the shape), each worked out once per
+    plan; a job's own lane keeps the estimate it has."""
 
-    def __init__(self) -> None:
-        self._seen: dict[tuple, float] = {}
+    def __init__(self, device_ids: set[int]) -> None:
+        self._estimate = Estimator(device_ids)
+        self._seen: dict[tuple[int, int], float] = {}
 
     def __call__(self, job: Any, lane: Lane) -> float:
-        if job.pinned or lane.device.pk == job.device_id:
-            if job.estimate_s:
-                return float(job.estimate_s)
-        key = (lane.device.pk, job.kind, job.model_id, json.dumps(job.params, sort_keys=True, default=str))
-        if key not in self._seen:
-            self._seen[key] = estimate(
-                device_id=lane.device.pk,
-                device_kind=lane.device.kind,
-                kind=job.kind,
-                model_id=job.model_id,
-                params=job.params,
-            )
-        return self._seen[key]
+        key = (job.pk, lane.device.pk)
+        seconds = self._seen.get(key)
+        if seconds is None:
+            if (job.pinned or lane.device.pk == job.device_id) and job.estimate_s:
+                seconds = float(job.estimate_s)
+            else:
+                seconds = self._estimate(
+                    device_id=lane.device.pk,
+                    device_kind=lane.device.kind,
+                    kind=job.kind,
+                    model_id=job.model_id,
+                    params=job.params,
+                )
+            self._seen[key] = seconds
+        return seconds
 
 
 def _finish(job: Any, lane: Lane, seconds: float) -> tuple[dt.datetime, dt.datetime]:
@@ -133,14 +142,11 @@ def best_lane(job: Any, lanes: dict[int, Lane], seconds_on: Any) -> Lane | None:
     choices = candidates(job, lanes)
     if not choices:
         return None
-    return min(
-        choices,
-        key=lambda lane: (
-            _finish(job, lane, seconds_on(job, lane))[1].replace(microsecond=0),
-            lane.device.pk != job.device_id,
-            lane.device.pk,
-        ),
-    )
+    finish = {lane.device.pk: _finish(job, lane, seconds_on(job, lane))[1] for lane in choices}
+    first = min(choices, key=lambda lane: (finish[lane.device.pk], lane.device.pk))
+    if job.device_id in finish and finish[job.device_id] - finish[first.device.pk] <= SAME_FINISH:
+        return lanes[job.device_id]
+    return first
 
 
 def _in_order(jobs: list[Job], lanes: dict[int, Lane], now: dt.datetime) -> list[Job]:
@@ -179,16 +185,53 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
     if not lanes:
         return {}
     pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
-    seconds_on = _Estimates()
-    moves = {}
-    for job in _in_order(pool_jobs + pinned, lanes, now):
+    seconds_on = _Estimates(set(lanes))
+    origin = {pk: (lane.free_at.timestamp(), frozenset(lane.loaded)) for pk, lane in lanes.items()}
+    slots = _first_pass(_in_order(pool_jobs + pinned, lanes, now), lanes, seconds_on)
+    even_out(slots, origin, _Stepper(lanes, seconds_on), gain_s=_gain(lanes, now))
+    return {
+        slot.job.pk: Move(slot.job.device_id, pk, seconds_on(slot.job, lanes[pk]))
+        for pk, lane_slots in slots.items()
+        for slot in lane_slots
+        if pk != slot.job.device_id
+    }
+
+
+def _first_pass(order: list[Job], lanes: dict[int, Lane], seconds_on: _Estimates) -> dict[int, list[Slot]]:
+    """Each job, in the household's order, into the lane where it would finish first (``best_lane``)."""
+    slots: dict[int, list[Slot]] = {pk: [] for pk in lanes}
+    for rank, job in enumerate(order):
         lane = best_lane(job, lanes, seconds_on)
         if lane is None:
             continue  # its device (or every device of its pool) is away or paused: it waits where it is
         _take(job, lane, seconds_on(job, lane))
-        if lane.device.pk != job.device_id:
-            moves[job.pk] = Move(job.device_id, lane.device.pk, seconds_on(job, lane))
-    return moves
+        may = frozenset(c.device.pk for c in candidates(job, lanes)) if not job.pinned else frozenset()
+        slots[lane.device.pk].append(Slot(rank, job, may | {lane.device.pk}))
+    return slots
+
+
+class _Stepper:
+    """``jobs.queue.balance``'s step: a lane after it ran a job, in timestamps (its window, its render here, a
+    load where the lane holds another model), as ``_finish`` reckons it."""
+
+    def __init__(self, lanes: dict[int, Lane], seconds_on: _Estimates) -> None:
+        self.lanes, self.seconds_on = lanes, seconds_on
+        self._opens: dict[tuple[int, int], float] = {}
+
+    def __call__(self, pk: int, job: Any, free: float, loaded: frozenset) -> tuple[float, frozenset]:
+        lane = self.lanes[pk]
+        opens = self._opens.get((pk, job.pk))
+        if opens is None:
+            opens = self._opens[(pk, job.pk)] = earliest_start(job, lane.snap).timestamp()
+        load = 0.0 if job.model_id in loaded else lane.load_seconds(job.model_id)
+        return max(free, opens) + self.seconds_on(job, lane) + load, frozenset((job.model_id,))
+
+
+def _gain(lanes: dict[int, Lane], now: dt.datetime) -> float:
+    """What a change between lanes must win: a thousandth of the work ahead, at least SAME_FINISH (a move for
+    less is churn: pages redrawn, a job's "waiting on" changing back and forth)."""
+    ahead = max((lane.free_at - now).total_seconds() for lane in lanes.values())
+    return max(SAME_FINISH.total_seconds(), ahead / 1000)
 
 
 def rebalance(now: dt.datetime | None = None) -> set[int]:

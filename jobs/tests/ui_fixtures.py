@@ -157,6 +157,7 @@ def make_job(
             progress=100.0 if state == "done" else 40.0,
         )
     defaults.update(fields)
+    params = defaults.pop("params", params)
     job = Job.objects.create(
         owner=owner,
         device=device,

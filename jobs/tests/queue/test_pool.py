@@ -429,3 +429,24 @@ def test_the_load_a_device_is_known_for_decides_whether_it_takes_a_job(device, m
     learned_loads(shelf, VIDEO, 4.0)  # the hub saw the shelf load it in 4 s: it finishes first
     pool.rebalance()
     assert lane_of(job) == shelf.pk
+
+
+def test_the_night_ends_on_both_devices_together_not_with_a_long_job_left_on_one(device, shelf, member, sent):
+    """The first pass alone leaves the last long render on one device (5, 5, 10 minutes there, 5, 5 on the
+    other); the second pass (``jobs.queue.balance``) evens the lanes out: both end after 15 minutes."""
+    short, long = dict(SHORT, seconds=2), dict(SHORT, seconds=7)
+    for d in (device, shelf):  # both devices learned both shapes: 5 and 10 minutes
+        for params, minutes in ((short, 5), (long, 10)):
+            shape = shape_of("tiiny", "video", VIDEO, params)
+            RenderStat.objects.create(
+                device=d, kind="video", model_id=VIDEO, shape=shape, mean_s=60.0 * minutes, samples=3
+            )
+    Device.objects.filter(pk__in=[device.pk, shelf.pk]).update(loaded_models=[])  # a load on either: alike
+    plan = [("a", short, 5), ("b", short, 5), ("c", short, 5), ("d", short, 5), ("e", long, 10)]
+    jobs = {
+        name: (pool_job(member, device, [shelf], params=dict(p, prompt=name), estimate_s=60.0 * m), m)
+        for name, p, m in plan
+    }
+    pool.rebalance()
+    lanes = {pk: sum(m for job, m in jobs.values() if lane_of(job) == pk) for pk in (device.pk, shelf.pk)}
+    assert lanes == {device.pk: 15, shelf.pk: 15}
