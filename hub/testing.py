@@ -360,3 +360,22 @@ def load_script(name: str):
     sys.modules[spec.name] = module  # a dataclass with postponed annotations looks its module up by name
     spec.loader.exec_module(module)
     return module
+
+
+def sqlite_query_plan(run: Callable[[], object]) -> tuple[object, str]:
+    """What ``run()`` returns, and SQLite's EXPLAIN QUERY PLAN of the one query it makes, with statistics
+    (``ANALYZE``: they make SQLite weigh every index, as on a real hub's data); the statistics go again after."""
+    from django.test.utils import CaptureQueriesContext
+
+    with connection.cursor() as cursor:
+        cursor.execute("ANALYZE")
+    try:
+        with CaptureQueriesContext(connection) as captured:
+            result = run()
+        (query,) = captured.captured_queries
+        with connection.cursor() as cursor:
+            cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
+            return result, " ".join(str(row) for row in cursor.fetchall())
+    finally:
+        with connection.cursor() as cursor:
+            cursor.execute("DROP TABLE IF EXISTS sqlite_stat1")

@@ -160,7 +160,8 @@ def test_one_scrape_is_a_handful_of_queries(member, two_devices, django_assert_m
 
 def test_the_render_query_uses_the_device_finished_index(member, two_devices):
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
+
+    from hub.testing import sqlite_query_plan
 
     if connection.vendor != "sqlite":
         pytest.skip("the plan text checked here is SQLite's; PostgreSQL picks its own plan on real data")
@@ -182,18 +183,8 @@ def test_the_render_query_uses_the_device_finished_index(member, two_devices):
         for i in range(3000)
     )
     make_job(member, two_devices[0], state="done", device_seconds=60, finished_at=timezone.now())
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # statistics make SQLite weigh the other (device, state) index too
-    try:
-        with CaptureQueriesContext(connection) as captured:
-            hub_metrics._render_family(device_ids)
-        (query,) = captured.captured_queries
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
-            plan = " ".join(str(row) for row in cursor.fetchall())
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE IF EXISTS sqlite_stat1")
+    # With statistics SQLite weighs the other (device, state) index too.
+    _family, plan = sqlite_query_plan(lambda: hub_metrics._render_family(device_ids))
     assert "jobs_device_fair_idx" in plan, plan
 
 

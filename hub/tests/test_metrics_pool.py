@@ -112,7 +112,8 @@ def test_the_days_before_are_summed_once_and_the_day_on_each_scrape(
 
 def test_the_days_spans_are_found_on_the_ended_index(member, device, kitchen):
     from django.db import connection
-    from django.test.utils import CaptureQueriesContext
+
+    from hub.testing import sqlite_query_plan
 
     from jobs.models import DeviceUse
 
@@ -124,19 +125,9 @@ def test_the_days_spans_are_found_on_the_ended_index(member, device, kitchen):
         DeviceUse(owner=member, job=job, device=(device, kitchen)[i % 2], started=old, ended=old, seconds=60)
         for i in range(3000)
     )
-    with connection.cursor() as cursor:
-        cursor.execute("ANALYZE")  # statistics make SQLite weigh the device index for a GROUP BY
-    try:
-        names = {device.pk: device.name, kitchen.pk: kitchen.name}
-        hub_metrics._device_seconds_family(names, {})  # the days before: summed once, kept
-        with CaptureQueriesContext(connection) as captured:
-            family = hub_metrics._device_seconds_family(names, {})
-        (query,) = captured.captured_queries
-        with connection.cursor() as cursor:
-            cursor.execute("EXPLAIN QUERY PLAN " + query["sql"])
-            plan = " ".join(str(row) for row in cursor.fetchall())
-    finally:
-        with connection.cursor() as cursor:
-            cursor.execute("DROP TABLE IF EXISTS sqlite_stat1")
+    names = {device.pk: device.name, kitchen.pk: kitchen.name}
+    hub_metrics._device_seconds_family(names, {})  # the days before: summed once, kept
+    # With statistics SQLite weighs the device index for a GROUP BY.
+    family, plan = sqlite_query_plan(lambda: hub_metrics._device_seconds_family(names, {}))
     assert "jobs_deviceuse_ended_idx" in plan, plan
     assert sorted(s.value for s in family.samples) == [1500 * 60, 1500 * 60]
