@@ -114,7 +114,6 @@ def test_the_days_spans_are_found_on_the_ended_index(member, device, kitchen):
     from django.db import connection
 
     from hub.testing import sqlite_query_plan
-
     from jobs.models import DeviceUse
 
     if connection.vendor != "sqlite":
