@@ -21,8 +21,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-#: ``step(lane, job, free_at, loaded) -> (free_at, loaded)``: the lane after it ran ``job`` (its load included).
-Step = Callable[[int, Any, float, frozenset], tuple[float, frozenset]]
+#: ``step(lane, job, free_at, loaded) -> (free_at, loaded)``: the lane after it ran ``job`` (its load included);
+#: ``loaded`` is the caller's (what the device holds), passed along as it is.
+Step = Callable[[int, Any, float, Any], tuple[float, Any]]
 
 TAIL = 8  # the last jobs of a lane that may move: a change near a lane's end shifts few jobs' times
 ROUNDS = 12  # changes per plan at most (each one re-simulates only the two lanes it touches)
@@ -39,7 +40,7 @@ class Slot:
 
 def even_out(
     slots: dict[int, list[Slot]],
-    origin: dict[int, tuple[float, frozenset]],
+    origin: dict[int, tuple[float, Any]],
     step: Step,
     *,
     gain_s: float,
@@ -60,7 +61,7 @@ def even_out(
     return made
 
 
-def _states(lane: int, slots: list[Slot], origin: tuple[float, frozenset], step: Step) -> list[tuple]:
+def _states(lane: int, slots: list[Slot], origin: tuple[float, Any], step: Step) -> list[tuple]:
     """The lane's (free_at, loaded) before each of its jobs, and after the last."""
     free, loaded = origin
     out = [(free, loaded)]
@@ -70,7 +71,7 @@ def _states(lane: int, slots: list[Slot], origin: tuple[float, frozenset], step:
     return out
 
 
-def _run(lane: int, slots: list[Slot], state: tuple[float, frozenset], step: Step) -> float:
+def _run(lane: int, slots: list[Slot], state: tuple[float, Any], step: Step) -> float:
     free, loaded = state
     for slot in slots:
         free, loaded = step(lane, slot.job, free, loaded)
@@ -93,7 +94,7 @@ def _with(slots: list[Slot], out: int | None, into: Slot | None) -> tuple[list[S
 
 def _best_change(
     slots: dict[int, list[Slot]],
-    origin: dict[int, tuple[float, frozenset]],
+    origin: dict[int, tuple[float, Any]],
     step: Step,
     gain_s: float,
     tail: int,

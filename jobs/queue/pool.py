@@ -34,6 +34,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from devices.capabilities import NPU_MARGIN
 from devices.models import Device
 from devices.services import device_load_seconds
 from jobs.core.changes import replan
@@ -64,13 +65,29 @@ class Lane:
     device: Device
     snap: DeviceSnapshot
     free_at: dt.datetime
-    loaded: set[str] = field(default_factory=set)
+    loaded: tuple[str, ...] = ()  # the models it holds, the one used last at the end
     busy: bool = False  # a job of its own is active now
     load_s: dict[str, float] = field(default_factory=dict)  # model -> its load time here, learned or listed
 
     def load_seconds(self, model_id: str) -> float:
         """What loading ``model_id`` costs this device (``LOAD_SECONDS`` for one it never said or showed)."""
         return self.load_s.get(model_id, LOAD_SECONDS)
+
+    def holding(self, loaded: tuple[str, ...], model_id: str) -> tuple[str, ...]:
+        """What the device holds after it ran a job of ``model_id``, holding ``loaded`` before. A device keeps
+        several models while its NPU has room for them (a Tiiny: the least recently used goes first when a launch
+        needs room, and the hub keeps ``NPU_MARGIN`` units to spare, ``devices.clients.eviction``); a model whose
+        NPU units the device never listed is taken to need all of it, as is every model of a device that does not
+        say its NPU's size (TensorSharp)."""
+        if model_id in loaded:
+            return (*(m for m in loaded if m != model_id), model_id)
+        total, costs = self.device.npu_units_total, self.snap.npu_cost
+        if total is None or model_id not in costs:
+            return (model_id,)
+        keep = list(loaded)
+        while keep and sum(costs.get(m, 0) for m in keep) + costs[model_id] + NPU_MARGIN > total:
+            keep.pop(0)
+        return (*keep, model_id)
 
     @property
     def usable(self) -> bool:
@@ -83,12 +100,20 @@ def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
     for device in Device.objects.filter(pk__in=device_ids):
         snap = snapshot_for(device.pk, now=now, device=device, usage=usage)
         lanes[device.pk] = Lane(
-            device=device, snap=snap, free_at=now, loaded=set(snap.loaded), load_s=device_load_seconds(device)
+            device=device,
+            snap=snap,
+            free_at=now,
+            loaded=tuple(sorted(snap.loaded)),
+            load_s=device_load_seconds(device),
         )
     for job in Job.objects.filter(device_id__in=device_ids, state__in=ACTIVE_STATES).order_by("started_at"):
         lane = lanes[job.device_id]
         left = dt.timedelta(seconds=max(remaining_seconds(job, now=now), 0.0))
-        lane.free_at, lane.loaded, lane.busy = max(lane.free_at, now + left), {job.model_id}, True
+        lane.free_at, lane.loaded, lane.busy = (
+            max(lane.free_at, now + left),
+            lane.holding(lane.loaded, job.model_id),
+            True,
+        )
     return lanes
 
 
@@ -127,7 +152,7 @@ def _finish(job: Any, lane: Lane, seconds: float) -> tuple[dt.datetime, dt.datet
 def _take(job: Any, lane: Lane, seconds: float) -> None:
     """The job joins the lane: the device is busy until its predicted finish, holding its model."""
     _start, finish = _finish(job, lane, seconds)
-    lane.free_at, lane.loaded = finish, {job.model_id}
+    lane.free_at, lane.loaded = finish, lane.holding(lane.loaded, job.model_id)
 
 
 def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
@@ -186,7 +211,7 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
         return {}
     pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
     seconds_on = _Estimates(set(lanes))
-    origin = {pk: (lane.free_at.timestamp(), frozenset(lane.loaded)) for pk, lane in lanes.items()}
+    origin = {pk: (lane.free_at.timestamp(), lane.loaded) for pk, lane in lanes.items()}
     slots = _first_pass(_in_order(pool_jobs + pinned, lanes, now), lanes, seconds_on)
     even_out(slots, origin, _Stepper(lanes, seconds_on), gain_s=_gain(lanes, now))
     return {
@@ -217,14 +242,20 @@ class _Stepper:
     def __init__(self, lanes: dict[int, Lane], seconds_on: _Estimates) -> None:
         self.lanes, self.seconds_on = lanes, seconds_on
         self._opens: dict[tuple[int, int], float] = {}
+        self._holding: dict[tuple[int, tuple[str, ...], str], tuple[str, ...]] = {}
 
-    def __call__(self, pk: int, job: Any, free: float, loaded: frozenset) -> tuple[float, frozenset]:
+    def __call__(
+        self, pk: int, job: Any, free: float, loaded: tuple[str, ...]
+    ) -> tuple[float, tuple[str, ...]]:
         lane = self.lanes[pk]
         opens = self._opens.get((pk, job.pk))
         if opens is None:
             opens = self._opens[(pk, job.pk)] = earliest_start(job, lane.snap).timestamp()
         load = 0.0 if job.model_id in loaded else lane.load_seconds(job.model_id)
-        return max(free, opens) + self.seconds_on(job, lane) + load, frozenset((job.model_id,))
+        after = self._holding.get((pk, loaded, job.model_id))
+        if after is None:
+            after = self._holding[(pk, loaded, job.model_id)] = lane.holding(loaded, job.model_id)
+        return max(free, opens) + self.seconds_on(job, lane) + load, after
 
 
 def _gain(lanes: dict[int, Lane], now: dt.datetime) -> float:
