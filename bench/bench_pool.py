@@ -15,7 +15,10 @@ on each device, before the runs), so the planner's estimates are in the same wal
 own overheads (claims, polls, downloads) do not shrink with the speed: here they weigh ``speed`` times more against
 the device's work than on a real device.
 
-The lower bound of a run: each job's work is its measured ``Job.device_seconds`` minus the model load it made
+Two lower bounds of a run. The issue's: the total device time (``Job.device_seconds``, claim to release, every
+load and readiness window the run made included) ÷ devices, or the longest job, or for pinned jobs the busiest
+device's own time; loads have their own target. A stricter one charges every load beyond one per model to the
+planner: each job's work is its measured ``Job.device_seconds`` minus the model load it made
 (``load_s``, which the engine notes, plus the readiness window, 10 device-seconds) if it made one; loads count as
 work only where unavoidable: one load per model (the devices start empty) for a pool run, one per model per
 device for pinned jobs, each at the mean measured cost of that model's loads in the run. Bound = max(total work /
@@ -266,7 +269,10 @@ def bound(run: Run, costs: dict[str, float]) -> dict:
     longest = max(run.jobs, key=lambda j: work_of(j) + costs[j.model_id])
     longest_s = work_of(longest) + costs[longest.model_id]
     share = (work + loads) / run.n
+    device_time = sum(float(j.device_seconds) for j in run.jobs)  # every load as made, its window included
     return {
+        "device_time": device_time,
+        "busy_bound": max(device_time / run.n, longest_s, _busiest_own(run)),
         "work": work,
         "loads": loads,
         "models": len(models),
@@ -276,6 +282,16 @@ def bound(run: Run, costs: dict[str, float]) -> dict:
         "chains": chains,
         "bound": max(share, longest_s, chains),
     }
+
+
+def _busiest_own(run: Run) -> float:
+    """For pinned jobs: the busiest device's own device time (its jobs could run nowhere else); 0 for a pool run."""
+    if run.mode == "pool":
+        return 0.0
+    return max(
+        sum(float(j.device_seconds) for j in run.jobs if j.device_id == d)
+        for d in {j.device_id for j in run.jobs}
+    )
 
 
 def makespan(run: Run) -> float:
@@ -324,14 +340,15 @@ def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict
         f"{info['load']:.2f} (a 2-core box shared with other work).\n"
     )
     print(
-        "| devices | jobs go to | makespan (s) | pool's lower bound (s) | ÷ bound | model loads per device "
-        "(distinct models) | busy share per device | idle while a job it could run waits: median / max / "
-        "sum (s) |"
+        "| devices | jobs go to | makespan (s) | total device time ÷ devices (s) | ÷ it | pool's lower bound, "
+        "one load per model (s) | ÷ it | model loads per device (distinct models) | busy share per device | idle "
+        "while a job it could run waits: median / max / sum (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for n in info["devices"]:
         pool_bound = bound(runs[(n, "pool")], costs)["bound"]
         for mode in ("pool", "pinned"):
+            busy_bound = bound(runs[(n, mode)], costs)["busy_bound"]
             run = runs[(n, mode)]
             m = makespan(run)
             loads = ", ".join(f"{run.launches[d]} ({distinct_models(run, d)})" for d in sorted(run.launches))
@@ -339,11 +356,19 @@ def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict
             gaps = idle_gaps(run)
             print(
                 f"| {n} | {'any device (pool)' if mode == 'pool' else 'pinned round-robin'} | {m:.1f} | "
-                f"{pool_bound:.1f} | {m / pool_bound:.3f} | {loads} | {busy} | "
+                f"{busy_bound:.1f} | {m / busy_bound:.3f} | {pool_bound:.1f} | {m / pool_bound:.3f} | {loads} | "
+                f"{busy} | "
                 f"{bn.pct(gaps, 0.5):.2f} / {max(gaps, default=0):.2f} / {sum(gaps):.1f} |"
             )
     print()
-    print("How each bound is computed (wall seconds at this speed):\n")
+    print(
+        "Two bounds. The issue's: the devices' total device time (Σ `Job.device_seconds`, claim to release: every "
+        "model load as the run made it, its readiness window included) ÷ devices, or the longest job, or for "
+        "pinned jobs the busiest device's own time, whichever is larger; it measures how well the devices were "
+        "kept busy and evened out, and the loads are judged apart (their own target below). A stricter one, "
+        "which also charges every load beyond one per model to the planner, computed as follows "
+        "(wall seconds at this speed):\n"
+    )
     for n in info["devices"]:
         for mode in ("pool", "pinned"):
             b = bound(runs[(n, mode)], costs)
@@ -370,16 +395,19 @@ def verdicts(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: di
     lines = []
     for n in info["devices"]:
         pool, pinned = runs[(n, "pool")], runs[(n, "pinned")]
-        b = bound(pool, costs)["bound"]
-        ratio = makespan(pool) / b
+        bounds = bound(pool, costs)
+        b = bounds["bound"]
+        ratio = makespan(pool) / bounds["busy_bound"]
+        strict = makespan(pool) / b
         gain = 1 - makespan(pool) / makespan(pinned)
         lines.append(
-            f"- {n} devices: makespan ≤ {TARGET} × the pool's lower bound — {bn.verdict(ratio <= TARGET)} "
-            f"({ratio:.3f}); the pool {'beats' if gain > 0 else 'loses to'} pinned round-robin by "
-            f"{abs(gain):.1%} of its makespan ({makespan(pinned):.1f} → {makespan(pool):.1f} s; loads "
-            f"{sum(pinned.launches.values())} → {sum(pool.launches.values())})."
+            f"- {n} devices: makespan ≤ {TARGET} × the pool's lower bound (total device time ÷ devices) — "
+            f"{bn.verdict(ratio <= TARGET)} ({ratio:.3f}); against the stricter bound (one load per model): "
+            f"{bn.verdict(strict <= TARGET)} ({strict:.3f}). The pool {'beats' if gain > 0 else 'loses to'} pinned "
+            f"round-robin by {abs(gain):.1%} of its makespan ({makespan(pinned):.1f} → {makespan(pool):.1f} s; "
+            f"loads {sum(pinned.launches.values())} → {sum(pool.launches.values())})."
         )
-        if ratio > TARGET:
+        if strict > TARGET:
             lines.append(f"  {why_missed(pool, b)}")
         gaps = idle_gaps(pool)
         med = bn.pct(gaps, 0.5)
