@@ -46,6 +46,7 @@ class DeviceSnapshot:
     foreign_loaded: frozenset[str] = frozenset()  # running models the hub did not load
     npu_free: int | None = None
     npu_cost: dict[str, int] = field(default_factory=dict)
+    npu_total: int | None = None
     usage: dict[int, float] = field(default_factory=dict)  # owner id -> device-seconds in FAIR_WINDOW
     # The vault's nightly memory summaries (device capabilities) and whether renders may unload their model.
     summary_start: dt.time | None = None
@@ -147,6 +148,23 @@ def earliest_start(job: Any, snap: DeviceSnapshot) -> dt.datetime:
     return t
 
 
+def held_after(snap: DeviceSnapshot, loaded: tuple[str, ...], model_id: str) -> tuple[str, ...]:
+    """What the device holds after it ran a job of ``model_id``, holding ``loaded`` before (the one used last at
+    the end). A device keeps several models while its NPU has room for them (a Tiiny: the least recently used goes
+    first when a launch needs room, and the hub keeps ``NPU_MARGIN`` units to spare, ``devices.clients.eviction``);
+    a model whose NPU units the device never listed is taken to need all of it, as is every model of a device that
+    does not say its NPU's size (TensorSharp). The plans count a model load wherever this does not hold the model."""
+    if model_id in loaded:
+        return (*(m for m in loaded if m != model_id), model_id)
+    total, costs = snap.npu_total, snap.npu_cost
+    if total is None or model_id not in costs:
+        return (model_id,)
+    keep = list(loaded)
+    while keep and sum(costs.get(m, 0) for m in keep) + costs[model_id] + NPU_MARGIN > total:
+        keep.pop(0)
+    return (*keep, model_id)
+
+
 # -- order ---------------------------------------------------------------------------------------------------
 
 
@@ -193,7 +211,7 @@ def order_with_reasons(
 ) -> list[tuple[Any, str]]:
     """The waiting queue in run order, each job with why it sits where it does ("" for plain arrival order).
 
-    Simulates repeated picks: after each pick that job's model counts as loaded. Jobs that can't start yet
+    Simulates repeated picks: after each pick the device holds that job's model too (``held_after``). Jobs that can't start yet
     (window, backoff, a polite wait for the night) follow in the order they may start (ties in base order).
     """
     rest = base_order(jobs, snap)
@@ -203,7 +221,7 @@ def order_with_reasons(
         key=lambda j: (earliest_start(j, snap), *base_key(j, snap)),
     )
     out: list[tuple[Any, str]] = []
-    loaded = set(snap.loaded)
+    loaded = tuple(sorted(snap.loaded))
     bypassed = {j.pk: j.bypassed for j in ready}
     while ready:
         # pick() reads the first k+1 candidates only: wrapping the whole rest on every round made the plan
@@ -215,7 +233,7 @@ def order_with_reasons(
             bypassed[j.job.pk] += 1
         ready.remove(job)
         out.append((job, "runs first: its model is already loaded" if jumped else ""))
-        loaded = {job.model_id}
+        loaded = held_after(snap, loaded, job.model_id)
     out += [(job, _later_reason(job, snap)) for job in later]
     paused = "paused by an admin" if snap.paused else ""
     most_after = _most_used_after(out, snap)
@@ -312,6 +330,7 @@ def snapshot_for(
         foreign_loaded=frozenset(loaded - set(device.hub_loaded_models or [])),
         npu_free=_npu_free(device),
         npu_cost=_npu_costs(device),
+        npu_total=device.npu_units_total,
         usage=fair_usage(now) if usage is None else usage,
         summary_start=_hour(vault.get("summary_start_hour")),
         summary_end=_hour(vault.get("summary_end_hour")),

@@ -16,7 +16,7 @@ from django.utils import timezone
 
 from devices.models import Device
 from jobs.core.changes import Changes, plan_changed
-from jobs.core.scheduler import earliest_start, order_with_reasons, snapshot_for
+from jobs.core.scheduler import earliest_start, held_after, order_with_reasons, snapshot_for
 from jobs.kinds.table import seed_seconds, shape_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, RenderStat, waiting_on
 
@@ -150,13 +150,13 @@ def plan(
     out = []
     cursor = now
     horizon = now + PLAN_HORIZON
-    loaded = set(snap.loaded)
+    loaded = tuple(sorted(snap.loaded))
     for job in Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at"):
         start = job.started_at or now
         done = _later(now, remaining_seconds(job, now=now), horizon)
         out.append((job, start, done))
         cursor = max(cursor, done)
-        loaded = {job.model_id}
+        loaded = held_after(snap, loaded, job.model_id)
     waiting = waiting_on(device_id)
     if extra is not None:
         waiting.append(extra)
@@ -175,7 +175,7 @@ def plan(
         finish = _later(start, est, horizon)
         out.append((job, start, finish))
         cursor = finish
-        loaded = {job.model_id}
+        loaded = held_after(snap, loaded, job.model_id)
     return out
 
 

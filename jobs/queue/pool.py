@@ -34,7 +34,6 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from devices.capabilities import NPU_MARGIN
 from devices.models import Device
 from devices.services import device_load_seconds
 from jobs.core.changes import replan
@@ -44,6 +43,7 @@ from jobs.core.scheduler import (
     blocked_reason,
     earliest_start,
     fair_usage,
+    held_after,
     snapshot_for,
 )
 from jobs.kinds.table import style_of
@@ -74,20 +74,8 @@ class Lane:
         return self.load_s.get(model_id, LOAD_SECONDS)
 
     def holding(self, loaded: tuple[str, ...], model_id: str) -> tuple[str, ...]:
-        """What the device holds after it ran a job of ``model_id``, holding ``loaded`` before. A device keeps
-        several models while its NPU has room for them (a Tiiny: the least recently used goes first when a launch
-        needs room, and the hub keeps ``NPU_MARGIN`` units to spare, ``devices.clients.eviction``); a model whose
-        NPU units the device never listed is taken to need all of it, as is every model of a device that does not
-        say its NPU's size (TensorSharp)."""
-        if model_id in loaded:
-            return (*(m for m in loaded if m != model_id), model_id)
-        total, costs = self.device.npu_units_total, self.snap.npu_cost
-        if total is None or model_id not in costs:
-            return (model_id,)
-        keep = list(loaded)
-        while keep and sum(costs.get(m, 0) for m in keep) + costs[model_id] + NPU_MARGIN > total:
-            keep.pop(0)
-        return (*keep, model_id)
+        """What the device holds after a job of ``model_id`` (``jobs.core.scheduler.held_after``)."""
+        return held_after(self.snap, loaded, model_id)
 
     @property
     def usable(self) -> bool:

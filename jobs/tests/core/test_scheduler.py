@@ -156,3 +156,27 @@ def test_the_fair_share_reasons_are_those_of_the_full_scan_on_a_long_mixed_queue
     full = [scheduler._ready_reason(job, i, plain, s) for i, (job, _why) in enumerate(plain)]  # no shortcut
     assert [why for _job, why in rows] == full
     assert sum(why.startswith("fair share:") for why in full) > 10  # the case is exercised
+
+
+def test_a_device_holds_models_while_its_npu_has_room_and_lets_the_least_recently_used_go_first():
+    from jobs.core.scheduler import held_after
+
+    s = snap(npu_total=100, npu_cost={"video": 60, "image": 20, "tts": 10, "mesh": 40})
+    held = held_after(s, held_after(s, (), "video"), "image")
+    assert held == ("video", "image")  # 60 + 20 + the margin of 5: room for both
+    assert held_after(s, held, "video") == ("image", "video")  # used again: the last to go now
+    assert held_after(s, ("image", "video"), "tts") == ("image", "video", "tts")  # 95 of 100: still room
+    assert held_after(s, ("image", "video", "tts"), "mesh") == ("tts", "mesh")  # image, then video, make room
+    assert held_after(s, ("video",), "unlisted") == ("unlisted",)  # units unknown: it may need the whole NPU
+    assert held_after(snap(npu_cost={"image": 20, "tts": 10}), ("image",), "tts") == ("tts",)  # NPU size unknown
+
+
+def test_the_planned_order_counts_a_model_the_device_still_holds_as_loaded():
+    # a, then b (neither may be jumped): the device holds both (room for three models), so a's second job is a
+    # loaded-model job and goes ahead of c's, as the device's own pick will do.
+    s = snap(npu_total=100, npu_cost={"m/a": 30, "m/b": 30, "m/c": 30})
+    jobs = [J(1, model_id="m/a", bypassed=3), J(2, model_id="m/b", bypassed=3), J(3, model_id="m/c"), J(4)]
+    order = [job.pk for job, _why in order_with_reasons(s, jobs)]
+    assert order == [1, 2, 4, 3]
+    tight = snap(npu_total=60, npu_cost={"m/a": 30, "m/b": 30, "m/c": 30})  # one model at a time
+    assert [job.pk for job, _why in order_with_reasons(tight, jobs)] == [1, 2, 3, 4]

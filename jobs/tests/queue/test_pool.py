@@ -451,18 +451,3 @@ def test_the_night_ends_on_both_devices_together_not_with_a_long_job_left_on_one
     lanes = {pk: sum(m for job, m in jobs.values() if lane_of(job) == pk) for pk in (device.pk, shelf.pk)}
     assert lanes == {device.pk: 15, shelf.pk: 15}
 
-
-def test_a_lane_holds_models_while_its_npu_has_room_and_lets_the_least_recently_used_go_first():
-    from jobs.core.scheduler import DeviceSnapshot
-
-    now = timezone.now()
-    snap = DeviceSnapshot(device_id=1, now=now, npu_cost={"video": 60, "image": 20, "tts": 10, "mesh": 40})
-    lane = pool.Lane(device=Device(pk=1, npu_units_total=100), snap=snap, free_at=now)
-    held = lane.holding((), "video")
-    held = lane.holding(held, "image")
-    assert held == ("video", "image")  # 60 + 20 + the margin of 5: room for both
-    assert lane.holding(held, "video") == ("image", "video")  # used again: the last to go now
-    assert lane.holding(("image", "video"), "tts") == ("image", "video", "tts")  # 95 of 100: still room
-    assert lane.holding(("image", "video", "tts"), "mesh") == ("tts", "mesh")  # image, then video, make room
-    assert lane.holding(("video",), "unlisted") == ("unlisted",)  # units unknown: taken to need the whole NPU
-    assert pool.Lane(device=Device(pk=2), snap=snap, free_at=now).holding(("image",), "tts") == ("tts",)
