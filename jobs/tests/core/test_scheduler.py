@@ -168,7 +168,9 @@ def test_a_device_holds_models_while_its_npu_has_room_and_lets_the_least_recentl
     assert held_after(s, ("image", "video"), "tts") == ("image", "video", "tts")  # 95 of 100: still room
     assert held_after(s, ("image", "video", "tts"), "mesh") == ("tts", "mesh")  # image, then video, make room
     assert held_after(s, ("video",), "unlisted") == ("unlisted",)  # units unknown: it may need the whole NPU
-    assert held_after(snap(npu_cost={"image": 20, "tts": 10}), ("image",), "tts") == ("tts",)  # NPU size unknown
+    assert held_after(snap(npu_cost={"image": 20, "tts": 10}), ("image",), "tts") == (
+        "tts",
+    )  # NPU size unknown
 
 
 def test_the_planned_order_counts_a_model_the_device_still_holds_as_loaded():

@@ -450,4 +450,3 @@ def test_the_night_ends_on_both_devices_together_not_with_a_long_job_left_on_one
     pool.rebalance()
     lanes = {pk: sum(m for job, m in jobs.values() if lane_of(job) == pk) for pk in (device.pk, shelf.pk)}
     assert lanes == {device.pk: 15, shelf.pk: 15}
-
