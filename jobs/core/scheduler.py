@@ -11,6 +11,8 @@ Policy (architecture.md "Scheduling policy"), in order:
    of the hub over the last 7 days, least first), then FIFO.
 5. Model affinity: among the first K+1 eligible jobs, prefer one whose model is already loaded; it jumps at most
    K places, and a job that has been jumped K times is never jumped again (no starvation).
+6. Length, in the pool: among those, the longest job for any device goes first, under the same bound: the short
+   ones then come at the end, where the pool evens its devices out with them.
 """
 
 from __future__ import annotations
@@ -181,21 +183,37 @@ def pick(
 ) -> tuple[Any | None, list[Any]]:
     """From eligible jobs in base order: the next one and the jobs it jumps over (at most ``k``).
 
-    A loaded-model job may only jump jobs that have been jumped fewer than ``k`` times.
+    A job may jump only jobs that have been jumped fewer than ``k`` times. Among the jobs it may reach, one whose
+    model is loaded goes first (no load). Among those, in a lane of the pool, the longest pool job goes first: the
+    short ones then end the night, when the pool evens its devices out with them (``jobs.queue.balance``); a
+    pinned job never jumps for its length.
     """
     if not candidates:
         return None, []
     loaded = set(loaded)
-    head = candidates[0]
-    if head.model_id in loaded:
-        return head, []
-    for i, job in enumerate(candidates[1 : k + 1], start=1):
-        jumped = list(candidates[:i])
-        if any(j.bypassed >= k for j in jumped):
+    reach = [candidates[0]]
+    for job in candidates[1 : k + 1]:
+        if any(j.bypassed >= k for j in reach):
             break
-        if job.model_id in loaded:
-            return job, jumped
-    return head, []
+        reach.append(job)
+    held = [j for j in reach if j.model_id in loaded]
+    if not held:
+        return candidates[0], []
+    chosen = held[0]
+    if _pooled(chosen):
+        chosen = max((j for j in held if _pooled(j)), key=_length)  # the first of the longest
+        if _length(chosen) <= _length(held[0]):
+            chosen = held[0]
+    i = next(i for i, j in enumerate(candidates) if j is chosen)
+    return chosen, list(candidates[:i])
+
+
+def _pooled(job: Any) -> bool:
+    return not getattr(job, "pinned", True)
+
+
+def _length(job: Any) -> float:
+    return float(getattr(job, "estimate_s", None) or 0.0)
 
 
 def next_job(snap: DeviceSnapshot, jobs: Iterable[Any], k: int = K_MAX_JUMP) -> tuple[Any | None, list[Any]]:
@@ -227,12 +245,13 @@ def order_with_reasons(
         # pick() reads the first k+1 candidates only: wrapping the whole rest on every round made the plan
         # quadratic in the queue's length (150 waiting jobs: 11,000 wrappers per plan).
         view = [_Bypass(j, bypassed[j.pk]) for j in ready[: k + 1]]
+        head_held = view[0].model_id in loaded
         chosen, jumped = pick(view, loaded, k)
         job = chosen.job
         for j in jumped:
             bypassed[j.job.pk] += 1
         ready.remove(job)
-        out.append((job, "runs first: its model is already loaded" if jumped else ""))
+        out.append((job, _jump_reason(jumped, head_held)))
         loaded = held_after(snap, loaded, job.model_id)
     out += [(job, _later_reason(job, snap)) for job in later]
     paused = "paused by an admin" if snap.paused else ""
@@ -241,6 +260,14 @@ def order_with_reasons(
         (job, paused or why or _ready_reason(job, i, out, snap, most_after))
         for i, (job, why) in enumerate(out)
     ]
+
+
+def _jump_reason(jumped: list[Any], head_held: bool) -> str:
+    if not jumped:
+        return ""
+    if head_held:  # the job it went ahead of needed no load either: it went first for its length
+        return "runs first: a long render early, so that short ones end the night"
+    return "runs first: its model is already loaded"
 
 
 def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
@@ -299,6 +326,14 @@ class _Bypass:
     @property
     def model_id(self) -> str:
         return self.job.model_id
+
+    @property
+    def pinned(self) -> bool:
+        return getattr(self.job, "pinned", True)
+
+    @property
+    def estimate_s(self) -> float | None:
+        return getattr(self.job, "estimate_s", None)
 
 
 # -- snapshot from the database --------------------------------------------------------------------------------

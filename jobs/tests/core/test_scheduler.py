@@ -182,3 +182,35 @@ def test_the_planned_order_counts_a_model_the_device_still_holds_as_loaded():
     assert order == [1, 2, 4, 3]
     tight = snap(npu_total=60, npu_cost={"m/a": 30, "m/b": 30, "m/c": 30})  # one model at a time
     assert [job.pk for job, _why in order_with_reasons(tight, jobs)] == [1, 2, 3, 4]
+
+
+@dataclass
+class P(J):
+    """A job for any device of the pool, with its estimate."""
+
+    pinned: bool = False
+    estimate_s: float = 60.0
+
+
+def test_in_the_pool_the_longest_job_whose_model_is_held_goes_first():
+    s = snap(loaded=frozenset({"m/a"}))
+    jobs = [P(1, estimate_s=10), P(2, estimate_s=600), P(3, estimate_s=5), P(4, estimate_s=600)]
+    job, jumped = next_job(s, jobs)
+    assert job.pk == 2 and [j.pk for j in jumped] == [1]  # the first of the longest
+    order = order_with_reasons(s, jobs)
+    assert [j.pk for j, _why in order] == [2, 4, 1, 3]
+    assert order[0][1] == "runs first: a long render early, so that short ones end the night"
+
+
+def test_a_pinned_job_never_jumps_for_its_length_nor_is_a_job_jumped_more_than_k_times():
+    s = snap(loaded=frozenset({"m/a"}))
+    assert next_job(s, [J(1), J(2)])[0].pk == 1  # pinned: base order
+    assert next_job(s, [P(1, estimate_s=10), J(2)])[0].pk == 1  # a pinned job does not jump for its length
+    assert next_job(s, [P(1, estimate_s=10, bypassed=3), P(2, estimate_s=600)])[0].pk == 1
+
+
+def test_a_held_model_still_comes_before_length():
+    s = snap(loaded=frozenset({"m/a"}))
+    jobs = [P(1, model_id="m/b", estimate_s=900), P(2, estimate_s=10), P(3, estimate_s=50)]
+    job, jumped = next_job(s, jobs)
+    assert job.pk == 3 and [j.pk for j in jumped] == [1, 2]
