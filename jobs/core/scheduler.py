@@ -200,10 +200,8 @@ def pick(
     if not held:
         return candidates[0], []
     chosen = held[0]
-    if _pooled(chosen):
-        chosen = max((j for j in held if _pooled(j)), key=_length)  # the first of the longest
-        if _length(chosen) <= _length(held[0]):
-            chosen = held[0]
+    if _pooled(chosen):  # the first of the longest: held[0] itself unless a pool job after it is longer
+        chosen = max((j for j in held if _pooled(j)), key=_length)
     i = next(i for i, j in enumerate(candidates) if j is chosen)
     return chosen, list(candidates[:i])
 
@@ -229,8 +227,9 @@ def order_with_reasons(
 ) -> list[tuple[Any, str]]:
     """The waiting queue in run order, each job with why it sits where it does ("" for plain arrival order).
 
-    Simulates repeated picks: after each pick the device holds that job's model too (``held_after``). Jobs that can't start yet
-    (window, backoff, a polite wait for the night) follow in the order they may start (ties in base order).
+    Simulates repeated picks: after each pick the device holds that job's model too (``held_after``). Jobs that
+    can't start yet (window, backoff, a polite wait for the night) follow in the order they may start (ties in base
+    order).
     """
     rest = base_order(jobs, snap)
     ready = [j for j in rest if earliest_start(j, snap) <= snap.now]
