@@ -54,8 +54,8 @@ from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
 
 logger = logging.getLogger("jobs.queue.pool")
 
-#: Two lanes whose finishes for a job are this close are as good: the job stays where it waits.
-SAME_FINISH = dt.timedelta(seconds=0.05)
+#: Two lanes whose finishes for a job are this close (seconds) are as good: the job stays where it waits.
+SAME_FINISH = 0.05
 
 
 @dataclass
@@ -64,18 +64,13 @@ class Lane:
 
     device: Device
     snap: DeviceSnapshot
-    free_at: dt.datetime
+    free_at: float  # a timestamp
     loaded: tuple[str, ...] = ()  # the models it holds, the one used last at the end
-    busy: bool = False  # a job of its own is active now
     load_s: dict[str, float] = field(default_factory=dict)  # model -> its load time here, learned or listed
 
     def load_seconds(self, model_id: str) -> float:
         """What loading ``model_id`` costs this device (``LOAD_SECONDS`` for one it never said or showed)."""
         return self.load_s.get(model_id, LOAD_SECONDS)
-
-    def holding(self, loaded: tuple[str, ...], model_id: str) -> tuple[str, ...]:
-        """What the device holds after a job of ``model_id`` (``jobs.core.scheduler.held_after``)."""
-        return held_after(self.snap, loaded, model_id)
 
     @property
     def usable(self) -> bool:
@@ -90,18 +85,15 @@ def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
         lanes[device.pk] = Lane(
             device=device,
             snap=snap,
-            free_at=now,
+            free_at=now.timestamp(),
             loaded=tuple(sorted(snap.loaded)),
             load_s=device_load_seconds(device),
         )
     for job in Job.objects.filter(device_id__in=device_ids, state__in=ACTIVE_STATES).order_by("started_at"):
         lane = lanes[job.device_id]
-        left = dt.timedelta(seconds=max(remaining_seconds(job, now=now), 0.0))
-        lane.free_at, lane.loaded, lane.busy = (
-            max(lane.free_at, now + left),
-            lane.holding(lane.loaded, job.model_id),
-            True,
-        )
+        left = max(remaining_seconds(job, now=now), 0.0)
+        lane.free_at = max(lane.free_at, now.timestamp() + left)
+        lane.loaded = held_after(lane.snap, lane.loaded, job.model_id)
     return lanes
 
 
@@ -131,16 +123,33 @@ class _Estimates:
         return seconds
 
 
-def _finish(job: Any, lane: Lane, seconds: float) -> tuple[dt.datetime, dt.datetime]:
-    start = max(lane.free_at, earliest_start(job, lane.snap))
-    load = 0.0 if job.model_id in lane.loaded else lane.load_seconds(job.model_id)
-    return start, start + dt.timedelta(seconds=seconds + load)
+class _Stepper:
+    """A lane after it ran a job, in timestamps: it starts when the lane frees and its window opens, and takes its
+    render here plus a model load where the lane would not hold its model (``held_after``). Both passes step
+    through the lanes with it: the first (``_first_pass``) and ``jobs.queue.balance``'s."""
+
+    def __init__(self, lanes: dict[int, Lane], seconds_on: _Estimates) -> None:
+        self.lanes, self.seconds_on = lanes, seconds_on
+        self._opens: dict[tuple[int, int], float] = {}
+        self._holding: dict[tuple[int, tuple[str, ...], str], tuple[str, ...]] = {}
+
+    def __call__(
+        self, pk: int, job: Any, free: float, loaded: tuple[str, ...]
+    ) -> tuple[float, tuple[str, ...]]:
+        lane = self.lanes[pk]
+        opens = self._opens.get((pk, job.pk))
+        if opens is None:
+            opens = self._opens[(pk, job.pk)] = earliest_start(job, lane.snap).timestamp()
+        load = 0.0 if job.model_id in loaded else lane.load_seconds(job.model_id)
+        after = self._holding.get((pk, loaded, job.model_id))
+        if after is None:
+            after = self._holding[(pk, loaded, job.model_id)] = held_after(lane.snap, loaded, job.model_id)
+        return max(free, opens) + self.seconds_on(job, lane) + load, after
 
 
-def _take(job: Any, lane: Lane, seconds: float) -> None:
+def _take(job: Any, lane: Lane, step: _Stepper) -> None:
     """The job joins the lane: the device is busy until its predicted finish, holding its model."""
-    _start, finish = _finish(job, lane, seconds)
-    lane.free_at, lane.loaded = finish, lane.holding(lane.loaded, job.model_id)
+    lane.free_at, lane.loaded = step(lane.device.pk, job, lane.free_at, lane.loaded)
 
 
 def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
@@ -149,13 +158,13 @@ def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
     return [lanes[pk] for pk in ids if pk in lanes and lanes[pk].usable]
 
 
-def best_lane(job: Any, lanes: dict[int, Lane], seconds_on: Any) -> Lane | None:
+def best_lane(job: Any, lanes: dict[int, Lane], step: _Stepper) -> Lane | None:
     """Where the pool job would finish first (its current lane on a tie: no move for nothing); None when no
     device of its pool may start work now."""
     choices = candidates(job, lanes)
     if not choices:
         return None
-    finish = {lane.device.pk: _finish(job, lane, seconds_on(job, lane))[1] for lane in choices}
+    finish = {lane.device.pk: step(lane.device.pk, job, lane.free_at, lane.loaded)[0] for lane in choices}
     first = min(choices, key=lambda lane: (finish[lane.device.pk], lane.device.pk))
     if job.device_id in finish and finish[job.device_id] - finish[first.device.pk] <= SAME_FINISH:
         return lanes[job.device_id]
@@ -199,9 +208,10 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
         return {}
     pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
     seconds_on = _Estimates(set(lanes))
-    origin = {pk: (lane.free_at.timestamp(), lane.loaded) for pk, lane in lanes.items()}
-    slots = _first_pass(_in_order(pool_jobs + pinned, lanes, now), lanes, seconds_on)
-    even_out(slots, origin, _Stepper(lanes, seconds_on), gain_s=_gain(lanes, now))
+    step = _Stepper(lanes, seconds_on)
+    origin = {pk: (lane.free_at, lane.loaded) for pk, lane in lanes.items()}
+    slots = _first_pass(_in_order(pool_jobs + pinned, lanes, now), lanes, step)
+    even_out(slots, origin, step, gain_s=_gain(lanes, now))
     return {
         slot.job.pk: Move(slot.job.device_id, pk, seconds_on(slot.job, lanes[pk]))
         for pk, lane_slots in slots.items()
@@ -210,47 +220,24 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
     }
 
 
-def _first_pass(order: list[Job], lanes: dict[int, Lane], seconds_on: _Estimates) -> dict[int, list[Slot]]:
+def _first_pass(order: list[Job], lanes: dict[int, Lane], step: _Stepper) -> dict[int, list[Slot]]:
     """Each job, in the household's order, into the lane where it would finish first (``best_lane``)."""
     slots: dict[int, list[Slot]] = {pk: [] for pk in lanes}
     for rank, job in enumerate(order):
-        lane = best_lane(job, lanes, seconds_on)
+        lane = best_lane(job, lanes, step)
         if lane is None:
             continue  # its device (or every device of its pool) is away or paused: it waits where it is
-        _take(job, lane, seconds_on(job, lane))
+        _take(job, lane, step)
         may = frozenset(c.device.pk for c in candidates(job, lanes)) if not job.pinned else frozenset()
         slots[lane.device.pk].append(Slot(rank, job, may | {lane.device.pk}))
     return slots
 
 
-class _Stepper:
-    """``jobs.queue.balance``'s step: a lane after it ran a job, in timestamps (its window, its render here, a
-    load where the lane holds another model), as ``_finish`` reckons it."""
-
-    def __init__(self, lanes: dict[int, Lane], seconds_on: _Estimates) -> None:
-        self.lanes, self.seconds_on = lanes, seconds_on
-        self._opens: dict[tuple[int, int], float] = {}
-        self._holding: dict[tuple[int, tuple[str, ...], str], tuple[str, ...]] = {}
-
-    def __call__(
-        self, pk: int, job: Any, free: float, loaded: tuple[str, ...]
-    ) -> tuple[float, tuple[str, ...]]:
-        lane = self.lanes[pk]
-        opens = self._opens.get((pk, job.pk))
-        if opens is None:
-            opens = self._opens[(pk, job.pk)] = earliest_start(job, lane.snap).timestamp()
-        load = 0.0 if job.model_id in loaded else lane.load_seconds(job.model_id)
-        after = self._holding.get((pk, loaded, job.model_id))
-        if after is None:
-            after = self._holding[(pk, loaded, job.model_id)] = lane.holding(loaded, job.model_id)
-        return max(free, opens) + self.seconds_on(job, lane) + load, after
-
-
 def _gain(lanes: dict[int, Lane], now: dt.datetime) -> float:
     """What a change between lanes must win: a thousandth of the work ahead, at least SAME_FINISH (a move for
     less is churn: pages redrawn, a job's "waiting on" changing back and forth)."""
-    ahead = max((lane.free_at - now).total_seconds() for lane in lanes.values())
-    return max(SAME_FINISH.total_seconds(), ahead / 1000)
+    ahead = max(lane.free_at for lane in lanes.values()) - now.timestamp()
+    return max(SAME_FINISH, ahead / 1000)
 
 
 def rebalance(now: dt.datetime | None = None) -> set[int]:
