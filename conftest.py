@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import time
+from zoneinfo import ZoneInfo
 
 import pytest
 import redis as redis_lib
+import time_machine
 from django.conf import settings
 
 PASSWORD = "correct horse battery staple"
@@ -26,6 +29,16 @@ def redis_client():
     client = redis_lib.Redis.from_url(settings.REDIS_URL)
     yield client
     client.close()
+
+
+@pytest.fixture
+def midday():
+    """Today at noon, household time, the clock still ticking: a test that spends minutes "earlier today" never
+    crosses midnight or a Monday, whatever the hour CI runs at."""
+    zone = ZoneInfo(settings.TIME_ZONE)
+    noon = dt.datetime.combine(dt.datetime.now(zone).date(), dt.time(12), tzinfo=zone)
+    with time_machine.travel(noon, tick=True):
+        yield noon
 
 
 def _person(username: str, role: str):

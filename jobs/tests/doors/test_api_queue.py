@@ -124,6 +124,7 @@ def test_the_pool_plan_lists_every_device_default_first(member_api, member, devi
     assert plan["clear_at"] == plan["devices"][0]["clear_at"]
 
 
+@pytest.mark.usefixtures("midday")  # 12 minutes "today", at any hour
 def test_usage_is_ones_own_limits_and_device_minutes(member_api, member, other_member, device):
     quota_set(by=None, user=member, device_minutes_per_day=60)
     now = timezone.now()

@@ -260,12 +260,14 @@ def test_rest_and_v1_lift_for_an_admin_token_only(admin_user, member, device):
 
 
 # -- where a member sees it --------------------------------------------------------------------------------------
+@pytest.mark.usefixtures("midday")  # 12 minutes "today", at any hour
 def test_the_new_job_form_shows_todays_usage_against_the_limit(admin_user, member, member_client, device):
     set_limits(admin_user, device_minutes_per_day=60, max_queued=5)
     now = quotas.timezone.now()
-    start = max(quotas.day_start(now), now - dt.timedelta(minutes=12))
-    DeviceUse.objects.create(owner=member, device=device, started=start, ended=now, seconds=0)
-    expected = round((now - start).total_seconds() / 60)
+    DeviceUse.objects.create(
+        owner=member, device=device, started=now - dt.timedelta(minutes=12), ended=now, seconds=0
+    )
+    expected = 12
     summary = member_client.post(
         "/jobs/new/admission/",
         {"device": device.pk, "kind": "video", "model": VIDEO, "prompt": "fox", "when": "asap", **FIELDS},

@@ -17,14 +17,13 @@ from jobs.models import Artifact, DeviceUse, PersonQuota
 from jobs.quotas import services as quotas
 from jobs.tests.ui_fixtures import add_artifact, make_job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]  # minutes "today", at any hour
 
 
 def spend(user, device, minutes: float, *, job=None, ago: float = 0.0) -> DeviceUse:
-    """A span the device was held, ending ``ago`` minutes ago (kept inside today, so the day is never split)."""
-    now = timezone.now()
-    end = now - dt.timedelta(minutes=ago)
-    start = max(end - dt.timedelta(minutes=minutes), quotas.day_start(now))
+    """A span the device was held, ending ``ago`` minutes ago (from noon: the day is never split)."""
+    end = timezone.now() - dt.timedelta(minutes=ago)
+    start = end - dt.timedelta(minutes=minutes)
     return DeviceUse.objects.create(
         owner=user, job=job, device=device, started=start, ended=end, seconds=(end - start).total_seconds()
     )

@@ -17,13 +17,13 @@ from jobs.quotas import services as quotas
 from jobs.quotas.per_device import device_times
 from jobs.tests.ui_fixtures import make_job
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("midday")]  # minutes "today", at any hour
 
 
 def ran(job, minutes: float) -> None:
-    """``job`` held its device for ``minutes``, ending now (kept inside today, so no day is split)."""
+    """``job`` held its device for ``minutes``, ending now (at noon: no day is split)."""
     now = timezone.now()
-    start = max(now - dt.timedelta(minutes=minutes), quotas.day_start(now))
+    start = now - dt.timedelta(minutes=minutes)
     Job.objects.filter(pk=job.pk).update(state="done", started_at=start, finished_at=now)
     quotas.device_use_record(
         job_id=job.pk, owner_id=job.owner_id, device_id=job.device_id, started=start, ended=now
