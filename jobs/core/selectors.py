@@ -119,7 +119,7 @@ class PlanRow:
     (:func:`plan_jobs`)."""
 
     FIELDS = ("id", "owner_id", "priority", "created", "model_id", "bypassed", "when", "not_before",
-              "retry_after", "polite", "predicted_finish")  # fmt: skip
+              "retry_after", "polite", "predicted_finish", "pinned", "estimate_s")  # fmt: skip
     __slots__ = ("pk", *FIELDS[1:], "owner", "plan_reason")
 
     def __init__(self, values: tuple) -> None:

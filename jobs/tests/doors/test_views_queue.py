@@ -228,6 +228,29 @@ def test_the_pages_plan_reads_the_same_order_and_reasons_as_the_full_plan(member
     assert any(j.plan_reason.startswith("fair share") for j in full)
 
 
+def test_the_pages_plan_orders_a_pool_lane_as_its_device_will_run_it(member, device, kitchen):
+    """In a lane of the pool, the longest job whose model the device holds goes first (``scheduler.pick``): the
+    pages read the columns that rule needs too, so they show the order the device will really run."""
+    from jobs.core.scheduler import next_job, snapshot_for
+    from jobs.core.selectors import queue_plan, waiting_on
+    from jobs.live.fragments import queue_context
+
+    pool = sorted([device.pk, kitchen.pk])
+    jobs = [
+        make_job(member, device, pinned=False, pool=pool, estimate_s=s, prompt=f"job {i}")
+        for i, s in enumerate([10, 600, 5, 900])
+    ]
+    first, _jumped = next_job(snapshot_for(device.pk), waiting_on(device.pk))
+    assert first.pk == jobs[3].pk  # the longest within reach (k + 1 = 4 jobs: all of them)
+    full = queue_plan(device)
+    ctx = queue_context(device, page=1)
+    assert [e.job.pk for e in ctx["entries"]] == [j.pk for j in full] == [jobs[i].pk for i in (3, 1, 0, 2)]
+    assert (
+        ctx["entries"][0].job.plan_reason
+        == "runs first: a long render early, so that short ones end the night"
+    )
+
+
 def test_the_queue_pages_queries_do_not_grow_with_the_queue(viewer_client, member, other_member, device):
     """The plan is read once per device (the order from a few columns, the entries drawn in one more query):
     twelve waiting jobs cost the queries three do."""
