@@ -106,14 +106,18 @@ def hold_device(device, job=None, *, minutes: int = 10) -> None:
     address, and push what it changed, racing the test's own pushes (and its "skip unchanged" memory in Redis).
     Holding the device's poll claim and its lease far ahead keeps all of that away (a lease held for no job is
     nobody's to recover: ``jobs.queue.engine.recover`` leaves the job alone; give ``job`` when the test needs the
-    lease to be that job's).
+    lease to be that job's). The job's next poll is due as far ahead: else reconcile revives its poll chain from the
+    ticket it holds, and the test's own poll with that ticket finds it taken (CI's PostgreSQL pass saw this).
     """
     from devices.services import device_claim_poll
     from jobs.core.lease import lease_acquire
+    from jobs.models import Job
 
     ahead = timezone.now() + dt.timedelta(minutes=minutes)
     assert device_claim_poll(device_id=device.pk, now=ahead)
     assert lease_acquire(device.pk, job.pk if job is not None else None, now=ahead)
+    if job is not None:
+        Job.objects.filter(pk=job.pk).update(next_poll_at=ahead)
 
 
 def make_job(
