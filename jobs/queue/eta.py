@@ -88,25 +88,50 @@ OWN_RATE_MAX_WEIGHT = 0.9
 REPLAN_DRIFT_S = 20.0
 
 
+#: What is left of a render is never counted below this share of what its progress says is left: a render past
+#: the end its rate foretold has, by that much, gone slower than its rate (a slower last stretch).
+LEFT_FLOOR_SHARE = 0.1
+
+
 def remaining_seconds(job: Any, *, now: dt.datetime) -> float:
     """Time left for a running job: its own progress rate since it was first seen moving, blended with the
-    model's history (the estimate scaled by what is left). Never 0 while work remains, whatever the estimate."""
+    model's history (the estimate scaled by what is left), as of when its progress was read (``read_at``), less
+    the time since. Never 0 while work remains, whatever the estimate."""
     est = float(job.estimate_s or 0.0)
     p = min(max(float(job.progress or 0.0) / 100.0, 0.0), 1.0)
     history = est * (1.0 - p)
+    read = read_at(job) or now
+    since = max(0.0, (now - read).total_seconds())
+    left = history
     anchor = (job.remote_data or {}).get("eta_anchor") if isinstance(job.remote_data, dict) else None
-    if not anchor or p >= 1.0:
-        return history
     try:
         t0, p0 = dt.datetime.fromisoformat(anchor[0]), float(anchor[1])
     except (TypeError, ValueError, IndexError):
-        return history
-    moved, elapsed = p - p0, (now - t0).total_seconds()
-    if moved <= 0.005 or elapsed <= 0:
-        return history
-    own = (1.0 - p) * elapsed / moved
-    weight = min(OWN_RATE_MAX_WEIGHT, moved / OWN_RATE_FULL_AT)
-    return weight * own + (1.0 - weight) * history
+        t0 = None
+    if t0 is not None and p < 1.0:
+        moved, elapsed = p - p0, (min(read, now) - t0).total_seconds()
+        if moved > 0.005 and elapsed > 0:
+            own = (1.0 - p) * elapsed / moved
+            weight = min(OWN_RATE_MAX_WEIGHT, moved / OWN_RATE_FULL_AT)
+            left = weight * own + (1.0 - weight) * history
+    return max(left - since, LEFT_FLOOR_SHARE * left) if since else left
+
+
+def read_at(job: Any) -> dt.datetime | None:
+    """When a polled render's progress was read: the latest poll ``jobs.queue.pacing`` noted for it, while the job
+    still shows what that poll read (a poll that has just read more is under way: now). The hub polls a long
+    render rarely until near its end; meanwhile the device renders on, and what is left shrinks with the clock,
+    not with the stored progress. None for a job with no such note (a stream's progress is written as it comes)."""
+    data = job.remote_data if isinstance(job.remote_data, dict) else {}
+    pace, sent = data.get("pace"), getattr(job, "submit_started_at", None)
+    if not sent or not isinstance(pace, dict) or pace.get("id") != getattr(job, "remote_id", None):
+        return None
+    try:
+        polls, seen = pace["polls"], float(pace["progress"])
+        at = sent + dt.timedelta(seconds=float(polls[-1][0]))
+    except (KeyError, TypeError, ValueError, IndexError):
+        return None
+    return at if abs(seen - float(job.progress or 0.0)) < 1e-6 else None
 
 
 def note_progress(job_id: int) -> None:

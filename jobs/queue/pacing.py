@@ -129,7 +129,8 @@ def _note_pace(job: Job, runner, data: dict[str, Any], now: dt.datetime) -> dict
         pace = {"id": job.remote_id, "polls": [[0.0, 0.0]]}
     polls = list(pace["polls"])
     last_t, last_done = polls[-1]
-    pace = {**pace, "polls": [*polls, [t, done]][-PACE_KEEP:]}  # a copy: ``data`` is compared with the result
+    # A copy: ``data`` is compared with the result. ``progress``: the job's, as this poll read it (``eta.read_at``).
+    pace = {**pace, "polls": [*polls, [t, done]][-PACE_KEEP:], "progress": float(job.progress or 0.0)}
     if done >= OWN_RATE_FROM and len(pace.get("early") or []) < PACE_EARLY:
         pace["early"] = [*(pace.get("early") or []), [t, done]]  # the far end of its rate
     if done > last_done:

@@ -91,6 +91,29 @@ def test_time_left_is_never_zero_while_work_remains():
     assert remaining_seconds(_running(18.0, 600.0), now=now) == pytest.approx(492)
 
 
+def _polled(progress: float, *, read_s: float, seen: float | None = None):
+    """A 420 s render sent at noon, last polled ``read_s`` seconds later, when it read ``seen`` (default: the
+    progress it shows)."""
+    sent = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
+    pace = {"id": "v1", "polls": [[0.0, 0.0], [read_s, progress / 100]], "progress": seen or progress}
+    return SimpleNamespace(
+        estimate_s=420.0, progress=progress, remote_id="v1", submit_started_at=sent, remote_data={"pace": pace}
+    ), sent
+
+
+def test_time_left_counts_down_from_when_the_progress_was_read():
+    """The hub polls a long render rarely until near its end (bench_pool: a lane planned to free in 16 s, and
+    later in 18 s, that freed in 2 s): the render goes on between polls, and so does the clock."""
+    job, sent = _polled(50.0, read_s=210.0)
+    assert remaining_seconds(job, now=sent + dt.timedelta(seconds=210)) == pytest.approx(210)
+    assert remaining_seconds(job, now=sent + dt.timedelta(seconds=310)) == pytest.approx(110)
+    # Past the end it foretold: a little is still left, never nothing.
+    assert remaining_seconds(job, now=sent + dt.timedelta(seconds=600)) == pytest.approx(21)
+    # A poll under way has just read more than the last noted one: the progress is as of now.
+    fresh, _ = _polled(60.0, read_s=210.0, seen=50.0)
+    assert remaining_seconds(fresh, now=sent + dt.timedelta(seconds=310)) == pytest.approx(168)
+
+
 def test_time_left_follows_a_job_faster_than_its_estimate():
     now = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
     # A 3D job estimated at 17 min moved from 7 % to 57 % in 2 minutes: the rest should take about 2.4 min.

@@ -157,6 +157,7 @@ def test_a_later_stage_is_paced_from_its_own_polls(job, clock):
     assert clock["t"] - end <= 0.3 and runs[0][1] <= 0.3
     assert polls <= 28  # 27 before
     assert job.remote_data["pace"]["id"] == "stage-2"  # the first stage's pace says nothing of this one
+    assert job.remote_data["pace"]["progress"] == job.progress  # what the last poll read (``eta.read_at``)
 
 
 @pytest.mark.parametrize(
