@@ -97,7 +97,11 @@ def _polled(progress: float, *, read_s: float, seen: float | None = None):
     sent = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
     pace = {"id": "v1", "polls": [[0.0, 0.0], [read_s, progress / 100]], "progress": seen or progress}
     return SimpleNamespace(
-        estimate_s=420.0, progress=progress, remote_id="v1", submit_started_at=sent, remote_data={"pace": pace}
+        estimate_s=420.0,
+        progress=progress,
+        remote_id="v1",
+        submit_started_at=sent,
+        remote_data={"pace": pace},
     ), sent
 
 
