@@ -1,6 +1,7 @@
-"""The pool, measured (issue 25): 60 mixed jobs from 3 people, all for "any device", on 2 and then 3 emulated Tiinys;
-the makespan against the pool's lower bound, and the same jobs pinned round-robin (the way a household picks a
-device for each job today) beside it.
+"""The pool, measured (issue 25): 60 mixed jobs from 4 people on 2 and then 3 emulated Tiinys plus one TensorSharp
+(for its kinds): most for "any device", some pinned to one Tiiny, the TensorSharp's own videos pinned to it; the
+makespan against the pool's lower bound, and the same jobs pinned round-robin (the way a household picks a device
+for each job today) beside it; the loads, the hand-overs, and how evenly the 4 people were served (fair share).
 
 Real processes throughout, as bench_night: a private Redis, a Celery worker (prefork, one process per device and
 one more: a blocking render holds a process) and beat on the production poll rhythm, a throw-away SQLite database,
@@ -15,14 +16,20 @@ on each device, before the runs), so the planner's estimates are in the same wal
 own overheads (claims, polls, downloads) do not shrink with the speed: here they weigh ``speed`` times more against
 the device's work than on a real device.
 
-Two lower bounds of a run. The issue's: the total device time (``Job.device_seconds``, claim to release, every
-load and readiness window the run made included) ÷ devices, or the longest job, or for pinned jobs the busiest
-device's own time; loads have their own target. A stricter one charges every load beyond one per model to the
-planner: each job's work is its measured ``Job.device_seconds`` minus the model load it made
-(``load_s``, which the engine notes, plus the readiness window, 10 device-seconds) if it made one; loads count as
-work only where unavoidable: one load per model (the devices start empty) for a pool run, one per model per
-device for pinned jobs, each at the mean measured cost of that model's loads in the run. Bound = max(total work /
-devices, the longest job with its model's load, and for pinned jobs each device's own work with its loads).
+Two lower bounds of a run. The issue's: the Tiinys' total device time (``Job.device_seconds``, claim to release,
+every load and readiness window the run made included) ÷ the Tiinys, or the longest job, or the longest pinned
+chain (a device's own pinned jobs, the TensorSharp's included), whichever is larger; loads have their own target.
+A stricter one charges every load beyond one per model to the planner: each job's work is its measured
+``Job.device_seconds`` minus the model load it made (``load_s``, which the engine notes, plus the readiness window,
+10 device-seconds) if it made one; loads count as work only where unavoidable: one load per model (the devices
+start empty) for a pool run, one per model per device for pinned jobs, each at the mean measured cost of that
+model's loads in the run. Bound = max(total work / devices, the longest job with its model's load, each device's
+own pinned work with its loads, and the TensorSharp's videos).
+
+Fair share: the hub orders the household by each person's device time over the last 7 days (every device). The
+bench reads, at each moment while all 4 people still had a job waiting, the gap between the most and the least
+served person's device time so far, and reports the largest (a non-preemptive queue can't keep it below about one
+job's length).
 """
 
 from __future__ import annotations
@@ -48,7 +55,18 @@ CHAOS_JOBS = int(os.environ.get("BENCH_POOL_CHAOS_JOBS", "36"))  # the chaos nig
 TARGET = 1.02  # issue 25: makespan ≤ 1.02 × the pool's lower bound, for 2 and 3 devices
 IDLE_TARGET_S = 1.0  # issue 25: idle capable device while a job it could run waits, median
 LOAD_GUESS_S = 30.0  # jobs.queue.eta.LOAD_SECONDS: the planner's guess for a model load, device seconds
-PEOPLE = ("ana", "ben", "cai")
+PEOPLE = ("ana", "ben", "cai", "dot")  # the chaos night's jobs are the first three's (``plan``)
+PIN_EVERY, PIN_AT = 5, 3  # in the makespan runs, job i with i % 5 == 3 is pinned to one Tiiny (11 of 60) ...
+TS_EVERY, TS_AT = 9, 7  # ... and job i with i % 9 == 7 is a TensorSharp video instead (6 of 60), pinned to it
+TS_VIDEO = {  # the reference's own example: 640x384, 22 frames, 8 steps, ~63 device-seconds on MiniMax-H3
+    "prompt": "waves at dusk",
+    "width": 640,
+    "height": 384,
+    "frames": 22,
+    "steps": 8,
+    "video_mode": "t2v",
+    "cfg": 1.0,
+}
 
 
 def window_s(speed: float = SPEED) -> float:
@@ -103,6 +121,28 @@ def plan(n: int) -> list[tuple[int, str, str, dict]]:
     return out
 
 
+@dataclass(frozen=True)
+class Planned:
+    person: int
+    where: str  # any | pin | ts
+    kind: str
+    model: str  # "" for the TensorSharp's: the model it runs
+    params: dict
+
+
+def mix(n: int) -> list[Planned]:
+    """The makespan runs' ``n`` jobs in arrival order: ``plan``'s mix, job i of person i mod 4; some pinned to one
+    Tiiny (``PIN_EVERY``: here images, 3D and videos), some TensorSharp videos (``TS_EVERY``) instead."""
+    out = []
+    for i, (_person, kind, model, params) in enumerate(plan(n)):
+        person = i % len(PEOPLE)
+        if i % TS_EVERY == TS_AT:
+            out.append(Planned(person, "ts", "video", "", {**TS_VIDEO, "prompt": f"waves at dusk {i}"}))
+        else:
+            out.append(Planned(person, "pin" if i % PIN_EVERY == PIN_AT else "any", kind, model, params))
+    return out
+
+
 def shapes() -> list[tuple[int, str, str, dict]]:
     """One job of each shape of the night (the warm-up)."""
     seen, out = set(), []
@@ -125,7 +165,7 @@ def submit(owner, kind: str, model: str, params: dict, *, device, pool=()):
         device=device,
         pool=pool,
         kind=kind,
-        model_id=model,
+        model_id=model or device.capabilities["tensorsharp"]["loaded"],
         params=params,
         polite=False,
         upload_files=files,
@@ -150,22 +190,33 @@ def make_people(tag: str):
 
 
 def fresh(emulators, devices, speed: float = SPEED) -> None:
-    """Every device empty (no model loaded, counters at 0), and the hub told so by one reading of each."""
+    """Every device empty (no model loaded, counters at 0), and the hub told so by one reading of each (a
+    TensorSharp runs its one model: it is only stopped and its counters zeroed)."""
     from devices.services import device_refresh
 
-    for emu in emulators:
-        emu.reset(quirks=bn.NIGHT_QUIRKS, speed=speed)
+    for emu, device in zip(emulators, devices, strict=True):
+        if device.kind == "tensorsharp":
+            emu.reset()
+        else:
+            emu.reset(quirks=bn.NIGHT_QUIRKS, speed=speed)
         emu.reset_counters()
     for device in devices:
         device_refresh(device_id=device.pk)
 
 
 def warm_up(emulators, devices) -> float:
-    """One job of each shape pinned to each device, at once: every device learns each shape's render time."""
+    """One job of each shape pinned to each device (a TensorSharp: its video), at once: every device learns each
+    shape's render time."""
     started = time.monotonic()
     fresh(emulators, devices)
     owner = make_people("warm")[0]
-    ids = [submit(owner, k, m, p, device=d).pk for d in devices for _person, k, m, p in shapes()]
+    ids = [
+        submit(owner, k, m, p, device=d).pk
+        for d in devices
+        for k, m, p in (
+            [("video", "", TS_VIDEO)] if d.kind == "tensorsharp" else [row[1:] for row in shapes()]
+        )
+    ]
     if not wait_final(ids, timeout=300):
         raise SystemExit("the warm-up did not finish in 300 s")
     return time.monotonic() - started
@@ -196,36 +247,51 @@ class Run:
     spans: dict[int, list[tuple[float, float, int]]] = field(
         default_factory=dict
     )  # device -> (start, end, job)
-    launches: dict[int, int] = field(default_factory=dict)
+    launches: dict[int, int] = field(default_factory=dict)  # the Tiinys'
     peaks: dict[int, int] = field(default_factory=dict)
     names: dict[int, str] = field(default_factory=dict)
+    tiinys: list[int] = field(default_factory=list)
+    ts: int = 0  # the TensorSharp
+
+    def on(self, devices: list[int]) -> list:
+        return [j for j in self.jobs if j.device_id in devices]
 
 
-def run_night(emulators, devices, mode: str, jobs: int) -> Run:
-    """``jobs`` jobs submitted at once, for any device of ``devices`` (pool) or pinned round-robin; until all end."""
+def run_night(emulators, devices, ts, mode: str, jobs: int) -> Run:
+    """``jobs`` jobs (``mix``) submitted at once on the Tiinys ``devices`` and the TensorSharp ``ts`` (emulator,
+    device); ``mode``: pool (most for any Tiiny, some pinned) or pinned round-robin (every Tiiny job pinned, the
+    k-th to Tiiny k mod n). Until all end."""
     from jobs.models import DeviceUse, Job
 
-    fresh(emulators, devices)
+    ts_emu, ts_device = ts
+    fresh([*emulators, ts_emu], [*devices, ts_device])
     people = make_people(f"{mode}{len(devices)}")
-    ids = []
+    ids, k = [], 0
     t0 = time.time()
-    for i, (person, kind, model, params) in enumerate(plan(jobs)):
-        if mode == "pool":
-            job = submit(people[person], kind, model, params, device=devices[0], pool=devices)
+    for i, job in enumerate(mix(jobs)):
+        args = (people[job.person], job.kind, job.model, job.params)
+        if job.where == "ts":
+            row = submit(*args, device=ts_device)
+        elif mode == "pinned":
+            row, k = submit(*args, device=devices[k % len(devices)]), k + 1
+        elif job.where == "pin":
+            row = submit(*args, device=devices[(i // PIN_EVERY) % len(devices)])
         else:
-            job = submit(people[person], kind, model, params, device=devices[i % len(devices)])
-        ids.append(job.pk)
+            row = submit(*args, device=devices[0], pool=devices)
+        ids.append(row.pk)
     submit_s = time.time() - t0
     expected = jobs * 190 / SPEED / len(devices)  # ~190 device-seconds a job in this mix
     finished = wait_final(ids, timeout=4 * expected + 120)
     run = Run(n=len(devices), mode=mode, t0=t0, submit_s=submit_s, finished=finished)
+    run.tiinys, run.ts = [d.pk for d in devices], ts_device.pk
     run.jobs = list(Job.objects.filter(pk__in=ids).select_related("owner").order_by("pk"))
     for use in DeviceUse.objects.filter(job_id__in=ids).order_by("started"):
         span = (use.started.timestamp(), use.ended.timestamp(), use.job_id)
         run.spans.setdefault(use.device_id, []).append(span)
-    for emu, device in zip(emulators, devices, strict=True):
+    for emu, device in zip([*emulators, ts_emu], [*devices, ts_device], strict=True):
         counters = emu.counters()
-        run.launches[device.pk] = int(counters["launches"])
+        if device.kind == "tiiny":
+            run.launches[device.pk] = int(counters["launches"])
         run.peaks[device.pk] = int(counters["peak_concurrent_work"])
         run.names[device.pk] = device.name
     return run
@@ -253,26 +319,32 @@ def work_of(job) -> float:
 
 
 def bound(run: Run, costs: dict[str, float]) -> dict:
-    """The run's lower bound and its parts (see the module's doc)."""
-    work = sum(work_of(j) for j in run.jobs)
-    models = sorted({j.model_id for j in run.jobs})
-    if run.mode == "pool":
-        loads = sum(costs[m] for m in models)
-        chains = 0.0
-    else:
-        must = {(j.device_id, j.model_id) for j in run.jobs}
-        loads = sum(costs[m] for _d, m in must)
-        chains = max(
-            sum(work_of(j) for j in run.jobs if j.device_id == d) + sum(costs[m] for dd, m in must if dd == d)
-            for d in {j.device_id for j in run.jobs}
-        )
-    longest = max(run.jobs, key=lambda j: work_of(j) + costs[j.model_id])
+    """The run's lower bounds and their parts (see the module's doc)."""
+    tiiny_jobs = run.on(run.tiinys)
+    work = sum(work_of(j) for j in tiiny_jobs)
+    models = sorted({j.model_id for j in tiiny_jobs})
+    # What must run on one device: a pool run's pinned jobs; in round-robin, every job.
+    fixed = [j for j in tiiny_jobs if run.mode == "pinned" or j.pinned]
+    must = {(j.device_id, j.model_id) for j in fixed}
+    loads = sum(costs[m] for m in models) if run.mode == "pool" else sum(costs[m] for _d, m in must)
+    chains = max(  # each Tiiny's own pinned work with a load per model of it
+        (
+            sum(work_of(j) for j in fixed if j.device_id == d) + sum(costs[m] for dd, m in must if dd == d)
+            for d in run.tiinys
+        ),
+        default=0.0,
+    )
+    own = max(  # the same chains in device time as the run made it (the issue's bound)
+        (sum(float(j.device_seconds) for j in fixed if j.device_id == d) for d in run.tiinys), default=0.0
+    )
+    ts_time = sum(float(j.device_seconds) for j in run.on([run.ts]))  # the TensorSharp's own chain
+    longest = max(tiiny_jobs, key=lambda j: work_of(j) + costs[j.model_id])
     longest_s = work_of(longest) + costs[longest.model_id]
     share = (work + loads) / run.n
-    device_time = sum(float(j.device_seconds) for j in run.jobs)  # every load as made, its window included
+    device_time = sum(float(j.device_seconds) for j in tiiny_jobs)  # every load as made, its window included
     return {
         "device_time": device_time,
-        "busy_bound": max(device_time / run.n, longest_s, _busiest_own(run)),
+        "busy_bound": max(device_time / run.n, longest_s, own, ts_time),
         "work": work,
         "loads": loads,
         "models": len(models),
@@ -280,18 +352,10 @@ def bound(run: Run, costs: dict[str, float]) -> dict:
         "longest": longest_s,
         "longest_kind": f"{longest.kind} {longest.params.get('seconds', '')}".strip(),
         "chains": chains,
-        "bound": max(share, longest_s, chains),
+        "own": own,
+        "ts": ts_time,
+        "bound": max(share, longest_s, chains, ts_time),
     }
-
-
-def _busiest_own(run: Run) -> float:
-    """For pinned jobs: the busiest device's own device time (its jobs could run nowhere else); 0 for a pool run."""
-    if run.mode == "pool":
-        return 0.0
-    return max(
-        sum(float(j.device_seconds) for j in run.jobs if j.device_id == d)
-        for d in {j.device_id for j in run.jobs}
-    )
 
 
 def makespan(run: Run) -> float:
@@ -300,11 +364,11 @@ def makespan(run: Run) -> float:
 
 def idle_gaps(run: Run) -> list[float]:
     """Each stretch a device of the run sat idle while a job it could run waited (wall seconds): from the first
-    submit to its first claim, and between its jobs; a pool job may run on every device of the run, a pinned one
+    submit to its first claim, and between its jobs; a pool job may run on every device of its pool, a pinned one
     only on its own."""
     gaps = []
     for device, spans in run.spans.items():
-        mine = [j for j in run.jobs if run.mode == "pool" or j.device_id == device]
+        mine = [j for j in run.jobs if (j.device_id == device if j.pinned else device in (j.pool or []))]
         last_claim = max(j.started_at.timestamp() for j in mine)  # after it, nothing of its waits
         edge = run.t0
         for start, end, _job in spans:
@@ -324,27 +388,54 @@ def distinct_models(run: Run, device: int) -> int:
     return len({j.model_id for j in run.jobs if j.device_id == device})
 
 
+def fair_gap(run: Run) -> tuple[float, float, float]:
+    """The largest gap between the most and the least served person's device time so far (every device), at any
+    moment while each of them still had a job waiting: (seconds, when after the first submit, until when all had
+    work waiting)."""
+    owner = {j.pk: j.owner_id for j in run.jobs}
+    people = sorted(set(owner.values()))
+    waiting_until = min(max(j.started_at.timestamp() for j in run.jobs if j.owner_id == p) for p in people)
+    spans = [(s, e, owner[job]) for device in run.spans.values() for s, e, job in device]
+    moments = sorted({t for s, e, _p in spans for t in (s, e) if t <= waiting_until} | {waiting_until})
+    worst, at = 0.0, run.t0
+    for t in moments:
+        got = dict.fromkeys(people, 0.0)
+        for s, e, p in spans:
+            if s < t:
+                got[p] += min(e, t) - s
+        gap = max(got.values()) - min(got.values())
+        if gap > worst:
+            worst, at = gap, t
+    return worst, at - run.t0, waiting_until - run.t0
+
+
 # -- report ----------------------------------------------------------------------------------------------------
 
 
 def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict) -> None:
     print("## The pool: any device vs pinned round-robin (bench_pool.py)\n")
+    ts = sum(1 for j in mix(info["jobs"]) if j.where == "ts")
+    pinned = sum(1 for j in mix(info["jobs"]) if j.where == "pin")
     print(
-        f"{info['jobs']} jobs of bench_night's mix (videos 2 s and 7 s, images, loops, speech, 3D shape+export; "
-        f"5 models) from 3 people, submitted at once, on {info['devices']} emulated Tiinys at speed {SPEED:g} "
-        f"(a 2 s video renders in {420 / SPEED:.0f} s) with the night's quirks. *pool*: every job for any device "
-        f"(`job_submit(…, pool=[…])`); *pinned*: job i on device i mod n (a household's choice today). A real "
+        f"{info['jobs']} jobs from {len(PEOPLE)} people, submitted at once: {info['jobs'] - ts} of bench_night's "
+        f"Tiiny mix (videos 2 s and 7 s, images, loops, speech, 3D shape+export; 5 models) on {info['devices']} "
+        f"emulated Tiinys, and {ts} TensorSharp videos (640x384, 22 frames, 8 steps) on one emulated "
+        f"TensorSharp, at speed {SPEED:g} (a 2 s Tiiny video renders in {420 / SPEED:.0f} s) with the night's "
+        f"quirks. *pool*: the Tiiny jobs for any Tiiny (`job_submit(…, pool=[…])`) but {pinned} pinned to one "
+        f"(job i with i mod {PIN_EVERY} = {PIN_AT}, to Tiiny ⌊i / {PIN_EVERY}⌋ mod n); *pinned*: the k-th Tiiny "
+        f"job on Tiiny k mod n (a household's choice today); the TensorSharp's videos are its own in both. A real "
         f"worker (prefork, {info['concurrency']} processes) and beat on the production poll rhythm; each device "
         f"learned each shape's render time first (warm-up, {info['warm']:.0f} s). All times are wall seconds at "
         f"this speed; the planner's load guess and the load grace are scaled to it. Load average before: "
         f"{info['load']:.2f} (a 2-core box shared with other work).\n"
     )
     print(
-        "| devices | jobs go to | makespan (s) | total device time ÷ devices (s) | ÷ it | pool's lower bound, "
-        "one load per model (s) | ÷ it | model loads per device (distinct models) | busy share per device | idle "
-        "while a job it could run waits: median / max / sum (s) |"
+        "| Tiinys | jobs go to | makespan (s) | total device time ÷ Tiinys (s) | ÷ it | pool's lower bound, "
+        "one load per model (s) | ÷ it | model loads per Tiiny (distinct models) | busy share per Tiiny, "
+        "TensorSharp | idle while a job it could run waits: median / max / sum (s) | largest fair-share gap "
+        "between people (s) |"
     )
-    print("|---|---|---|---|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     for n in info["devices"]:
         pool_bound = bound(runs[(n, "pool")], costs)["bound"]
         for mode in ("pool", "pinned"):
@@ -352,22 +443,24 @@ def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict
             run = runs[(n, mode)]
             m = makespan(run)
             loads = ", ".join(f"{run.launches[d]} ({distinct_models(run, d)})" for d in sorted(run.launches))
-            busy = ", ".join(f"{share:.0%}" for _d, share in sorted(busy_shares(run).items()))
+            shares = busy_shares(run)
+            busy = ", ".join(f"{shares.get(d, 0):.0%}" for d in run.tiinys) + f"; {shares.get(run.ts, 0):.0%}"
             gaps = idle_gaps(run)
+            gap, _at, _until = fair_gap(run)
             print(
-                f"| {n} | {'any device (pool)' if mode == 'pool' else 'pinned round-robin'} | {m:.1f} | "
-                f"{busy_bound:.1f} | {m / busy_bound:.3f} | {pool_bound:.1f} | {m / pool_bound:.3f} | {loads} | "
-                f"{busy} | "
-                f"{bn.pct(gaps, 0.5):.2f} / {max(gaps, default=0):.2f} / {sum(gaps):.1f} |"
+                f"| {n} | {'any Tiiny (pool), some pinned' if mode == 'pool' else 'pinned round-robin'} | "
+                f"{m:.1f} | {busy_bound:.1f} | {m / busy_bound:.3f} | {pool_bound:.1f} | {m / pool_bound:.3f} | "
+                f"{loads} | {busy} | "
+                f"{bn.pct(gaps, 0.5):.2f} / {max(gaps, default=0):.2f} / {sum(gaps):.1f} | {gap:.1f} |"
             )
     print()
     print(
-        "Two bounds. The issue's: the devices' total device time (Σ `Job.device_seconds`, claim to release: every "
-        "model load as the run made it, its readiness window included) ÷ devices, or the longest job, or for "
-        "pinned jobs the busiest device's own time, whichever is larger; it measures how well the devices were "
-        "kept busy and evened out, and the loads are judged apart (their own target below). A stricter one, "
-        "which also charges every load beyond one per model to the planner, computed as follows "
-        "(wall seconds at this speed):\n"
+        "Two bounds. The issue's: the Tiinys' total device time (Σ `Job.device_seconds`, claim to release: every "
+        "model load as the run made it, its readiness window included) ÷ the Tiinys, or the longest job, or the "
+        "longest pinned chain (one Tiiny's pinned jobs; the TensorSharp's videos), whichever is larger; it "
+        "measures how well the devices were kept busy and evened out, and the loads are judged apart (their own "
+        "target below). A stricter one, which also charges every load beyond one per model to the planner, "
+        "computed as follows (wall seconds at this speed):\n"
     )
     for n in info["devices"]:
         for mode in ("pool", "pinned"):
@@ -378,9 +471,11 @@ def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict
                 f"= {b['work'] + b['loads']:.1f}, ÷ {n} = {b['share']:.1f}; longest job with its load "
                 f"{b['longest']:.1f} ({b['longest_kind']})"
             )
-            if mode == "pinned":
-                parts += f"; busiest device's own work and loads {b['chains']:.1f}"
-            print(f"- {n} devices, {mode}: {parts}; bound {b['bound']:.1f} s.")
+            parts += (
+                f"; the longest pinned chain, work and loads {b['chains']:.1f} (device time {b['own']:.1f})"
+            )
+            parts += f"; the TensorSharp's videos {b['ts']:.1f}"
+            print(f"- {n} Tiinys, {mode}: {parts}; bound {b['bound']:.1f} s.")
     print(
         "\nWork = Σ over jobs of `device_seconds` (claim to release, as the hub measures it) minus the job's own "
         f"model load (`load_s` + the {bn.WINDOW_S:g} s readiness window = {window_s():.3f} s) where it made one. "
@@ -388,6 +483,20 @@ def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict
         + ", ".join(f"{m.split('/')[-1]} {c:.2f} s" for m, c in sorted(costs.items()))
         + ".\n"
     )
+    print(
+        "Fair share: at each moment while all four people still had a job waiting, the gap between the most and "
+        "the least served person's device time so far (every device):\n"
+    )
+    for n in info["devices"]:
+        for mode in ("pool", "pinned"):
+            run = runs[(n, mode)]
+            gap, at, until = fair_gap(run)
+            mean = statistics.fmean(float(j.device_seconds) for j in run.on(run.tiinys))
+            print(
+                f"- {n} Tiinys, {mode}: largest gap {gap:.1f} s ({gap / mean:.1f} × the mean Tiiny job, "
+                f"{mean:.1f} s) at +{at:.1f} s; all four had work waiting until +{until:.1f} s."
+            )
+    print()
     verdicts(runs, costs, info)
 
 
@@ -446,8 +555,8 @@ def why_missed(run: Run, b: float) -> str:
     for part of it, did more than the devices' mean for part, and the mean itself is above the bound by the loads
     beyond one per model (and the lease releases after each job), shared over the devices."""
     total = makespan(run)
-    busy = {d: sum(e - s for s, e, _j in spans) for d, spans in run.spans.items()}
-    last = max(run.spans, key=lambda d: max(e for _s, e, _j in run.spans[d]))
+    busy = {d: sum(e - s for s, e, _j in spans) for d, spans in run.spans.items() if d in run.tiinys}
+    last = max(busy, key=lambda d: max(e for _s, e, _j in run.spans[d]))
     mean = sum(busy.values()) / run.n
     idle = total - busy[last]
     # A real device: the same hand-over seconds against work SPEED times longer (loads and work scale alike).
@@ -457,7 +566,8 @@ def why_missed(run: Run, b: float) -> str:
         f"{idle:.1f} s (hand-overs and its first claim: the hub's own seconds, which do not shrink "
         f"with the emulator's speed) + its work above the devices' mean {busy[last] - mean:.1f} s (the jobs left "
         f"at the end) + the mean's excess over the bound {mean - b:.1f} s (loads beyond one per model, "
-        f"{sum(run.launches.values()) - len({j.model_id for j in run.jobs})} here, shared over the devices). "
+        f"{sum(run.launches.values()) - len({j.model_id for j in run.on(run.tiinys)})} here, shared over the "
+        "devices). "
         f"On a real device, where the work is {SPEED:g} times longer and the hand-overs as long, that would be "
         f"about {real:.3f} × the bound (an estimate, not measured)."
     )
@@ -478,7 +588,7 @@ def main() -> None:
     started = time.monotonic()
     with private_hub("pool") as (tmp, _redis):
         scale_load_guess()  # this process submits: admission's plan guesses loads too
-        from devices.emulator.testing import run_tiiny
+        from devices.emulator.testing import run_tensorsharp, run_tiiny
         from hub.testing import start_beat
         from jobs.tests.conftest import make_device
 
@@ -493,22 +603,28 @@ def main() -> None:
                 for i in range(3)
             ]
             devices = [make_device(e, name=f"Tiiny {i + 1}") for i, e in enumerate(emulators)]
-            concurrency = len(devices) + 1
+            ts_emu = stack.enter_context(run_tensorsharp(speed=SPEED, data_dir=tmp / "tensorsharp"))
+            ts = (ts_emu, make_device(ts_emu, kind="tensorsharp", name="TensorSharp"))
+            concurrency = (
+                len(devices) + 2
+            )  # a process per device (a TensorSharp render blocks one) and one more
             worker = start_worker(env, concurrency=concurrency)
             beat = start_beat(**env)
             try:
                 time.sleep(2)  # beat's first ticks
-                warm = warm_up(emulators, devices)
+                warm = warm_up([*emulators, ts[0]], [*devices, ts[1]])
                 for n in (2, 3) if args.part != "chaos" else ():
                     for mode in ("pool", "pinned"):
-                        print(f"bench_pool: {n} devices, {mode} …", file=sys.stderr, flush=True)
-                        runs[(n, mode)] = run_night(emulators[:n], devices[:n], mode, jobs)
+                        print(f"bench_pool: {n} Tiinys, {mode} …", file=sys.stderr, flush=True)
+                        runs[(n, mode)] = run_night(emulators[:n], devices[:n], ts, mode, jobs)
             finally:
                 worker.stop()
                 beat.stop()
             if args.part != "makespan":
                 print("bench_pool: the chaos night …", file=sys.stderr, flush=True)
-                night = chaos.night(emulators, devices, jobs=min(jobs, CHAOS_JOBS), concurrency=concurrency)
+                night = chaos.night(
+                    emulators, devices, jobs=min(jobs, CHAOS_JOBS), concurrency=len(devices) + 1
+                )
         info = {
             "jobs": jobs,
             "devices": (2, 3),
@@ -542,6 +658,8 @@ def dump(runs: dict[tuple[int, str], Run], path: Path) -> None:
                     by[j].params.get("seconds"),
                     by[j].owner.username,
                     round(work_of(by[j]), 2),
+                    "pinned" if by[j].pinned else "any",
+                    round(float(by[j].estimate_s or 0), 2),
                 )
                 for s, e, j in spans
             ]
