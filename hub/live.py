@@ -258,17 +258,22 @@ def forget_sent(groups: Iterable[str]) -> None:
 
 
 # -- who is watching ---------------------------------------------------------------------------------------
+def watch_key(topic: str) -> str:
+    """The cache key that says a page shows ``topic`` (set by ``mark_watched``, read by ``is_watched``/``watched``)."""
+    return f"watch:{topic}"
+
+
 def mark_watched(topic: str) -> None:
     """A page is showing ``topic`` right now (device pollers speed up while someone watches)."""
     try:
-        cache.set(f"watch:{topic}", time.time(), timeout=WATCH_TTL_S)
+        cache.set(watch_key(topic), time.time(), timeout=WATCH_TTL_S)
     except Exception:
         log.warning("could not record a watcher for %s", topic, exc_info=True)
 
 
 def is_watched(topic: str) -> bool:
     try:
-        return cache.get(f"watch:{topic}") is not None
+        return cache.get(watch_key(topic)) is not None
     except Exception:  # noqa: BLE001
         return False
 
@@ -277,7 +282,7 @@ def watched(topics: Iterable[str]) -> set[str]:
     """Which of ``topics`` some open page shows (one round trip). On a cache failure: all of them."""
     topics = list(dict.fromkeys(topics))
     try:
-        found = cache.get_many([f"watch:{t}" for t in topics])
+        found = cache.get_many([watch_key(t) for t in topics])
     except Exception:  # noqa: BLE001
         return set(topics)
-    return {t for t in topics if f"watch:{t}" in found}
+    return {t for t in topics if watch_key(t) in found}

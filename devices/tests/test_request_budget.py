@@ -48,7 +48,7 @@ def device():
         },
     )
     for key in (
-        f"watch:device:{d.pk}",
+        live.watch_key(f"device:{d.pk}"),
         f"devices:asked:{d.pk}",
         f"devices:load-s:{d.pk}:{MODEL}",
         f"devices:units-noted:{d.pk}",

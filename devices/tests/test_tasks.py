@@ -27,7 +27,7 @@ def device():
     from django.core.cache import cache
 
     d = Device.objects.create(name="d", kind="tiiny", base_url="http://x")
-    cache.delete(f"watch:device:{d.pk}")
+    cache.delete(live.watch_key(f"device:{d.pk}"))
     return d
 
 

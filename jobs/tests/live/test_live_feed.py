@@ -204,8 +204,8 @@ def test_nothing_is_rendered_for_topics_nobody_watches(member, device, monkeypat
     from jobs.live import fragments
 
     job = make_job(member, device, state="running")
-    cache.delete_many([f"watch:{t}" for t in (f"job:{job.pk}", f"mine:{member.pk}", f"plan:{device.pk}")])
-    cache.delete_many([f"watch:queue:{device.pk}"])
+    topics = (f"job:{job.pk}", f"mine:{member.pk}", f"plan:{device.pk}", f"queue:{device.pk}")
+    cache.delete_many([live.watch_key(t) for t in topics])
     rendered = []
     monkeypatch.setattr(fragments, "job_context", lambda *a, **k: rendered.append(1) or {})
     job_note(job.pk, "Nobody is looking.")

@@ -13,12 +13,14 @@ import json
 import pytest
 import redis
 from django.conf import settings
+from django.core.cache import cache
 
 from devices import tasks as device_tasks
 from devices.models import Device
 from devices.services import device_register
 from hub.celery import DEFAULT_QUEUE, device_queue, worker_device_names
 from hub.env import SettingError
+from hub.live import watch_key
 from jobs.queue import enqueue
 from jobs.tests.ui_fixtures import make_job
 
@@ -112,13 +114,11 @@ def test_an_explicit_queue_is_kept(member, device, broker):
 
 
 def test_the_device_poller_polls_each_device_on_its_own_queue(device, broker):
-    from django.core.cache import cache
-
     other = _second_device()
     Device.objects.update(next_poll_at=None)
     # Nobody watches them: a page of another test (another xdist worker, the same device ids) may have left its
     # mark in the shared cache, and a watched device whose job polls it yields its tick.
-    cache.delete_many([f"watch:device:{d.pk}" for d in (device, other)])
+    cache.delete_many([watch_key(f"device:{d.pk}") for d in (device, other)])
 
     assert device_tasks.poll_all() == 2
 

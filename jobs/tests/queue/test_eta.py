@@ -95,7 +95,11 @@ def _polled(progress: float, *, read_s: float, seen: float | None = None):
     """A 420 s render sent at noon, last polled ``read_s`` seconds later, when it read ``seen`` (default: the
     progress it shows)."""
     sent = dt.datetime(2026, 12, 1, 12, tzinfo=dt.UTC)
-    pace = {"id": "v1", "polls": [[0.0, 0.0], [read_s, progress / 100]], "progress": seen or progress}
+    pace = {
+        "id": "v1",
+        "polls": [[0.0, 0.0], [read_s, progress / 100]],
+        "progress": progress if seen is None else seen,
+    }
     return SimpleNamespace(
         estimate_s=420.0,
         progress=progress,
