@@ -414,8 +414,8 @@ def fair_gap(run: Run) -> tuple[float, float, float]:
 
 def report(runs: dict[tuple[int, str], Run], costs: dict[str, float], info: dict) -> None:
     print("## The pool: any device vs pinned round-robin (bench_pool.py)\n")
-    ts = sum(1 for j in mix(info["jobs"]) if j.where == "ts")
-    pinned = sum(1 for j in mix(info["jobs"]) if j.where == "pin")
+    where = [j.where for j in mix(info["jobs"])]
+    ts, pinned = where.count("ts"), where.count("pin")
     print(
         f"{info['jobs']} jobs from {len(PEOPLE)} people, submitted at once: {info['jobs'] - ts} of bench_night's "
         f"Tiiny mix (videos 2 s and 7 s, images, loops, speech, 3D shape+export; 5 models) on {info['devices']} "
