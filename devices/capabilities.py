@@ -159,6 +159,17 @@ class Capabilities:
         return m.npu_usage if m else None
 
 
+def offered(caps: dict[str, Any] | None) -> dict[str, Any]:
+    """Stored capabilities without what changes between reads of the same device (which Tiiny model is loaded
+    now, free NPU, versions, the vault): two reads alike here offer the same jobs."""
+    out = {k: v for k, v in (caps or {}).items() if k not in ("npu_available", "versions", "vault")}
+    out["models"] = [
+        {k: m.get(k) for k in ("id", "kind", "type")} if isinstance(m, dict) else m
+        for m in out.get("models") or []
+    ]
+    return out
+
+
 # -- vault -------------------------------------------------------------------------------------------------
 
 

@@ -8,6 +8,8 @@ that knows registers it at start-up (its ``AppConfig.ready``):
   hook after commit, and a hook that raises is logged, never raised).
 * ``device_state_changed`` (jobs): a device went away or came back; the pool moves its jobs (called after commit,
   like ``device_locked``).
+* ``device_capabilities_changed`` (jobs): what a device reports it can do changed (a device added, a model
+  installed or removed); the pool's waiting jobs take it in or leave it (called after commit).
 * ``job_kinds`` (jobs): the job kinds a device can run now (``/api/devices/<id>/capabilities``).
 * ``jobs_ask_soon`` (jobs): will one of the device's jobs send it a request within a window of now? (The metric
   poller's optional tick then gives way: ``devices.services.device_tick_yields``.)
@@ -32,11 +34,16 @@ class DeviceStateHook(Protocol):
     def __call__(self, *, device_id: int, state: str) -> None: ...
 
 
+class DeviceCapabilitiesHook(Protocol):
+    def __call__(self, *, device_id: int) -> None: ...
+
+
 JobKinds = Callable[[Device], list[str]]
 JobsAskSoon = Callable[[Device, dt.datetime, dt.timedelta], bool]
 
 _device_locked: list[DeviceLockedHook] = []
 _device_state_changed: list[DeviceStateHook] = []
+_device_capabilities_changed: list[DeviceCapabilitiesHook] = []
 _job_kinds: list[JobKinds] = []  # at most one: the latest registration
 _jobs_ask_soon: list[JobsAskSoon] = []  # at most one: the latest registration
 
@@ -59,6 +66,16 @@ def register_device_state_changed(hook: DeviceStateHook) -> None:
 
 def device_state_hooks() -> tuple[DeviceStateHook, ...]:
     return tuple(_device_state_changed)
+
+
+def register_device_capabilities_changed(hook: DeviceCapabilitiesHook) -> None:
+    """``hook(device_id=...)`` runs after the commit that stores capabilities differing from the stored ones."""
+    if hook not in _device_capabilities_changed:
+        _device_capabilities_changed.append(hook)
+
+
+def device_capabilities_hooks() -> tuple[DeviceCapabilitiesHook, ...]:
+    return tuple(_device_capabilities_changed)
 
 
 def register_job_kinds(answer: JobKinds) -> None:

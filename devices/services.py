@@ -22,11 +22,12 @@ from django.db.models import Q
 from django.utils import timezone
 
 from devices import crypto, errors, hooks
-from devices.capabilities import Capabilities
+from devices.capabilities import Capabilities, offered
 from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 from devices.clients.tiiny import Reading, RunningModels
 from devices.crypto import KeyUnreadable
+from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
 from devices.models import Device
 from hub import pagecache
@@ -305,10 +306,17 @@ def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime |
 
 
 def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
+    """Store what the device reports it can do; where that changed, the apps above hear of it after commit (the
+    pool: a device that gained or lost a model joins or leaves the pools of the jobs waiting for "any device")."""
+    new = caps.to_dict()
+    old = Device.objects.filter(pk=device_id).values_list("capabilities", flat=True).first()
     Device.objects.filter(pk=device_id).update(
-        capabilities=caps.to_dict(), capabilities_at=timezone.now(), versions=caps.versions
+        capabilities=new, capabilities_at=timezone.now(), versions=caps.versions
     )
     transaction.on_commit(pagecache.changed)  # e.g. the queue page's vault window (hub.pagecache)
+    if offered(old) != offered(new):
+        for hook in hooks.device_capabilities_hooks():
+            transaction.on_commit(lambda hook=hook: hook(device_id=device_id), robust=True)
 
 
 # -- talking to the device (never inside a transaction) ----------------------------------------------------
@@ -573,41 +581,6 @@ def device_tick_yields(*, device: Device, now: dt.datetime) -> bool:
     if asked is not None and now - asked < YIELD_WINDOW:
         return True
     return hooks.jobs_ask_soon(device, now, YIELD_WINDOW)  # the jobs app knows when its jobs poll
-
-
-#: Weight of the newest load in a model's learned load time (an EWMA, like the render history's)
-LOAD_EWMA_ALPHA = 0.3
-
-
-def _load_key(device_id: int, model_id: str) -> str:
-    return f"devices:load-s:{device_id}:{model_id}"
-
-
-def device_note_load_seconds(device_id: int, model_id: str, seconds: float) -> None:
-    """A load the hub launched took ``seconds`` (launch to running): fold it into the model's learned time."""
-    key = _load_key(device_id, model_id)
-    try:
-        old = cache.get(key)
-        new = seconds if old is None else LOAD_EWMA_ALPHA * seconds + (1 - LOAD_EWMA_ALPHA) * float(old)
-        cache.set(key, new, timeout=30 * 24 * 3600)
-    except Exception:  # noqa: BLE001 - a hint only: the next load then goes by the device's load_time
-        pass
-
-
-def device_load_seconds(device: Device) -> dict[str, float]:
-    """Model id -> expected load seconds: what the hub learned, else the ``load_time`` the device lists."""
-    expected = {
-        m["id"]: float(m["load_s"])
-        for m in (device.capabilities or {}).get("models", [])
-        if isinstance(m, dict) and m.get("id") and m.get("load_s")
-    }
-    try:
-        learned = cache.get_many([_load_key(device.pk, m) for m in expected]) if expected else {}
-    except Exception:  # noqa: BLE001
-        learned = {}
-    prefix = _load_key(device.pk, "")
-    expected.update({k[len(prefix) :]: float(v) for k, v in learned.items()})
-    return expected
 
 
 def device_claim_enqueue(*, device: Device, interval: dt.timedelta, now: dt.datetime) -> bool:

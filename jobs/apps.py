@@ -24,7 +24,7 @@ class JobsConfig(AppConfig):
         from jobs.kinds.table import kinds_for
         from jobs.live import outbox, topics
         from jobs.queue.eta import replan_changed
-        from jobs.queue.pool import device_state_changed
+        from jobs.queue.pool import device_capabilities_changed, device_state_changed
 
         live.register_topic("job", topics.job_topic)
         live.register_topic("queue", topics.queue_topic)
@@ -42,3 +42,5 @@ class JobsConfig(AppConfig):
         device_hooks.register_jobs_ask_soon(jobs_ask_soon)
         # A device that goes away or comes back: the pool's waiting jobs move to the devices that may run them.
         device_hooks.register_device_state_changed(device_state_changed)
+        # A device added, or one that gained or lost a model: the waiting pool jobs it can run take it in.
+        device_hooks.register_device_capabilities_changed(device_capabilities_changed)

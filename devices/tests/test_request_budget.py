@@ -14,15 +14,14 @@ from django.utils import timezone
 from devices import tasks
 from devices.clients import TiinyClient
 from devices.clients.tiiny import LOAD_LATE_S
+from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.models import Device
 from devices.services import (
     POLL_BUSY,
     YIELD_WINDOW,
     client_for,
-    device_load_seconds,
     device_mark_active,
     device_note_asked,
-    device_note_load_seconds,
     device_tick_yields,
 )
 from hub import live

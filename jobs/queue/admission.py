@@ -156,6 +156,15 @@ def _limit_refusal(spec: KindSpec, estimate_s: float) -> str | None:
     )
 
 
+def limit_refusal(*, device: Any, kind: str, model_id: str, params: dict[str, Any]) -> str | None:
+    """The pair's hard limit for this request on ``device`` (its own estimate there), or None: what a device
+    joining a waiting job's pool must pass besides its form (``jobs.queue.membership``)."""
+    est = eta.estimate(
+        device_id=device.pk, device_kind=device.kind, kind=kind, model_id=model_id, params=params
+    )
+    return _limit_refusal(spec_for(device.kind, kind), est)
+
+
 def _refusal(
     spec: KindSpec, *, owner: Any, estimate_s: float, lift_limits: bool, quota: Verdict
 ) -> tuple[str | None, str | None]:
@@ -325,5 +334,6 @@ __all__ = [
     "check_form",
     "earliest_of",
     "form_admission",
+    "limit_refusal",
     "uploads_refused",
 ]

@@ -17,6 +17,9 @@ waits behind others on one device while another could finish it sooner. A second
 then moves or swaps jobs near the ends of the lanes while that ends the night sooner: the first pass sees only
 the jobs before each one, and could leave the last long render on one device while the others sit idle.
 
+A job's pool is the devices that can do exactly its request; it follows the devices as they are added or gain or
+lose a model (``jobs.queue.membership``).
+
 A device that is away (locked, unreachable), paused, or refuses the hub's key is not usable: its pool jobs move to
 the others at once, and come back by the same rule once it is usable again. Its pinned jobs stay and wait, saying
 why. A render in flight on a device that went away keeps its claim while the device may still finish it; after
@@ -34,8 +37,8 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
+from devices.loads import device_load_seconds
 from devices.models import Device
-from devices.services import device_load_seconds
 from jobs.core.changes import replan
 from jobs.core.scheduler import (
     DeviceSnapshot,
@@ -51,6 +54,7 @@ from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.balance import Slot, even_out
 from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
+from jobs.queue.membership import refit
 
 logger = logging.getLogger("jobs.queue.pool")
 
@@ -154,7 +158,7 @@ def _take(job: Any, lane: Lane, step: _Stepper) -> None:
 
 def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
     """The usable lanes a waiting job may go to: its own device's for a pinned job, else its pool's."""
-    ids = [job.device_id] if job.pinned else list(dict.fromkeys([*(job.pool or []), job.device_id]))
+    ids = [job.device_id] if job.pinned else list(dict.fromkeys(job.pool or [job.device_id]))
     return [lanes[pk] for pk in ids if pk in lanes and lanes[pk].usable]
 
 
@@ -283,6 +287,14 @@ def device_state_changed(*, device_id: int, state: str) -> None:
     if state == Device.State.ONLINE and LostRender.objects.filter(device_id=device_id).exists():
         enqueue.send("stop_lost_renders", device_id)
     rebalance_and_wake()
+
+
+def device_capabilities_changed(*, device_id: int) -> None:
+    """What a device reports it can do changed (the device layer's hook, after commit): the waiting pool jobs it
+    can run now take it into their pools, those it no longer can let it go (``jobs.queue.membership``), and they
+    move to their lanes at once."""
+    if refit(device_id):
+        rebalance_and_wake()
 
 
 # -- a render lost with its device -------------------------------------------------------------------------------

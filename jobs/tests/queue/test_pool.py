@@ -14,10 +14,10 @@ from django.core.cache import cache
 from django.core.exceptions import ValidationError
 from django.utils import timezone
 
-from devices import errors
-from devices import services as device_services
+from devices import errors, loads
+from devices.loads import device_note_load_seconds
 from devices.models import Device
-from devices.services import device_note_load_seconds, device_set_state
+from devices.services import device_set_state
 from jobs.core import lease
 from jobs.core.scheduler import fair_usage
 from jobs.core.transitions import job_transition
@@ -412,7 +412,7 @@ def learned_loads():
     """Load times the hub learns are kept in the cache (Redis): forgotten after the test."""
     keys = []
     yield lambda device, model, seconds: (
-        keys.append(device_services._load_key(device.pk, model)),
+        keys.append(loads._load_key(device.pk, model)),
         device_note_load_seconds(device.pk, model, seconds),
     )
     cache.delete_many(keys)

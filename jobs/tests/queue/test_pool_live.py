@@ -16,6 +16,7 @@ import pytest
 
 from devices.emulator.testing import run_tiiny
 from devices.models import Device
+from devices.services import device_register
 from hub.testing import start_worker, wait_for
 from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceUse, Job
 from jobs.queue.services import job_submit
@@ -278,3 +279,31 @@ def test_a_render_on_a_device_away_for_less_than_device_lost_s_keeps_its_claim_a
     assert home.counters()["renders_submitted"] == 1 and office.counters()["renders_submitted"] == 0
     assert not [e for e in story(job) if e[1] == "interrupted"]
     wait_for(lambda: device_state(a) == "online", timeout=20, what="Home back online")
+
+
+# -- a device added while jobs wait for any device ------------------------------------------------------------------
+
+
+def test_a_device_added_while_jobs_wait_for_any_device_takes_its_share_of_them(engine, home, office, member):
+    a = make_device(home, name="Home")
+    bearer = token_client(member)
+    body = {"kind": "video", "model": VIDEO, "size": "832x480", "seconds": 2, "steps": 4}
+    posted = [
+        bearer.post("/api/jobs", {**body, "prompt": f"a fox {i}"}, content_type="application/json")
+        for i in range(4)
+    ]
+    assert [r.status_code for r in posted] == [201] * 4, posted[0].content
+    jobs = list(Job.objects.filter(pk__in=[r.json()["id"] for r in posted]).order_by("pk"))
+    assert [(job.pinned, job.pool) for job in jobs] == [(False, [a.pk])] * 4  # Home is the only device yet
+
+    # An admin adds the office's Tiiny: the hub knows nothing of it until its first poll reads what it can do.
+    b = device_register(name="Office", kind="tiiny", base_url=office.base_url, api_key=office.api_key)
+    settle(jobs, engine, timeout=90)
+
+    where = sorted(d for job in jobs for d in ran_on(job))
+    assert b.pk in where and a.pk in where, timeline(jobs, "the jobs did not spread to the new device")
+    assert office.counters()["renders_submitted"] >= 1
+    joined = [job for job in jobs if any("Office can run it now too" in m for _s, _st, m, _d in story(job))]
+    assert joined, "no waiting job's story tells that the new device may run it"
+    for job in jobs:
+        assert_one_device_at_a_time(job)

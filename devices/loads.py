@@ -1,0 +1,43 @@
+"""What a model load costs on each device: the hub learns it from the loads it launches (an EWMA per device and
+model, kept in the cache), else goes by the ``load_time`` the device lists. The job engine's client reports each
+load (``devices.services.client_for``); the pool's planner reads the costs (``jobs.queue.pool``)."""
+
+from __future__ import annotations
+
+from django.core.cache import cache
+
+from devices.models import Device
+
+#: Weight of the newest load in a model's learned load time (an EWMA, like the render history's)
+LOAD_EWMA_ALPHA = 0.3
+
+
+def _load_key(device_id: int, model_id: str) -> str:
+    return f"devices:load-s:{device_id}:{model_id}"
+
+
+def device_note_load_seconds(device_id: int, model_id: str, seconds: float) -> None:
+    """A load the hub launched took ``seconds`` (launch to running): fold it into the model's learned time."""
+    key = _load_key(device_id, model_id)
+    try:
+        old = cache.get(key)
+        new = seconds if old is None else LOAD_EWMA_ALPHA * seconds + (1 - LOAD_EWMA_ALPHA) * float(old)
+        cache.set(key, new, timeout=30 * 24 * 3600)
+    except Exception:  # noqa: BLE001 - a hint only: the next load then goes by the device's load_time
+        pass
+
+
+def device_load_seconds(device: Device) -> dict[str, float]:
+    """Model id -> expected load seconds: what the hub learned, else the ``load_time`` the device lists."""
+    expected = {
+        m["id"]: float(m["load_s"])
+        for m in (device.capabilities or {}).get("models", [])
+        if isinstance(m, dict) and m.get("id") and m.get("load_s")
+    }
+    try:
+        learned = cache.get_many([_load_key(device.pk, m) for m in expected]) if expected else {}
+    except Exception:  # noqa: BLE001
+        learned = {}
+    prefix = _load_key(device.pk, "")
+    expected.update({k[len(prefix) :]: float(v) for k, v in learned.items()})
+    return expected

@@ -1,0 +1,93 @@
+"""Which devices a job waiting for "any device" may run on (``Job.pool``), kept current as the devices change.
+
+At submit, a job's pool is every device whose form and admission take exactly its request: the same model and
+parameters (``jobs.doors.intake.check_each``). Devices change while jobs wait: one is added (its first report of
+what it can do comes with its first poll), a model is installed on one, or removed. So when a device reports
+capabilities that differ from the ones stored (``devices.hooks.device_capabilities_changed``), each waiting pool
+job is checked against it the same way: its kind's form on that device, filled in with the job's settings, must
+give back exactly the job's request, within the kind's limits there. A device that now can joins the job's pool;
+one that no longer can leaves it (unless it is the last device of the pool: the job then waits there, as a pinned
+job would). Each change is told in the job's story, and the pool then moves the jobs to their lanes
+(``jobs.queue.pool.rebalance_and_wake``): ten jobs waiting on one Tiiny spread to the second one the moment it is
+added.
+
+Quotas are the person's, across devices: a job already admitted is not admitted again.
+"""
+
+from __future__ import annotations
+
+from django import forms
+from django.db import transaction
+
+from devices.models import Device
+from jobs.core.transitions import job_note
+from jobs.kinds.table import form_class_for, kinds_for
+from jobs.models import WAITING_STATES, Job, When
+from jobs.queue.admission import limit_refusal
+
+
+def takes(device: Device, job: Job) -> bool:
+    """Whether ``device`` can run exactly ``job``'s request: its form for the job's kind, filled in with the job's
+    settings, is valid there and gives back the same model and parameters, within the kind's limits there. The
+    job's input files are kept (``params["files"]``), so the form's file fields are not asked for again."""
+    if job.kind not in kinds_for(device):
+        return False
+    form_class = form_class_for(device.kind, job.kind)
+    params = {k: v for k, v in (job.params or {}).items() if k != "files"}
+    data = {
+        **form_class.fields_from_params(job.params or {}),
+        "model": job.model_id,
+        "when": When.ASAP,  # when it may start is the job's, not the device's: it is not checked again
+        "polite": job.polite,
+        "shared": job.shared,
+    }
+    form = form_class(data, None, device=device, user=job.owner)
+    for field in form.fields.values():
+        if isinstance(field, forms.FileField):
+            field.required = False
+    if not form.is_valid():
+        return False
+    if (form.cleaned_data["model"], form.cleaned_params()) != (job.model_id, params):
+        return False
+    return limit_refusal(device=device, kind=job.kind, model_id=job.model_id, params=params) is None
+
+
+def refit(device_id: int) -> set[int]:
+    """Each waiting pool job's pool, with ``device_id`` in or out as it can or can't run the job now. Returns the
+    jobs whose pool changed."""
+    device = Device.objects.filter(pk=device_id).first()
+    if device is None:
+        return set()
+    changed: set[int] = set()
+    waiting = Job.objects.filter(state__in=WAITING_STATES, pinned=False).order_by("pk")
+    for job_id in waiting.values_list("pk", flat=True):
+        if _refit_one(job_id, device):
+            changed.add(job_id)
+    return changed
+
+
+def _refit_one(job_id: int, device: Device) -> bool:
+    """One job's pool with ``device`` in or out, read and written under the row's lock (two devices' changes at
+    once each see the other's)."""
+    with transaction.atomic():
+        job = (
+            Job.objects.select_for_update()
+            .select_related("owner")
+            .filter(pk=job_id, state__in=WAITING_STATES, pinned=False)
+            .first()
+        )
+        if job is None:
+            return False
+        pool = list(dict.fromkeys(job.pool or [job.device_id]))
+        can = takes(device, job)
+        if can == (device.pk in pool):
+            return False
+        if can:
+            new = sorted({*pool, device.pk})
+            message = f"{device.name} can run it now too: it may run there."
+        else:
+            new = [pk for pk in pool if pk != device.pk]
+            if not new:
+                return False  # the last device it may run on: it waits there (and says why when it runs)
+            message = f"{device.name} can no longer run it (what the device reports changed)."
+        return job_note(job.pk, message, data={"pool": new}, pool=new)
