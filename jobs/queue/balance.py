@@ -7,7 +7,9 @@ lands on one device while another finishes its short jobs early and then sits id
 plan. It takes the lane that ends last and tries, for each of its last ``tail`` pool jobs, a move to another lane
 of the job's pool and a swap with one of that lane's last jobs; it applies the change that ends the night
 soonest (loads included: a change that costs two model loads more than it saves is not taken), and starts again,
-until no change wins at least ``gain_s``. The order within a lane stays the household's (each job keeps its place
+until no change wins at least ``gain_s``. Where two lanes end the night together, no single change ends it sooner:
+a change that leaves fewer lanes ending there (work moved off one of them, no lane ending later) is the first
+step, and counts as a win. The order within a lane stays the household's (each job keeps its place
 among the jobs of its new lane); only which device runs it changes, and a pinned job never moves.
 
 Pure and quick: times are seconds (floats), what a job costs on a lane comes from the caller (``step``), and a
@@ -105,7 +107,18 @@ def _best_change(
         return None
     worst = max(ends, key=lambda lane: (ends[lane], lane))
     span = ends[worst]
-    best: tuple[float, float] = (span - gain_s, float("inf"))  # a change must win at least gain_s
+
+    def score(values: list[float]) -> tuple[int, float, float] | None:
+        """How late the night ends: the lanes that end within ``gain_s`` of its present end, then the latest
+        end, then all of them. None for a night that would end later."""
+        if max(values) > span + 1e-9:
+            return None
+        return (sum(1 for v in values if v > span - gain_s), max(values), sum(values))
+
+    # A change must leave fewer lanes ending near the present end: none (the night ends at least ``gain_s``
+    # sooner), or fewer when two lanes end together there (moving work off one of them is then the first step).
+    now_near = sum(1 for v in ends.values() if v > span - gain_s)
+    best: tuple[int, float, float] | None = None
     chosen = None
     mine = slots[worst]
 
@@ -114,8 +127,8 @@ def _best_change(
         new_ends = dict(ends)
         for lane, new in changed.items():
             new_ends[lane] = _run(lane, new[first[lane] :], states[lane][first[lane]], step)
-        key = (max(new_ends.values()), sum(new_ends.values()))
-        if key < best:
+        key = score(list(new_ends.values()))
+        if key is not None and key[0] < now_near and (best is None or key < best):
             best, chosen = key, changed
 
     for i in range(max(0, len(mine) - tail), len(mine)):

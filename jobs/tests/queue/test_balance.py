@@ -99,3 +99,25 @@ def test_a_lane_that_frees_later_counts_from_when_it_frees():
     origin = {1: (0.0, frozenset({"video"})), 2: (10.0, frozenset({"video"}))}  # lane 2 renders 10 s more
     slots = {1: [Slot(0, J(1, 4), ANY), Slot(1, J(2, 4), ANY), Slot(2, J(3, 4), ANY)], 2: []}
     assert even_out(slots, origin, stepper(), gain_s=0.5) == 0  # lane 2 would end at 14, after lane 1's 12
+
+
+def test_two_lanes_that_end_together_both_hand_work_to_a_third_that_ends_early():
+    # Lanes 1 and 2 end together at 6, lane 3 is empty. No single change ends the night sooner (the other lane
+    # still ends at 6), but moving work off one of them is the first step: the night then ends at 4.
+    every = frozenset({1, 2, 3})
+    slots = {
+        1: [Slot(0, J(1, 2), every), Slot(2, J(3, 2), every), Slot(4, J(5, 2), every)],
+        2: [Slot(1, J(2, 2), every), Slot(3, J(4, 2), every), Slot(5, J(6, 2), every)],
+        3: [],
+    }
+    origin = {**EMPTY, 3: (0.0, frozenset({"video"}))}
+    assert even_out(slots, origin, stepper(), gain_s=0.5) == 2
+    assert ends(slots, origin, stepper()) == {1: 4.0, 2: 4.0, 3: 4.0}
+    for jobs_in_lane in slots.values():
+        assert [s.rank for s in jobs_in_lane] == sorted(s.rank for s in jobs_in_lane)
+
+
+def test_a_change_never_makes_another_lane_end_the_night_later():
+    # Lane 1 ends at 6 (3 + 3), lane 2 at 5.9: the 3 s job moved there would end the night at 8.9.
+    slots = {1: [Slot(0, J(1, 3), ANY), Slot(1, J(2, 3), ANY)], 2: [Slot(2, J(3, 5.9), frozenset({2}))]}
+    assert even_out(slots, EMPTY, stepper(), gain_s=0.05) == 0
