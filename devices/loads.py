@@ -1,6 +1,8 @@
 """What a model load costs on each device: the hub learns it from the loads it launches (an EWMA per device and
 model, kept in the cache), else goes by the ``load_time`` the device lists. The job engine's client reports each
-load (``devices.services.client_for``); the pool's planner reads the costs (``jobs.queue.pool``)."""
+load (``devices.services.client_for``) and the client expects its next loads to take about as long; the engine
+reports how long a job's first request then waited for the model to take requests. The planners count both where
+a load is due (``device_load_costs``: ``jobs.queue.pool``, ``jobs.queue.eta.plan``)."""
 
 from __future__ import annotations
 
@@ -41,3 +43,30 @@ def device_load_seconds(device: Device) -> dict[str, float]:
     prefix = _load_key(device.pk, "")
     expected.update({k[len(prefix) :]: float(v) for k, v in learned.items()})
     return expected
+
+
+def _ready_key(device_id: int) -> str:
+    return f"devices:ready-wait-s:{device_id}"
+
+
+def device_note_ready_wait(device_id: int, seconds: float) -> None:
+    """After a load the hub launched, the job's first request waited ``seconds`` for the model to take requests
+    (a Tiiny's readiness window: "xh2a … wait ~10 s"): fold it into the device's learned wait."""
+    key = _ready_key(device_id)
+    try:
+        old = cache.get(key)
+        new = seconds if old is None else LOAD_EWMA_ALPHA * seconds + (1 - LOAD_EWMA_ALPHA) * float(old)
+        cache.set(key, new, timeout=30 * 24 * 3600)
+    except Exception:  # noqa: BLE001 - a hint only
+        pass
+
+
+def device_load_costs(device: Device) -> dict[str, float]:
+    """Model id -> what a job waits for that model's load before its render starts: the load (``device_load_seconds``)
+    and the wait after it until the model takes requests (learned, ``device_note_ready_wait``). The planners count
+    this where a load is due; a model missing here is counted at their guess."""
+    try:
+        wait = float(cache.get(_ready_key(device.pk)) or 0.0)
+    except Exception:  # noqa: BLE001
+        wait = 0.0
+    return {model: seconds + wait for model, seconds in device_load_seconds(device).items()}

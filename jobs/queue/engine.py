@@ -28,6 +28,7 @@ from django.conf import settings
 from django.utils import timezone
 
 from devices import errors
+from devices.loads import device_note_ready_wait
 from hub.disk import is_save_blocked
 from jobs.core import lease
 from jobs.core.changes import held, job_ticked, send_held
@@ -81,6 +82,19 @@ def _note_load(job: Job, runner) -> None:
     data = {**stored_remote_data(job), "load_s": load_s}
     Job.objects.filter(pk=job.pk).update(remote_data=data)
     job.remote_data = data
+
+
+def _note_ready_wait(job: Job, runner) -> None:
+    """After a load, how long the job's first request waited for the model to take requests (the runner's retries
+    in the readiness window): kept in the job's memory, so its shape's history learns the render alone, and
+    learned for the device, so the planners count it with the load (``devices.loads.device_load_costs``)."""
+    wait = getattr(runner, "ready_wait_s", None)
+    if not getattr(runner, "loaded", False) or wait is None:
+        return
+    data = {**stored_remote_data(job), "ready_wait_s": wait}
+    Job.objects.filter(pk=job.pk).update(remote_data=data)
+    job.remote_data = data
+    device_note_ready_wait(job.device_id, wait)
 
 
 def run(job_id: int) -> None:
@@ -141,6 +155,7 @@ def _submit_poll(job: Job, runner) -> None:
             return
         handle_error(job, exc, where="submit")
         return
+    _note_ready_wait(job, runner)
     _adopt(job, runner, remote_id, data)
 
 
@@ -224,6 +239,7 @@ def _execute(job: Job, runner, lost) -> None:
         ended = None
     finally:
         starting.close()  # a runner that never reported
+    _note_ready_wait(job, runner)
     _executed(job, ended)
 
 

@@ -14,6 +14,7 @@ from typing import Any
 from django.db import transaction
 from django.utils import timezone
 
+from devices.loads import device_load_costs
 from devices.models import Device
 from jobs.core.changes import Changes, plan_changed
 from jobs.core.scheduler import earliest_start, held_after, order_with_reasons, snapshot_for
@@ -56,12 +57,14 @@ class Estimator:
 
 def learn(job: Any) -> None:
     """Fold a finished job's device time into its shape's EWMA (first sample replaces the seed): without the
-    model load the hub made for it (``load_s``, noted by the engine), which the plan counts on its own
-    (``LOAD_SECONDS``) where a load is due; learned with it, the first job after a load taught its shape a render
-    a whole load too long."""
-    load_s = (job.remote_data or {}).get("load_s") if isinstance(job.remote_data, dict) else None
+    model load the hub made for it (``load_s``, noted by the engine) and the wait after it until the model took
+    requests (``ready_wait_s``: a Tiiny's readiness window), which the plan counts on their own where a load is
+    due (``devices.loads.device_load_costs``); learned with them, the first job after a load taught its shape a
+    render a whole load too long, and a short one's by half again the window."""
+    data = job.remote_data if isinstance(job.remote_data, dict) else {}
     try:
-        render_s = float(job.device_seconds or 0.0) - float(load_s or 0.0)
+        render_s = float(job.device_seconds or 0.0) - float(data.get("load_s") or 0.0)
+        render_s -= float(data.get("ready_wait_s") or 0.0)
     except (TypeError, ValueError):
         render_s = float(job.device_seconds or 0.0)
     if render_s <= 0:
@@ -176,6 +179,7 @@ def plan(
     cursor = now
     horizon = now + PLAN_HORIZON
     loaded = tuple(sorted(snap.loaded))
+    load_costs = device_load_costs(device)  # the pool's planner counts the same (``jobs.queue.pool``)
     for job in Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at"):
         start = job.started_at or now
         done = _later(now, remaining_seconds(job, now=now), horizon)
@@ -195,7 +199,7 @@ def plan(
             params=job.params,
         )
         if job.model_id not in loaded:
-            est += LOAD_SECONDS
+            est += load_costs.get(job.model_id, LOAD_SECONDS)
         start = min(max(cursor, earliest_start(job, snap)), horizon)
         finish = _later(start, est, horizon)
         out.append((job, start, finish))

@@ -11,7 +11,7 @@ priority, fair share over the whole household, arrival; jobs that can't start ye
 job fills its own device's lane, and each pool job goes to the device of its pool, usable now, where it would
 finish first: after the work already in that lane (its running job, the jobs placed before), plus a model load
 where the device would have to load the job's model (the load time the hub learned there, else the one the device
-lists, else ``LOAD_SECONDS``). So a free device takes the next job at once, unless a busy
+lists, with the wait after a load the hub learned there: ``devices.loads.device_load_costs``; else ``LOAD_SECONDS``). So a free device takes the next job at once, unless a busy
 device holding the model finishes it sooner than the free one could load it (one load instead of two), and no job
 waits behind others on one device while another could finish it sooner. A second pass (``jobs.queue.balance``)
 then moves or swaps jobs near the ends of the lanes while that ends the night sooner: the first pass sees only
@@ -37,7 +37,7 @@ from typing import Any
 from django.conf import settings
 from django.utils import timezone
 
-from devices.loads import device_load_seconds
+from devices.loads import device_load_costs
 from devices.models import Device
 from jobs.core.changes import replan
 from jobs.core.scheduler import (
@@ -70,7 +70,7 @@ class Lane:
     snap: DeviceSnapshot
     free_at: float  # a timestamp
     loaded: tuple[str, ...] = ()  # the models it holds, the one used last at the end
-    load_s: dict[str, float] = field(default_factory=dict)  # model -> its load time here, learned or listed
+    load_s: dict[str, float] = field(default_factory=dict)  # model -> its load cost here (devices.loads)
 
     def load_seconds(self, model_id: str) -> float:
         """What loading ``model_id`` costs this device (``LOAD_SECONDS`` for one it never said or showed)."""
@@ -91,7 +91,7 @@ def _lanes(device_ids: set[int], now: dt.datetime) -> dict[int, Lane]:
             snap=snap,
             free_at=now.timestamp(),
             loaded=tuple(sorted(snap.loaded)),
-            load_s=device_load_seconds(device),
+            load_s=device_load_costs(device),
         )
     for job in Job.objects.filter(device_id__in=device_ids, state__in=ACTIVE_STATES).order_by("started_at"):
         lane = lanes[job.device_id]

@@ -40,6 +40,9 @@ TAG_MAX = 2**31 - 1
 class TiinyRunner(Runner):
     #: ``clock.monotonic()`` when the model this job uses became ready (None: it was already loaded)
     ready_at: float | None = None
+    #: seconds the job's first request waited for the model to take requests (its retries in the readiness
+    #: window); None until the first request went through
+    ready_wait_s: float | None = None
 
     def prepare(self, *, polite: bool) -> list[str]:
         """Load the model under the lease. ``polite``: refuse (PoliteRefusal) to evict a model the hub did not
@@ -86,6 +89,7 @@ class TiinyRunner(Runner):
         attempt = late = 0
         while True:
             attempt += 1
+            sent = clock.monotonic()
             try:
                 out = fn()
             except (errors.Transient, errors.DeviceBusy) as exc:
@@ -102,6 +106,8 @@ class TiinyRunner(Runner):
                 logger.info("job %s: retrying after %s (attempt %d)", self.job.pk, exc.code, attempt)
                 self.client.sleep(wait)
                 continue
+            if self.ready_wait_s is None:
+                self.ready_wait_s = round(sent - start, 3)
             if self.style != "poll":  # a blocking call's end: the device's work is over (engine step timings)
                 logger.debug("trace job=%s step=answer t=%.4f", self.job.pk, time.time())
             return out

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-from jobs.models import Job
+from jobs.models import Job, RenderStat
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import ENGINE_ENV, wait_job
 
@@ -138,6 +138,13 @@ def test_it_sends_the_first_request_after_a_load_at_once(rhythm_engine, tiiny, p
     assert took < 2.5, f"{took:.1f} s from the start to the image: the window was sat out"
     calls = sum(v for k, v in tiiny.counters()["requests"].items() if "images/generations" in k)
     assert calls == (1 if quirks == "none" else 2)  # at once; with the quirk, one xh2a and one retry
+    # The wait for the model is the load's: the shape learns the render alone.
+    job.refresh_from_db()
+    wait = job.remote_data["ready_wait_s"]
+    assert wait < 0.05 if quirks == "none" else wait > 0
+    stat = RenderStat.objects.get(device=pocket, kind="image", model_id=IMAGE)
+    render = job.device_seconds - job.remote_data["load_s"] - wait
+    assert stat.samples == 1 and stat.mean_s == pytest.approx(render, abs=0.01)
 
 
 # -- crash recovery: two identical prompts -----------------------------------------------------------------------

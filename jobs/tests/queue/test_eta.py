@@ -8,12 +8,14 @@ import datetime as dt
 from types import SimpleNamespace
 
 import pytest
+from django.core.cache import cache
 from django.utils import timezone
 
+from devices import loads
 from devices.models import Device
 from jobs.models import Job
-from jobs.queue.engine import _note_load
-from jobs.queue.eta import estimate, learn, note_progress, remaining_seconds
+from jobs.queue.engine import _note_load, _note_ready_wait
+from jobs.queue.eta import estimate, learn, note_progress, plan, remaining_seconds
 
 V = "MiniMaxAI/MiniMax-H3-Turbo"
 
@@ -75,6 +77,61 @@ def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, d
     stored = Job.objects.get(pk=job.pk).remote_data
     assert stored["tag"] == 7 and 12 <= stored["load_s"] < 20
     assert job.remote_data == stored
+
+
+def test_it_learns_the_render_without_the_wait_for_the_model_after_a_load(member, db):
+    """A Tiiny's first request after a load waits out the readiness window (retried inside it): that wait is the
+    load's, not the render's. An image that renders in 9 s taught its shape 19 s before."""
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
+    model = "Tongyi-MAI/Z-Image-Turbo"
+    learn(
+        Job.objects.create(
+            owner=member,
+            device=device,
+            kind="image",
+            model_id=model,
+            params=params,
+            device_seconds=49.0,
+            remote_data={"load_s": 30.0, "ready_wait_s": 10.0},
+        )
+    )
+    assert estimate(
+        device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params
+    ) == pytest.approx(9.0)
+
+
+def test_the_engine_notes_the_wait_after_a_load_and_the_plans_count_it_with_the_load(member, db):
+    device = Device.objects.create(
+        name="d",
+        base_url="http://127.0.0.1:1",
+        capabilities={"models": [{"id": "m", "load_s": 30.0}]},
+    )
+    cache.delete(loads._ready_key(device.pk))
+    cache.delete(loads._load_key(device.pk, "m"))
+    job = Job.objects.create(owner=member, device=device, kind="image", model_id="m", params={}, state="done")
+    _note_ready_wait(
+        job, SimpleNamespace(loaded=False, ready_wait_s=4.0)
+    )  # the model was loaded: no load's wait
+    _note_ready_wait(
+        job, SimpleNamespace(loaded=True, ready_wait_s=None)
+    )  # the first request never went through
+    assert Job.objects.get(pk=job.pk).remote_data == {}
+    assert loads.device_load_costs(device) == {"m": 30.0}
+
+    _note_ready_wait(job, SimpleNamespace(loaded=True, ready_wait_s=8.0))
+    assert Job.objects.get(pk=job.pk).remote_data == {"ready_wait_s": 8.0}
+    assert loads.device_load_costs(device) == {"m": 38.0}
+    assert loads.device_load_seconds(device) == {"m": 30.0}  # what the client expects of a load: unchanged
+
+    # The device's own plan counts the load and the wait where a load is due (a job for the unloaded model).
+    waiting = Job.objects.create(
+        owner=member, device=device, kind="image", model_id="m", params={}, estimate_s=5.0
+    )
+    now = timezone.now()
+    ((_job, start, finish),) = [row for row in plan(device.pk, now=now) if row[0].pk == waiting.pk]
+    assert (finish - start).total_seconds() == pytest.approx(5.0 + 38.0)
+    cache.delete(loads._ready_key(device.pk))
 
 
 # -- time left follows the job's own progress ---------------------------------------------------------------
