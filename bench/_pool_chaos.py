@@ -4,7 +4,7 @@ The night's jobs, all for any of 3 emulated Tiinys, while the Celery worker is S
 times (once while a device is locked), and, one after another, each on a device rendering a job never re-queued:
 one device is unplugged (its emulator process killed) for longer than ``JOBS_DEVICE_LOST_S`` and then comes back on
 the same port (its data folder kept, as a device that reboots: the render in flight is gone); one is power-cycled
-(everything in flight vanishes; locked until unlocked a few seconds later); one is locked early in a render for
+(everything in flight vanishes; locked until unlocked a few seconds later); one is locked mid-render for
 less than ``JOBS_DEVICE_LOST_S`` (a locked device renders on). The worker runs with ``JOBS_DEVICE_LOST_S`` = 5 s, a
 3 s lease and reconcile every second (as ``make chaos``'s engine settings).
 
@@ -204,9 +204,9 @@ class Driver:
         self.note(f"{device.name} unlocked")
         if self.stop.wait(max(0.0, LOCK_AT * expected - self.now())):
             return
-        i, job = self.rendering(
-            [k for k in everyone if k != i], below=20
-        )  # 7-12 s renders: they outlast the lock
+        # A video not past 60 % (7-12 s renders: 3 s and more left, about the lock's length); up to 30 s for one:
+        # late in the night the long renders have mostly started (the longest pool job goes first).
+        i, job = self.rendering([k for k in everyone if k != i], below=60, within=30.0)
         emu, device = self.emulators[i], self.devices[i]
         emu.lock()
         locked = self.now()
@@ -452,7 +452,7 @@ def report(n: Night) -> None:
         f"once {KILL_AFTER_LOCK_S:g} s into the lock below; one device is unplugged mid-render for {AWAY_S:g} s (its "
         f"emulator process killed, then started again on the same port with its data folder: the render in flight "
         f"is gone, as after a reboot); then one is power-cycled mid-render (everything in flight vanishes; locked "
-        f"{LOCKED_S:g} s); then one is locked early in a render for {LOCK_S:g} s, less than "
+        f"{LOCKED_S:g} s); then one is locked mid-render (a video not past 60 %) for {LOCK_S:g} s, less than "
         f"`JOBS_DEVICE_LOST_S` (a locked device renders on: the hub must keep the claim). Worker: "
         f"`JOBS_DEVICE_LOST_S={LOST_S:g}`, a 3 s lease, reconcile every second. Submitting took {n.submit_s:.1f} s; "
         f"makespan under faults {n.makespan:.1f} s (its work alone, about {n.expected:.0f} s a device).\n"

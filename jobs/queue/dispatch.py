@@ -95,6 +95,8 @@ def dispatch_device(device_id: int) -> int | None:
     if jumped:  # the jobs it went ahead of: a job jumped too often is never jumped again (the scheduler)
         Job.objects.filter(pk__in=[j.pk for j in jumped]).update(bypassed=F("bypassed") + 1)
     _send_run(job)
+    # The run is on its way: now the pool's other jobs go to their lanes again, this device busy with it.
+    pool.rebalance_and_wake(besides=device_id)
     replan(device_id)
     trace(job.pk, "dispatch_replanned")
     return job.pk
@@ -105,10 +107,14 @@ def _claim_next(device_id: int, token: str) -> tuple[Job, list[Job]] | None:
     handed the lease, with the jobs it jumps; None when there is none (or another dispatcher won it)."""
     if Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).exists():
         return None
-    # The pool's jobs go to the lanes where they finish first, this device free now (``jobs.queue.pool``): it may
-    # take one from a busy device's lane, or hand one of its own to a device that holds the model.
-    pool.rebalance_and_wake(besides=device_id)
+    # Its own lane's next job, as the pool last placed it (``jobs.queue.pool``: where each job finishes first, at
+    # the last claim or change); the lanes are placed again once this job's run is sent (``dispatch_device``), so
+    # a device that frees starts its next job without waiting for a whole plan of the pool. An empty lane waits
+    # for it: the device, free now, may take a job from a busy device's lane.
     job, jumped = next_job(snapshot_for(device_id), waiting_on(device_id))
+    if job is None:
+        pool.rebalance_and_wake(besides=device_id)
+        job, jumped = next_job(snapshot_for(device_id), waiting_on(device_id))
     if job is None:
         return None
     if not job_transition(
