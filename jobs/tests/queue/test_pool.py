@@ -142,6 +142,26 @@ def test_a_device_that_frees_claims_a_pool_job_from_a_busy_lane(device, shelf, m
     assert [task for task, _a, _o in sent].count("run_job") == 1
 
 
+def test_a_device_that_frees_starts_its_lanes_next_job_before_the_pool_is_planned_again(
+    device, shelf, member, sent, monkeypatch
+):
+    # The pool's plan runs once the run is sent, with the job already the device's: not between a render's end
+    # and the next start.
+    running(member, device, left=3600)
+    first = pool_job(member, shelf, [device])
+    pool_job(member, shelf, [device])
+    seen: list[tuple[str, bool]] = []
+    plan_again = pool.rebalance_and_wake
+
+    def noted(*args, **kwargs):
+        seen.append((Job.objects.get(pk=first.pk).state, any(task == "run_job" for task, _a, _o in sent)))
+        return plan_again(*args, **kwargs)
+
+    monkeypatch.setattr(pool, "rebalance_and_wake", noted)
+    assert dispatch.dispatch_device(shelf.pk) == first.pk
+    assert seen == [(JobState.PREPARING, True)]
+
+
 def test_a_claim_holds_only_while_the_job_waits_in_that_lane(device, shelf, member):
     job = pool_job(member, device, [shelf])
     moved = dict(from_states=[JobState.QUEUED], to=JobState.PREPARING, message="Started.")
