@@ -37,13 +37,12 @@ def test_it_learns_from_finished_jobs(member, db):
     ) == pytest.approx(0.3 * 400 + 0.7 * 300)
 
 
-def test_it_learns_the_render_without_the_model_load_before_it(member, db):
-    """The first job after a load spends the load on the device too; its shape learns the render alone (the
-    plan adds a load where one is due), so the next jobs, with the model loaded, are not told a load too long."""
+def _learned_image(member, runs: list[tuple[float, dict]]) -> float:
+    """An image shape's estimate on a new device once it learned ``runs``: (device seconds, the job's memory)."""
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
     params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
     model = "Tongyi-MAI/Z-Image-Turbo"
-    for secs, loaded in ((39.0, {"load_s": 30.0}), (9.0, {})):
+    for secs, data in runs:
         learn(
             Job.objects.create(
                 owner=member,
@@ -52,12 +51,22 @@ def test_it_learns_the_render_without_the_model_load_before_it(member, db):
                 model_id=model,
                 params=params,
                 device_seconds=secs,
-                remote_data=loaded,
+                remote_data=data,
             )
         )
-    assert estimate(
-        device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params
-    ) == pytest.approx(9.0)
+    return estimate(device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params)
+
+
+def test_it_learns_the_render_without_the_model_load_before_it(member, db):
+    """The first job after a load spends the load on the device too; its shape learns the render alone (the
+    plan adds a load where one is due), so the next jobs, with the model loaded, are not told a load too long."""
+    assert _learned_image(member, [(39.0, {"load_s": 30.0}), (9.0, {})]) == pytest.approx(9.0)
+
+
+def test_it_learns_the_render_without_the_wait_for_the_model_after_a_load(member, db):
+    """A Tiiny's first request after a load waits out the readiness window (retried inside it): that wait is the
+    load's, not the render's. An image that renders in 9 s taught its shape 19 s before."""
+    assert _learned_image(member, [(49.0, {"load_s": 30.0, "ready_wait_s": 10.0})]) == pytest.approx(9.0)
 
 
 def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, db):
@@ -77,28 +86,6 @@ def test_the_engine_notes_a_load_and_nothing_when_the_model_was_loaded(member, d
     stored = Job.objects.get(pk=job.pk).remote_data
     assert stored["tag"] == 7 and 12 <= stored["load_s"] < 20
     assert job.remote_data == stored
-
-
-def test_it_learns_the_render_without_the_wait_for_the_model_after_a_load(member, db):
-    """A Tiiny's first request after a load waits out the readiness window (retried inside it): that wait is the
-    load's, not the render's. An image that renders in 9 s taught its shape 19 s before."""
-    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
-    params = {"prompt": "x", "size": "512x512", "steps": 8, "n": 1}
-    model = "Tongyi-MAI/Z-Image-Turbo"
-    learn(
-        Job.objects.create(
-            owner=member,
-            device=device,
-            kind="image",
-            model_id=model,
-            params=params,
-            device_seconds=49.0,
-            remote_data={"load_s": 30.0, "ready_wait_s": 10.0},
-        )
-    )
-    assert estimate(
-        device_id=device.pk, device_kind="tiiny", kind="image", model_id=model, params=params
-    ) == pytest.approx(9.0)
 
 
 def test_the_engine_notes_the_wait_after_a_load_and_the_plans_count_it_with_the_load(member, db):
