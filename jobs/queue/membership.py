@@ -59,27 +59,32 @@ def refit(device_id: int) -> set[int]:
     if device is None:
         return set()
     changed: set[int] = set()
-    waiting = Job.objects.filter(state__in=WAITING_STATES, pinned=False).order_by("pk")
-    for job_id in waiting.values_list("pk", flat=True):
-        if _refit_one(job_id, device):
-            changed.add(job_id)
+    waiting = (
+        Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by("pk")
+    )
+    for job in waiting:
+        can = takes(
+            device, job
+        )  # the job's request never changes: only its pool is read again, under its lock
+        if can != (device.pk in _pool_of(job)) and _refit_one(job.pk, device, can=can):
+            changed.add(job.pk)
     return changed
 
 
-def _refit_one(job_id: int, device: Device) -> bool:
-    """One job's pool with ``device`` in or out, read and written under the row's lock (two devices' changes at
-    once each see the other's)."""
+def _pool_of(job: Job) -> list[int]:
+    return list(dict.fromkeys(job.pool or [job.device_id]))
+
+
+def _refit_one(job_id: int, device: Device, *, can: bool) -> bool:
+    """One job's pool with ``device`` in (``can``) or out, read and written under the row's lock (two devices'
+    changes at once each see the other's)."""
     with transaction.atomic():
         job = (
-            Job.objects.select_for_update()
-            .select_related("owner")
-            .filter(pk=job_id, state__in=WAITING_STATES, pinned=False)
-            .first()
+            Job.objects.select_for_update().filter(pk=job_id, state__in=WAITING_STATES, pinned=False).first()
         )
         if job is None:
             return False
-        pool = list(dict.fromkeys(job.pool or [job.device_id]))
-        can = takes(device, job)
+        pool = _pool_of(job)
         if can == (device.pk in pool):
             return False
         if can:
