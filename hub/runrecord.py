@@ -64,6 +64,16 @@ def cmdline(pid: int) -> list[str]:
     return [part.decode(errors="replace") for part in raw.split(b"\0") if part]
 
 
+def settled_cmdline(pid: int, wait_s: float = 0.5) -> list[str]:
+    """``cmdline``, read again for up to ``wait_s`` while it is empty: a process caught in its exec shows an empty
+    command line for a moment (a third of the reads right after ``subprocess.Popen`` returned, on a busy 2-core
+    box). Empty still for a process that is gone, a zombie, or a kernel thread."""
+    deadline = time.monotonic() + wait_s
+    while not (now := cmdline(pid)) and state(pid) not in ("", "Z") and time.monotonic() < deadline:
+        time.sleep(0.01)
+    return now
+
+
 def program(cmd: list[str]) -> str:
     """The program a command line runs: its first word's file name. A process that renames itself (redis-server
     shows ``redis-server 127.0.0.1:6390``) keeps it."""
@@ -75,14 +85,14 @@ def entry(name: str, pid: int, cmd: list[str] | None = None) -> Entry | None:
     start = start_time(pid)
     if start is None:
         return None
-    return Entry(name, pid, start, list(cmd) if cmd is not None else cmdline(pid))
+    return Entry(name, pid, start, list(cmd) if cmd is not None else settled_cmdline(pid))
 
 
 def is_ours(item: Entry) -> bool:
     """Still the process that was recorded: same pid, same start time, same program (a reused pid is not)."""
     if not alive(item.pid, item.start):
         return False
-    now = cmdline(item.pid)
+    now = settled_cmdline(item.pid)
     return now == item.cmd or program(now) == program(item.cmd)
 
 

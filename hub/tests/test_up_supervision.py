@@ -325,3 +325,16 @@ def test_leftovers_are_stopped_and_named_in_one_line(tmp_path, capsys):
     finally:
         worker.kill()
         worker.wait()
+
+
+def test_a_process_caught_in_its_exec_is_still_known_as_ours():
+    # Right after Popen returns, the child may still be in its exec: /proc shows an empty command line for a
+    # moment (a third of the reads on a busy 2-core box, a few in 200 on a quiet one). It is read again until it
+    # shows one.
+    for _ in range(200):
+        child = subprocess.Popen(["sleep", "60"])
+        try:
+            assert runrecord.is_ours(runrecord.entry("beat", child.pid, ["sleep", "60"]))
+        finally:
+            child.kill()
+            child.wait()
