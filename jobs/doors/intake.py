@@ -453,13 +453,9 @@ def form_again(
     """The job's kind's form for "run again" (on its device, or ``device`` of its pool): its input files are
     reused (``services.job_run_again``), so file fields are optional (a browser can't pre-fill a file input; a
     script sends none)."""
-    form = form_for(
+    return form_for(
         owner=owner, device=device or job.device, kind=job.kind, data=data, files=files, initial=initial or {}
-    )
-    for field in form.fields.values():
-        if isinstance(field, forms.FileField):
-            field.required = False
-    return form
+    ).keep_files()
 
 
 def add_errors(form: JobForm, exc: RequestInvalid) -> None:

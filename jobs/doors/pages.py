@@ -341,14 +341,7 @@ def admission_for(form: JobForm) -> Admission | None:
 
 def again_form(request: HttpRequest, job: Job) -> JobForm:
     """The job's form filled in with its settings (its input files are reused: file fields are optional)."""
-    form_class = form_class_for(job.device.kind, job.kind)
-    initial = {
-        **form_class.fields_from_params(job.params or {}),
-        "model": job.model_id,
-        "when": job.when,
-        "polite": job.polite,
-        "shared": job.shared,
-    }
+    initial = form_class_for(job.device.kind, job.kind).fields_from_job(job)
     return form_again(owner=request.user, job=job, data=request.POST or None, initial=initial)
 
 

@@ -16,7 +16,8 @@ Quotas are the person's, across devices: a job already admitted is not admitted 
 
 from __future__ import annotations
 
-from django import forms
+from typing import Any
+
 from django.db import transaction
 
 from devices.models import Device
@@ -34,17 +35,9 @@ def takes(device: Device, job: Job) -> bool:
         return False
     form_class = form_class_for(device.kind, job.kind)
     params = {k: v for k, v in (job.params or {}).items() if k != "files"}
-    data = {
-        **form_class.fields_from_params(job.params or {}),
-        "model": job.model_id,
-        "when": When.ASAP,  # when it may start is the job's, not the device's: it is not checked again
-        "polite": job.polite,
-        "shared": job.shared,
-    }
-    form = form_class(data, None, device=device, user=job.owner)
-    for field in form.fields.values():
-        if isinstance(field, forms.FileField):
-            field.required = False
+    # When it may start is the job's, not the device's: it is not checked again.
+    data = {**form_class.fields_from_job(job), "when": When.ASAP}
+    form = form_class(data, None, device=device, user=job.owner).keep_files()
     if not form.is_valid():
         return False
     if (form.cleaned_data["model"], form.cleaned_params()) != (job.model_id, params):
@@ -66,12 +59,13 @@ def refit(device_id: int) -> set[int]:
         can = takes(
             device, job
         )  # the job's request never changes: only its pool is read again, under its lock
-        if can != (device.pk in _pool_of(job)) and _refit_one(job.pk, device, can=can):
+        if can != (device.pk in pool_of(job)) and _refit_one(job.pk, device, can=can):
             changed.add(job.pk)
     return changed
 
 
-def _pool_of(job: Job) -> list[int]:
+def pool_of(job: Any) -> list[int]:
+    """The devices a pool job may run on: its pool (the device it waits on for one stored without)."""
     return list(dict.fromkeys(job.pool or [job.device_id]))
 
 
@@ -84,7 +78,7 @@ def _refit_one(job_id: int, device: Device, *, can: bool) -> bool:
         )
         if job is None:
             return False
-        pool = _pool_of(job)
+        pool = pool_of(job)
         if can == (device.pk in pool):
             return False
         if can:

@@ -54,7 +54,7 @@ from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.balance import Slot, even_out
 from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
-from jobs.queue.membership import refit
+from jobs.queue.membership import pool_of, refit
 
 logger = logging.getLogger("jobs.queue.pool")
 
@@ -158,7 +158,7 @@ def _take(job: Any, lane: Lane, step: _Stepper) -> None:
 
 def candidates(job: Any, lanes: dict[int, Lane]) -> list[Lane]:
     """The usable lanes a waiting job may go to: its own device's for a pinned job, else its pool's."""
-    ids = [job.device_id] if job.pinned else list(dict.fromkeys(job.pool or [job.device_id]))
+    ids = [job.device_id] if job.pinned else pool_of(job)
     return [lanes[pk] for pk in ids if pk in lanes and lanes[pk].usable]
 
 

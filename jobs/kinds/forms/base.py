@@ -68,6 +68,25 @@ class JobForm(forms.Form):
         again" fills the form with, on the page and through the API."""
         return {k: v for k, v in params.items() if k != "files"}
 
+    @classmethod
+    def fields_from_job(cls, job: Any) -> dict[str, Any]:
+        """A job's settings as this form's fields: its parameters (``fields_from_params``), model and schedule."""
+        return {
+            **cls.fields_from_params(job.params or {}),
+            "model": job.model_id,
+            "when": job.when,
+            "polite": job.polite,
+            "shared": job.shared,
+        }
+
+    def keep_files(self) -> JobForm:
+        """For a job that already holds its input files (run again, a device checked for a waiting job): no file
+        field is asked for again. Returns the form."""
+        for field in self.fields.values():
+            if isinstance(field, forms.FileField):
+                field.required = False
+        return self
+
     # -- shared ------------------------------------------------------------------------------------------
     def _name(self, model_id: str) -> str:
         m = self.caps.model(model_id)
