@@ -37,6 +37,25 @@ def test_it_learns_from_finished_jobs(member, db):
     ) == pytest.approx(0.3 * 400 + 0.7 * 300)
 
 
+def test_the_jobs_waiting_with_the_same_shape_on_that_device_take_what_it_learned(member, db):
+    device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
+    other = Device.objects.create(name="e", base_url="http://127.0.0.1:2")
+    params = {"prompt": "x", "size": "832x480", "seconds": 2, "steps": 4}
+    longer = dict(params, seconds=7)
+
+    def job(on, state="queued", **kw):
+        fields = {"params": params, "estimate_s": 420.0, **kw}
+        return Job.objects.create(owner=member, device=on, kind="video", model_id=V, state=state, **fields)
+
+    alike, waiting_later = job(device), job(device, params=dict(params, prompt="y"), state="scheduled")
+    unlike, elsewhere, started = job(device, params=longer), job(other), job(device, state="running")
+    learn(job(device, state="done", device_seconds=300.0))
+    for row, estimate_s in [(alike, 300.0), (waiting_later, 300.0), (unlike, 420.0), (elsewhere, 420.0),
+                            (started, 420.0)]:  # fmt: skip
+        row.refresh_from_db()
+        assert row.estimate_s == pytest.approx(estimate_s), row
+
+
 def _learned_image(member, runs: list[tuple[float, dict]]) -> float:
     """An image shape's estimate on a new device once it learned ``runs``: (device seconds, the job's memory)."""
     device = Device.objects.create(name="d", base_url="http://127.0.0.1:1")
