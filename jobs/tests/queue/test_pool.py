@@ -470,3 +470,42 @@ def test_the_night_ends_on_both_devices_together_not_with_a_long_job_left_on_one
     pool.rebalance()
     lanes = {pk: sum(m for job, m in jobs.values() if lane_of(job) == pk) for pk in (device.pk, shelf.pk)}
     assert lanes == {device.pk: 15, shelf.pk: 15}
+
+
+def test_lanes_that_end_the_night_sooner_than_a_plan_made_afresh_are_kept(
+    device, shelf, member, sent, monkeypatch
+):
+    """A plan made afresh can end the night later than the lanes it would replace (its passes are greedy and
+    local): then the jobs stay where they wait. Here a fresh plan that puts every job on the Pocket stands for it."""
+    jobs = [
+        pool_job(member, d, [device, shelf], prompt=f"fox {i}") for i, d in enumerate([device, shelf] * 2)
+    ]
+    before = {job.pk: job.device_id for job in jobs}
+    monkeypatch.setattr(pool, "best_lane", lambda job, lanes, step: lanes[device.pk])
+    monkeypatch.setattr(pool, "even_out", lambda *args, **kwargs: 0)
+    assert pool.assign() == {}  # 2 × 7 min on each device, not 4 × 7 on the Pocket
+    assert pool.rebalance() == set()
+    assert {job.pk: lane_of(job) for job in jobs} == before
+
+
+def test_a_fresh_plan_that_ends_the_night_sooner_moves_the_jobs(device, shelf, member, sent):
+    jobs = [pool_job(member, device, [shelf], prompt=f"fox {i}") for i in range(4)]
+    assert pool.rebalance() == {device.pk, shelf.pk}
+    assert sorted(lane_of(job) for job in jobs) == sorted([device.pk, device.pk, shelf.pk, shelf.pk])
+
+
+def test_a_device_free_now_is_never_left_without_the_work_a_fresh_plan_gives_it():
+    """Lanes kept as they stand must not leave a free device idle where the fresh plan starts a job on it, even
+    when they would end the night sooner (a job 3 s on lane 1, 6 s on lane 2)."""
+
+    def step(lane, job, free_at, loaded):
+        return free_at + (3.0 if lane == 1 else 6.0), loaded
+
+    job = object()
+    now = dt.datetime.fromtimestamp(50.0, tz=dt.UTC)
+    kept = {1: [pool.Slot(0, job, frozenset({1, 2}))], 2: []}
+    placed = {1: [], 2: [pool.Slot(0, job, frozenset({1, 2}))]}
+    both_free = {1: (0.0, ()), 2: (0.0, ())}  # kept: the night ends at 3 s, but lane 2 idles; fresh: at 6 s
+    assert not pool._keeps(kept, placed, both_free, step, 0.05, now)
+    lane_2_busy = {1: (0.0, ()), 2: (100.0, ())}  # kept: 100 s; fresh: 106 s, and no free lane left idle
+    assert pool._keeps(kept, placed, lane_2_busy, step, 0.05, now)
