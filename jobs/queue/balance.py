@@ -73,6 +73,13 @@ def _states(lane: int, slots: list[Slot], origin: tuple[float, Any], step: Step)
     return out
 
 
+def ends_of(
+    slots: dict[int, list[Slot]], origin: dict[int, tuple[float, Any]], step: Step
+) -> dict[int, float]:
+    """When each lane of ``slots`` would end, from its ``origin`` state."""
+    return {lane: _run(lane, jobs, origin[lane], step) for lane, jobs in slots.items()}
+
+
 def _run(lane: int, slots: list[Slot], state: tuple[float, Any], step: Step) -> float:
     free, loaded = state
     for slot in slots:

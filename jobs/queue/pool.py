@@ -55,7 +55,7 @@ from jobs.core.scheduler import (
 from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
-from jobs.queue.balance import Slot, even_out
+from jobs.queue.balance import Slot, ends_of, even_out
 from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
 from jobs.queue.membership import pool_of, refit
 
@@ -216,23 +216,31 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
     pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
     seconds_on = _Estimates(set(lanes))
     step = _Stepper(lanes, seconds_on)
-    origin = {pk: (lane.free_at, lane.loaded) for pk, lane in lanes.items()}
-    order = _in_order(pool_jobs + pinned, lanes, now)
-    gain = _gain(lanes, now)
-    slots = _first_pass(order, lanes, step)
-    even_out(slots, origin, step, gain_s=gain)
-    for pk, (free_at, loaded) in origin.items():  # the first pass stepped the lanes on
-        lanes[pk].free_at, lanes[pk].loaded = free_at, loaded
-    kept = _first_pass(order, lanes, step, stay=True)
-    even_out(kept, origin, step, gain_s=gain)
-    if _keeps(kept, slots, origin, step, gain, now):
-        slots = kept
+    slots = _plan(_in_order(pool_jobs + pinned, lanes, now), lanes, step, now)
     return {
         slot.job.pk: Move(slot.job.device_id, pk, seconds_on(slot.job, lanes[pk]))
         for pk, lane_slots in slots.items()
         for slot in lane_slots
         if pk != slot.job.device_id
     }
+
+
+def _plan(
+    order: list[Job], lanes: dict[int, Lane], step: _Stepper, now: dt.datetime
+) -> dict[int, list[Slot]]:
+    """The lanes for ``order``: made afresh (``_first_pass``, then ``even_out``), unless the lanes as they stand,
+    evened out the same way, are better (``_keeps``)."""
+    origin = {pk: (lane.free_at, lane.loaded) for pk, lane in lanes.items()}
+    gain = _gain(lanes, now)
+    slots = _first_pass(order, lanes, step)
+    even_out(slots, origin, step, gain_s=gain)
+    if all(slot.job.device_id == pk for pk, lane_slots in slots.items() for slot in lane_slots):
+        return slots  # the fresh plan is the lanes as they stand
+    for pk, (free_at, loaded) in origin.items():  # the first pass stepped the lanes on
+        lanes[pk].free_at, lanes[pk].loaded = free_at, loaded
+    kept = _first_pass(order, lanes, step, stay=True)
+    even_out(kept, origin, step, gain_s=gain)
+    return kept if _keeps(kept, slots, origin, step, gain, now) else slots
 
 
 def _first_pass(
@@ -269,17 +277,8 @@ def _keeps(
     A plan made afresh places the jobs one by one and then evens the ends out by single changes; it can end the
     night later than the lanes it replaces (bench_pool, 3 Tiinys: a plan at +36 s ended the night at 58.2 s, the
     next, made afresh 4 s later, at 59.2 s, and the night did end at 59.6 s)."""
-
-    def ends(slots: dict[int, list[Slot]]) -> dict[int, float]:
-        out = {}
-        for pk, lane_slots in slots.items():
-            free_at, loaded = origin[pk]
-            for slot in lane_slots:
-                free_at, loaded = step(pk, slot.job, free_at, loaded)
-            out[pk] = free_at
-        return out
-
-    if max(ends(kept).values(), default=0.0) > max(ends(placed).values(), default=0.0) - gain_s:
+    kept_end = max(ends_of(kept, origin, step).values(), default=0.0)
+    if kept_end > max(ends_of(placed, origin, step).values(), default=0.0) - gain_s:
         return False
     free_now = {pk for pk, (free_at, _loaded) in origin.items() if free_at <= now.timestamp()}
     return all(kept[pk] or not placed[pk] for pk in free_now)
