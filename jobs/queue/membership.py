@@ -56,9 +56,8 @@ def refit(device_id: int) -> set[int]:
         Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by("pk")
     )
     for job in waiting:
-        can = takes(
-            device, job
-        )  # the job's request never changes: only its pool is read again, under its lock
+        # The job's request never changes: only its pool is read again, under its lock.
+        can = takes(device, job)
         if can != (device.pk in pool_of(job)) and _refit_one(job.pk, device, can=can):
             changed.add(job.pk)
     return changed
