@@ -407,11 +407,12 @@ def banner_text(
     except ValueError:
         shown = log_dir
     if emulated and len(emulated) == 1:
-        name, url = emulated[0]
-        lines.append(f"Emulated device: {name} at {url}  ·  a pool of two: HUB_EMULATORS=2")
+        # Its own names: ``url`` stays the hub's, for the status page line below.
+        name, device_url = emulated[0]
+        lines.append(f"Emulated device: {name} at {device_url}  ·  a pool of two: HUB_EMULATORS=2")
     elif emulated:
         lines.append(f"Emulated devices (HUB_EMULATORS={len(emulated)}):")
-        lines += [f"  {name} at {url}" for name, url in emulated]
+        lines += [f"  {name} at {device_url}" for name, device_url in emulated]
     if profile:  # "profile small (1.9 GB of memory): 1 web process(es), …"
         lines.append(f"{profile[0].upper()}{profile[1:]}  ·  HUB_PROFILE=small|standard")
     lines += [

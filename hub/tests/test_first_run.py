@@ -402,3 +402,16 @@ def test_the_first_login_stays_on_the_terminal_but_never_reaches_systemds_journa
     assert "s3cret" not in shown and str(saved) in shown
     assert "admin / s3cret-pass-word" in saved.read_text() and saved.stat().st_mode & 0o777 == 0o600
     assert up.login_line("admin exists", tmp_path).startswith("Sign in with your admin login")
+
+
+def test_the_banners_status_page_is_the_hubs_whatever_device_it_emulates():
+    up = _up()
+    common = {"host": "127.0.0.1", "port": 8000, "login": "x", "lan": None, "allowed_hosts": ["localhost"]}
+    for emulated in (
+        [("Tiiny (emulator)", "http://127.0.0.1:8800")],
+        [("A", "http://127.0.0.1:8800")] * 2,
+        None,
+    ):
+        text = up.banner_text(**common, log_dir=Path("/tmp/hub/logs"), emulated=emulated)
+        status = [line.strip() for line in text.splitlines() if "Status page" in line]
+        assert status == ["Status page (admins): http://127.0.0.1:8000/health/  ·  Stop: Ctrl-C"], text
