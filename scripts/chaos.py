@@ -52,6 +52,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 BASE = Path(__file__).resolve().parent.parent
 if str(BASE) not in sys.path:
@@ -262,7 +263,9 @@ class RedisHandle:
 
         # A killed server leaves its pidfile; the new one must not be mistaken for it.
         (self.run_dir / f"redis-{self.port}.pid").unlink(missing_ok=True)
-        fresh = start_private_redis(run_dir=self.run_dir, port=self.port)
+        # The same password: the hub's processes keep the URL they were started with.
+        password = urlsplit(self.url).password
+        fresh = start_private_redis(run_dir=self.run_dir, port=self.port, password=password)
         atexit.register(stop_pid, fresh.pid)  # whoever started the first one only knows that one's pid
 
 

@@ -30,7 +30,9 @@ def test_a_socket_joins_its_groups_again_after_redis_restarts(tmp_path):
     async def night() -> None:  # one event loop, as in a web process: the layer's pool is per loop
         assert (await join_and_send(1))["n"] == 1  # the pool now holds connections
         servers[0].stop()
-        servers.append(start_private_redis(run_dir=tmp_path / "b", port=servers[0].port))
+        servers.append(
+            start_private_redis(run_dir=tmp_path / "b", port=servers[0].port, password=servers[0].password)
+        )
         assert (await join_and_send(2))["n"] == 2
         await layer.flush()
 
@@ -53,7 +55,9 @@ def test_the_cache_answers_again_after_redis_restarts(tmp_path):
         cache.set("k", 1)
         assert cache.get("k") == 1  # the pool now holds a connection
         servers[0].stop()
-        servers.append(start_private_redis(run_dir=tmp_path / "b", port=servers[0].port))
+        servers.append(
+            start_private_redis(run_dir=tmp_path / "b", port=servers[0].port, password=servers[0].password)
+        )
         assert cache.get("k") is None  # a new, empty Redis: asked, not failed
         cache.set("k", 2)
         assert cache.get("k") == 2

@@ -23,6 +23,7 @@ ENV = {
     # set, so that make up's script writes no .env into the checkout
     "HUB_EMULATOR_API_KEY": "test",
     "HUB_VAPID_PRIVATE_KEY": "test",
+    "HUB_REDIS_PASSWORD": "test",
     "REDIS_URL": "redis://127.0.0.1:1/0",
 }
 

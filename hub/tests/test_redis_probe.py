@@ -15,7 +15,7 @@ def test_the_probe_follows_redis_going_away_and_coming_back(tmp_path, settings):
     finally:
         server.stop()
     assert not redis_ok()  # the kept connection is dead: the banner shows at once
-    again = start_private_redis(run_dir=tmp_path / "b", port=server.port)
+    again = start_private_redis(run_dir=tmp_path / "b", port=server.port, password=server.password)
     try:
         assert redis_ok()
     finally:

@@ -286,6 +286,7 @@ def test_the_units_exec_start_starts_the_hub_and_sigterm_stops_it_cleanly(tmp_pa
                 "HUB_SECRET_KEY=service-test-key",
                 "HUB_EMULATOR_API_KEY=service-test-emulator-key",
                 "HUB_VAPID_PRIVATE_KEY=service-test",
+                "HUB_REDIS_PASSWORD=service-test-redis",
                 "",
             ]
         )

@@ -49,7 +49,7 @@ def test_the_limits_come_from_the_environment_and_bad_ones_get_one_line(tmp_path
     env.update(
         HUB_DATA_DIR=str(tmp_path), HUB_LOG_MAX_MB="lots", HUB_SECRET_KEY="x", HUB_EMULATOR_API_KEY="x"
     )
-    env.update(HUB_VAPID_PRIVATE_KEY="x")
+    env.update(HUB_VAPID_PRIVATE_KEY="x", HUB_REDIS_PASSWORD="x")
     out = subprocess.run(
         [str(BASE / ".venv" / "bin" / "python"), str(UP)],
         cwd=BASE,

@@ -67,6 +67,7 @@ def up_env(data_dir: Path, **extra: str) -> dict[str, str]:
         HUB_SECRET_KEY="make-up-test",
         HUB_EMULATOR_API_KEY="make-up-test",
         HUB_VAPID_PRIVATE_KEY="make-up-test",
+        HUB_REDIS_PASSWORD="make-up-test",
     )
     env.update(extra)
     return env

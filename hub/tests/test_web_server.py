@@ -226,6 +226,7 @@ def test_make_up_serves_with_the_workers_it_is_told_and_ctrl_c_stops_them_all(tm
         HUB_SECRET_KEY="make-up-test",
         HUB_EMULATOR_API_KEY="make-up-test",
         HUB_VAPID_PRIVATE_KEY="make-up-test",
+        HUB_REDIS_PASSWORD="make-up-test",
     )
     # make up collects the static files into the checkout's STATIC_ROOT; a manifest left there would switch the
     # servers later tests start to hashed names (hub.settings), so it goes again unless it was there before.
