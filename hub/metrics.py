@@ -305,8 +305,8 @@ def _spans_before(cutoff: dt.datetime) -> dict[int, float]:
         kept = cache.get(key)
     except Exception:  # noqa: BLE001 - no Redis: the sum is read from the database
         kept = None
-    if kept is not None:
-        return dict(kept)
+    if kept is not None:  # pairs: the cache keeps JSON, whose keys would come back strings
+        return {int(device): float(seconds) for device, seconds in kept}
     rows = (
         DeviceUse.objects.filter(ended__lt=cutoff)
         .order_by()
@@ -316,7 +316,7 @@ def _spans_before(cutoff: dt.datetime) -> dict[int, float]:
     )
     totals = {device: float(seconds or 0.0) for device, seconds in rows}
     try:
-        cache.set(key, totals, timeout=2 * 24 * 3600)
+        cache.set(key, list(totals.items()), timeout=2 * 24 * 3600)
     except Exception:  # noqa: BLE001
         log.debug("the device seconds before %s are not kept: Redis unreachable", cutoff)
     return totals

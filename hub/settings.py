@@ -204,7 +204,12 @@ CACHES = {
         "KEY_PREFIX": "hub",
         # (redis-py's synchronous pool checks a connection as it hands it out: one to a Redis restarted since is
         # made again, unlike the channel layer's asyncio pool above; hub/tests/test_channel_layer_redis_restart.py)
-        "OPTIONS": {"socket_connect_timeout": 1, "socket_timeout": 2},
+        # JSON, never pickle: a pickle read from Redis runs its writer's code (hub.cache.JsonSerializer).
+        "OPTIONS": {
+            "socket_connect_timeout": 1,
+            "socket_timeout": 2,
+            "serializer": "hub.cache.JsonSerializer",
+        },
     }
 }
 
