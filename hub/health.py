@@ -7,6 +7,7 @@ import functools
 import ipaddress
 import time
 from dataclasses import dataclass, field
+from urllib.parse import urlsplit
 
 import redis
 from django.conf import settings
@@ -52,11 +53,30 @@ def check_database() -> Check:
 
 
 def check_redis(client: redis.Redis) -> Check:
+    warning = redis_url_warning(settings.REDIS_URL)
     try:
         client.ping()
     except Exception as exc:  # noqa: BLE001
-        return Check("redis", False, f"unreachable: {exc}")
-    return Check("redis", True, "ping ok")
+        return Check("redis", False, f"unreachable: {exc}{warning}")
+    return Check("redis", True, f"ping ok{warning}")
+
+
+def redis_url_warning(url: str) -> str:
+    """Words for the status page when REDIS_URL names a Redis on another machine without a password: anyone who
+    reaches it there can queue work for the hub's worker and write what its pages read. Loopback and a Unix
+    socket are this machine's own business (the private Redis of make up has a password anyway)."""
+    parts = urlsplit(url)
+    if parts.scheme == "unix" or parts.password or not parts.hostname or parts.hostname == "localhost":
+        return ""
+    try:
+        if ipaddress.ip_address(parts.hostname).is_loopback:
+            return ""
+    except ValueError:
+        pass  # a host name: another machine
+    return (
+        f". Warning: no password for the Redis at {parts.hostname}: anyone who reaches it can queue work for the "
+        "hub. Set one (requirepass) and put it in REDIS_URL: redis://:PASSWORD@host:port/0"
+    )
 
 
 def check_worker(client: redis.Redis, now: float) -> Check:

@@ -1,11 +1,13 @@
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
 from django.test import Client
 
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
+from hub.health import redis_url_warning
 
 pytestmark = pytest.mark.django_db
 
@@ -132,3 +134,30 @@ def test_a_bad_allow_list_stops_start_up_with_one_line():
         text=True,
     )
     assert proc.returncode != 0 and "HUB_HEALTH_ALLOW: 'not-a-net' is not an IP address" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    ("url", "warned"),
+    [
+        ("redis://redis.lan:6379/0", True),
+        ("redis://192.168.1.5:6379/0", True),
+        ("rediss://hub@[2001:db8::5]:6379/0", True),
+        ("redis://:pw@redis.lan:6379/0", False),
+        ("redis://127.0.0.1:6390/0", False),
+        ("redis://localhost:6379/0", False),
+        ("redis://[::1]:6379/0", False),
+        ("unix:///run/redis.sock?db=0", False),
+    ],
+)
+def test_a_redis_on_another_machine_without_a_password_is_warned_of(url, warned):
+    warning = redis_url_warning(url)
+    assert bool(warning) is warned, (url, warning)
+    assert "Warning: no password" in warning or not warned
+
+
+def test_the_status_page_warns_of_a_redis_url_without_a_password(settings, admin_client):
+    settings.REDIS_URL = "redis://redis.invalid:6379/0"
+    page = admin_client.get("/health/").content.decode()
+    assert "Warning: no password for the Redis at redis.invalid" in page
+    settings.REDIS_URL = os.environ["REDIS_URL"]  # the suite's own, on loopback with its password
+    assert "Warning: no password" not in admin_client.get("/health/").content.decode()
