@@ -288,11 +288,17 @@ AUTH_PASSWORD_VALIDATORS = [
 ]
 
 # --- Sign-in throttling (django-axes): per account and per address --------------------------------------
-# After HUB_SIGNIN_FAILURES failed sign-ins for one username, or from one address, that username (or
-# address) is refused for HUB_SIGNIN_COOLOFF_MIN minutes, even with the right password; the login page
-# says until when. An admin unlocks earlier in the admin site ("Access attempts": delete the row) or
-# with `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`. HUB_SIGNIN_FAILURES=0 turns it off.
+# After HUB_SIGNIN_FAILURES failed sign-ins for one username (from anywhere), or HUB_SIGNIN_ADDRESS_FAILURES from
+# one address (whatever usernames), that username (or address) is refused for HUB_SIGNIN_COOLOFF_MIN minutes, even
+# with the right password; the login page says until when. A good sign-in clears only its own username's failures
+# from its own address (hub.accounts.lockout has the rules). An admin unlocks a person earlier on the People page,
+# or with `manage.py axes_reset_username NAME` / `axes_reset_ip ADDRESS`. HUB_SIGNIN_FAILURES=0 turns it off.
 HUB_SIGNIN_FAILURES = env_int("HUB_SIGNIN_FAILURES", 5, minimum=0, maximum=1000)
+# Higher than a username's: a household behind one NAT address must not be locked out by one person's typos.
+HUB_SIGNIN_ADDRESS_FAILURES = max(
+    env_int("HUB_SIGNIN_ADDRESS_FAILURES", 4 * max(HUB_SIGNIN_FAILURES, 1), minimum=1, maximum=10_000),
+    max(HUB_SIGNIN_FAILURES, 1),
+)
 HUB_SIGNIN_COOLOFF_MIN = env_int("HUB_SIGNIN_COOLOFF_MIN", 15, minimum=1, maximum=7 * 24 * 60)
 AUTHENTICATION_BACKENDS = [
     "hub.accounts.backends.SignInThrottleBackend",  # first: refuses a locked-out sign-in before the password
@@ -301,8 +307,9 @@ AUTHENTICATION_BACKENDS = [
 AXES_ENABLED = HUB_SIGNIN_FAILURES > 0
 AXES_FAILURE_LIMIT = max(HUB_SIGNIN_FAILURES, 1)
 AXES_COOLOFF_TIME = _dt.timedelta(minutes=HUB_SIGNIN_COOLOFF_MIN)
-AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching the limit locks
-AXES_RESET_ON_SUCCESS = True  # a good sign-in forgets the earlier typos
+AXES_HANDLER = "hub.accounts.lockout.SignInLockoutHandler"  # the two limits, and what a good sign-in clears
+AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching its limit locks
+AXES_RESET_ON_SUCCESS = True  # a good sign-in forgets its own earlier typos (only those: hub.accounts.lockout)
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # "try again at 11:47" stays true while they retry
 AXES_LOCKOUT_CALLABLE = "hub.accounts.views_signin.lockout_response"  # the login page with "try again at …"
 AXES_HTTP_RESPONSE_CODE = 429

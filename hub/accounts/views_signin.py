@@ -4,29 +4,14 @@ from __future__ import annotations
 
 import math
 
-from axes.helpers import get_cool_off
-from axes.models import AccessAttempt
 from django.contrib.auth.forms import AuthenticationForm
-from django.db.models import Max, Q
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
 from hub.accounts.backends import signin_address
-
-
-def locked_until(*, username: str | None, address: str | None):
-    """When the lockout of this username or address ends: its newest counted failure plus the cool-off.
-
-    Failures during a lockout are not counted (AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False),
-    so the time we show does not move while the person retries.
-    """
-    match = Q(ip_address=address) if address else Q(pk__in=[])
-    if username:
-        match |= Q(username=username)
-    newest = AccessAttempt.objects.filter(match).aggregate(t=Max("attempt_time"))["t"] or timezone.now()
-    return newest + get_cool_off()
+from hub.accounts.lockout import locked_until
 
 
 def lockout_response(request: HttpRequest, original_response=None, credentials=None) -> HttpResponse:

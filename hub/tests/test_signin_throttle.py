@@ -83,16 +83,68 @@ def test_an_account_locks_whatever_address_the_guesses_come_from(member, setting
     assert response.status_code == 429 and not signed_in(response)
 
 
+def spray(address: str, count: int, *, per_name: int = 1) -> None:
+    """``count`` wrong passwords from ``address``, ``per_name`` for each made-up username: never enough for one
+    username's lock, only for the address's."""
+    for n in range(count):
+        sign_in(f"guess{n // per_name}", "wrong", address=address)
+
+
 def test_an_address_locks_whatever_accounts_it_tries(member, other_member, settings):
-    for n in range(settings.AXES_FAILURE_LIMIT):
-        sign_in(f"guess{n}", "wrong", address="10.0.2.2")
-    assert sign_in("mia", PASSWORD, address="10.0.2.2").status_code == 429
+    assert (
+        settings.HUB_SIGNIN_ADDRESS_FAILURES == 4 * settings.AXES_FAILURE_LIMIT
+    )  # a household behind one NAT
+    spray("10.0.2.2", settings.HUB_SIGNIN_ADDRESS_FAILURES - 1, per_name=settings.AXES_FAILURE_LIMIT - 1)
+    assert signed_in(sign_in("mia", PASSWORD, address="10.0.2.2"))  # one short of the address's limit
+    sign_in("guess-last", "wrong", address="10.0.2.2")
+    response = sign_in("otto", PASSWORD, address="10.0.2.2")
+    assert response.status_code == 429 and b"Too many failed sign-ins" in response.content
+    assert 14 * 60 < int(response["Retry-After"]) <= 15 * 60
     assert signed_in(sign_in("otto", PASSWORD, address="10.0.3.3"))  # elsewhere all is well
+
+
+def test_a_members_success_does_not_launder_the_address_limit(member, settings):
+    """A member who signs in between guesses at other accounts clears nothing the address counted."""
+    for n in range(settings.HUB_SIGNIN_ADDRESS_FAILURES - 1):
+        sign_in(f"victim{n // 3}", "wrong", address="10.0.7.7")  # three each: no username locks
+        if n % 3 == 2:
+            assert signed_in(sign_in("mia", PASSWORD, address="10.0.7.7")), n
+    sign_in("victim-last", "wrong", address="10.0.7.7")
+    assert sign_in("mia", PASSWORD, address="10.0.7.7").status_code == 429
+
+
+def test_another_members_success_from_the_address_does_not_lift_a_lockout(admin_user, member, settings):
+    """The issue's sequence: four wrong admin passwords, then another member signs in from the same address, four
+    times over. Each success used to wipe the address's failures, the admin's among them: 16 guesses went
+    through, and the real admin password still signed in."""
+    for _ in range(4):
+        for n in range(settings.AXES_FAILURE_LIMIT - 1):
+            sign_in("ada", f"guess-{n}")
+        assert signed_in(sign_in("mia", PASSWORD))  # the household is not locked out
+    # Five guesses were checked (the fifth locked the account); the eleven after it were refused unchecked.
+    assert AccessAttempt.objects.get(username="ada").failures_since_start == settings.AXES_FAILURE_LIMIT
+    response = sign_in("ada", PASSWORD)
+    assert response.status_code == 429 and not signed_in(response)
+
+
+def test_a_good_sign_in_clears_only_its_own_failures(member, other_member, settings):
+    for n in range(settings.AXES_FAILURE_LIMIT - 1):
+        sign_in("otto", f"typo-{n}")
+    for n in range(settings.AXES_FAILURE_LIMIT - 2):
+        sign_in("mia", f"typo-{n}")
+    sign_in("mia", "a-guess-from-elsewhere", address="10.0.8.8")
+    assert signed_in(sign_in("mia", PASSWORD))
+    assert not AccessAttempt.objects.filter(username="mia", ip_address=HOME).exists()
+    # otto's typos from the same address still count, and so does the guess at mia from elsewhere
+    assert sign_in("otto", "one-more").status_code == 429
+    for n in range(settings.AXES_FAILURE_LIMIT - 2):  # with the one from there: one short of the limit
+        assert sign_in("mia", f"more-{n}", address="10.0.8.8").status_code == 400
+    assert sign_in("mia", "the-last", address="10.0.8.8").status_code == 429
 
 
 def test_x_forwarded_for_does_not_dodge_the_address_limit(member, settings):
     client = Client(REMOTE_ADDR=HOME)
-    for n in range(settings.AXES_FAILURE_LIMIT):
+    for n in range(settings.HUB_SIGNIN_ADDRESS_FAILURES):
         client.post(LOGIN, {"username": f"g{n}", "password": "x"}, HTTP_X_FORWARDED_FOR=f"198.51.100.{n}")
     response = client.post(
         LOGIN, {"username": "mia", "password": PASSWORD}, HTTP_X_FORWARDED_FOR="198.51.100.99"
@@ -129,8 +181,7 @@ def test_reset_username_command_unlocks(member, settings):
 
 
 def test_reset_ip_command_unlocks_an_address(member, settings):
-    for n in range(settings.AXES_FAILURE_LIMIT):
-        sign_in(f"guess{n}", "wrong", address="10.0.6.6")
+    spray("10.0.6.6", settings.HUB_SIGNIN_ADDRESS_FAILURES)
     assert sign_in("mia", PASSWORD, address="10.0.6.6").status_code == 429
     call_command("axes_reset_ip", "10.0.6.6", stdout=StringIO())
     assert signed_in(sign_in("mia", PASSWORD, address="10.0.6.6"))
