@@ -309,7 +309,7 @@ AXES_FAILURE_LIMIT = max(HUB_SIGNIN_FAILURES, 1)
 AXES_COOLOFF_TIME = _dt.timedelta(minutes=HUB_SIGNIN_COOLOFF_MIN)
 AXES_HANDLER = "hub.accounts.lockout.SignInLockoutHandler"  # the two limits, and what a good sign-in clears
 AXES_LOCKOUT_PARAMETERS = ["username", "ip_address"]  # either one reaching its limit locks
-AXES_RESET_ON_SUCCESS = True  # a good sign-in forgets its own earlier typos (only those: hub.accounts.lockout)
+AXES_RESET_ON_SUCCESS = True  # a good sign-in forgets its own earlier typos (only those: see above)
 AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False  # "try again at 11:47" stays true while they retry
 AXES_LOCKOUT_CALLABLE = "hub.accounts.views_signin.lockout_response"  # the login page with "try again at …"
 AXES_HTTP_RESPONSE_CODE = 429
