@@ -4,7 +4,7 @@ from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
 
 from hub.accounts.invitations import invitation_revoke
-from hub.accounts.models import ApiToken, Invitation, User
+from hub.accounts.models import ApiToken, AuditEntry, Invitation, User
 from hub.accounts.services import user_access_changed
 from hub.accounts.tokens import token_revoke
 
@@ -105,3 +105,20 @@ class InvitationAdmin(admin.ModelAdmin):
         for invitation in queryset.filter(revoked_at__isnull=True, used_at__isnull=True):
             invitation_revoke(invitation=invitation, by=request.user)
         self.message_user(request, "Revoked; their links no longer work.")
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Read-only: the audit is what happened; nobody edits or deletes it here."""
+
+    list_display = ("at", "action", "actor_name", "target_name", "detail")
+    list_filter = ("action",)
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False

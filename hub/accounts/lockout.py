@@ -9,8 +9,8 @@
   failure from the address, so a member who signed in between guesses at the admin account wiped the guesses (four,
   then a sign-in, four times over: 16 guesses and the admin's password still worked). Failures against the same
   username from elsewhere stay too: the right password here says nothing about who guessed there.
-- Nothing else lifts a lockout before its cool-off ends but an admin: ``manage.py axes_reset_username`` /
-  ``axes_reset_ip``.
+- Nothing else lifts a lockout before its cool-off ends but an admin: the People page (``signin_unlock``, recorded
+  in the audit), or ``manage.py axes_reset_username`` / ``axes_reset_ip``.
 """
 
 from __future__ import annotations
@@ -22,9 +22,13 @@ from axes.handlers.database import AxesDatabaseHandler
 from axes.helpers import get_client_username, get_cool_off
 from axes.models import AccessAttempt
 from django.conf import settings
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
 from django.db.models import Max, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils import timezone
+
+from hub.accounts.models import AuditEntry, User
 
 
 def _recent(threshold: dt.datetime) -> QuerySet[AccessAttempt]:
@@ -89,3 +93,30 @@ def locked_usernames() -> dict[str, dt.datetime]:
         .filter(n__gte=settings.AXES_FAILURE_LIMIT)
     )
     return {row["username"]: row["newest"] + get_cool_off() for row in rows if row["username"]}
+
+
+def unlocks_recent(limit: int = 20) -> QuerySet[AuditEntry]:
+    """The newest sign-in unlocks, for the People page."""
+    return AuditEntry.objects.filter(action=AuditEntry.Action.SIGNIN_UNLOCK)[:limit]
+
+
+def signin_unlock(*, user: User, by: User) -> int:
+    """An admin lifts ``user``'s sign-in lockout: every counted failure against their username, from every address,
+    goes, and the audit keeps who did it and when. Returns the failures cleared.
+
+    The address limit is left as it is: it guards every account, and an address that reached it was trying many.
+    """
+    if not by.is_admin:
+        raise PermissionDenied("only an admin unlocks a sign-in")
+    with transaction.atomic():
+        cleared = _count(AccessAttempt.objects.filter(username=user.username))
+        AccessAttempt.objects.filter(username=user.username).delete()
+        AuditEntry.objects.create(
+            action=AuditEntry.Action.SIGNIN_UNLOCK,
+            actor=by,
+            actor_name=by.username,
+            target=user,
+            target_name=user.username,
+            detail=f"{cleared} failed sign-in(s) cleared",
+        )
+    return cleared

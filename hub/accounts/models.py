@@ -125,3 +125,28 @@ class Invitation(models.Model):
     @property
     def is_pending(self) -> bool:
         return self.status == self.Status.PENDING
+
+
+class AuditEntry(models.Model):
+    """An admin's action on someone's access, kept: who did what to whom, and when.
+
+    The names are copied beside the links: the entry outlives either account, and says who they were then.
+    """
+
+    class Action(models.TextChoices):
+        SIGNIN_UNLOCK = "signin-unlock", "Sign-in unlocked"
+
+    at = models.DateTimeField(default=timezone.now, db_index=True)
+    action = models.CharField(max_length=32, choices=Action.choices)
+    actor = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    actor_name = models.CharField(max_length=150)
+    target = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    target_name = models.CharField(max_length=150)
+    detail = models.CharField(max_length=200, blank=True)
+
+    class Meta:
+        ordering = ["-at", "-pk"]
+        verbose_name_plural = "audit entries"
+
+    def __str__(self) -> str:
+        return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name}: {self.get_action_display()} {self.target_name}"

@@ -38,6 +38,7 @@ urlpatterns = [
     path("people/<int:user_id>/role/", views.person_role, name="people-role"),
     path("people/<int:user_id>/active/", views.person_active, name="people-active"),
     path("people/<int:user_id>/password/", views.person_password, name="people-password"),
+    path("people/<int:user_id>/unlock/", views.person_unlock, name="people-unlock"),
     path("people/invitations/new/", views.invitation_add, name="people-invite"),
     path(
         "people/invitations/<int:invitation_id>/revoke/",

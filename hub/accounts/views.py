@@ -1,5 +1,5 @@
 """People (admins only): list, add with a role, change a role, deactivate or bring back, invite with a
-single-use link, hand out a one-time password.
+single-use link, hand out a one-time password, lift a sign-in lockout.
 
 API tokens (everyone signed in): create one (shown once), list, revoke."""
 
@@ -26,15 +26,20 @@ from hub.accounts.invitations import (
     invitation_url,
     invitations_pending,
 )
+from hub.accounts.lockout import locked_usernames, signin_unlock, unlocks_recent
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import user_create_or_update, user_set_active, user_set_one_time_password
 from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to
 
 
 def _page(request: HttpRequest, form: PersonAddForm | None = None, **extra) -> dict:
-    people = User.objects.order_by("-is_active", "username")
+    people = list(User.objects.order_by("-is_active", "username"))
+    locked = locked_usernames()
+    for person in people:
+        person.locked_until = locked.get(person.username)
     return {
         "people": people,
+        "unlocks": unlocks_recent(),
         "form": form or PersonAddForm(),
         "roles": User.Role.choices,
         "invite_form": extra.pop("invite_form", None) or InvitationCreateForm(),
@@ -113,6 +118,15 @@ def person_password(request: HttpRequest, user_id: int) -> HttpResponse:
     # Rendered, not redirected: the password is shown exactly once and never goes into a message or URL.
     context = _page(request, one_time=person, one_time_password=password)
     return _secret_page(render(request, "accounts/people.html", context))
+
+
+@admin_required
+@require_POST
+def person_unlock(request: HttpRequest, user_id: int) -> HttpResponse:
+    person = get_object_or_404(User, pk=user_id)
+    cleared = signin_unlock(user=person, by=request.user)
+    messages.success(request, f"{person} can sign in again ({cleared} failed sign-in(s) cleared).")
+    return redirect("people")
 
 
 # --- invitations (admins; the accept page is hub.accounts.views_invite) ------------------------------------

@@ -74,6 +74,7 @@ DECLARATIONS: dict[str, dict] = {
     "people-invite": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400"},
     "people-invite-revoke": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 404"},
     "people-password": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    "people-unlock": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # the signed-out pages: an invitation link (the world has none: every link is unknown) and password
     # resets by email (the test run's locmem backend counts as configured; a bad reset link is a page saying so)
     "accounts-invitation-accept": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},

@@ -15,6 +15,7 @@ from django.test import Client
 from django.utils import timezone
 
 from conftest import PASSWORD
+from hub.accounts.models import AuditEntry
 
 pytestmark = pytest.mark.django_db
 LOGIN = "/accounts/login/"
@@ -195,6 +196,37 @@ def test_an_admin_unlocks_in_the_admin_site(member, admin_client, settings):
     response = admin_client.post(f"/admin/axes/accessattempt/{attempt.pk}/delete/", {"post": "yes"})
     assert response.status_code == 302
     assert signed_in(sign_in("mia", PASSWORD))
+
+
+def test_an_admin_unlocks_a_person_on_the_people_page_and_the_audit_keeps_it(member, admin_client, settings):
+    fail_until_locked("mia", settings, address="10.0.9.1")
+    page = admin_client.get("/accounts/people/").content.decode()
+    assert f'id="locked-{member.pk}"' in page and f'id="unlock-{member.pk}"' in page
+    assert 'data-confirm="Unlock mia' in page  # asked before it is done
+    assert sign_in("mia", PASSWORD).status_code == 429  # from anywhere: the username is locked
+
+    response = admin_client.post(f"/accounts/people/{member.pk}/unlock/")
+    assert response.status_code == 302 and response["Location"] == "/accounts/people/"
+    assert signed_in(sign_in("mia", PASSWORD))
+    entry = AuditEntry.objects.get()
+    assert (entry.action, entry.actor_name, entry.target_name) == ("signin-unlock", "ada", "mia")
+    assert entry.target == member and entry.detail == "5 failed sign-in(s) cleared"
+    page = admin_client.get("/accounts/people/").content.decode()
+    assert f'id="unlock-{member.pk}"' not in page
+    assert 'id="signin-unlocks"' in page and "ada unlocked mia" in page
+
+
+def test_a_person_not_locked_has_no_unlock_button(member, admin_client, settings):
+    sign_in("mia", "one-typo")
+    assert f'id="unlock-{member.pk}"' not in admin_client.get("/accounts/people/").content.decode()
+
+
+def test_a_member_cannot_unlock_anyone(member, other_member, member_client, settings):
+    fail_until_locked("otto", settings)
+    response = member_client.post(f"/accounts/people/{other_member.pk}/unlock/")
+    assert response.status_code == 403
+    assert sign_in("otto", PASSWORD).status_code == 429 and not AuditEntry.objects.exists()
+    assert member_client.get(f"/accounts/people/{other_member.pk}/unlock/").status_code == 403
 
 
 def test_members_cannot_see_the_attempts(member_client):
