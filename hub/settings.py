@@ -246,6 +246,10 @@ HUB_MEDIA_STORE, STORAGES["default"] = _media_storage.from_env()
 # Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Results, inputs and thumbnails are people's own: the owner's alone on disk (hub.atrest), whatever the umask of the
+# process that saves them.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
 
 # --- Security -------------------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
