@@ -347,8 +347,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"no_due_task_lines": {"()": "hub.logfilters.DropDueTaskLines"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "no_due_task_lines": {"()": "hub.logfilters.DropDueTaskLines"},
+        "mask_tokens": {
+            "()": "hub.logfilters.MaskTokens"
+        },  # share, invitation, reset and API tokens: never logged
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_tokens"]}
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         "django": {"level": "INFO"},
