@@ -15,6 +15,7 @@ from redis import exceptions as redis_exceptions
 from redis.asyncio import retry as redis_retry
 
 from hub import media_storage as _media_storage
+from hub import profile as _hub_profile
 from hub.env import (
     SettingError,
     env_bool,
@@ -250,6 +251,11 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # process that saves them.
 FILE_UPLOAD_PERMISSIONS = 0o600
 FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+# Pictures are decoded within a budget (jobs.files.decoding): at most this many megapixels each, and this many at once
+# in a process; both by default the profile's (hub.profile: small 16 MP one at a time, standard 40 MP two at a time).
+_profile = _hub_profile.choose()
+HUB_IMAGE_MAX_MP = env_int("HUB_IMAGE_MAX_MP", _profile.image_max_mp, minimum=1, maximum=80)
+HUB_IMAGE_DECODES = env_int("HUB_IMAGE_DECODES", _profile.image_decodes, minimum=1, maximum=64)
 
 # --- Security -------------------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
