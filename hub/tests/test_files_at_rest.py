@@ -190,3 +190,12 @@ def test_tighten_leaves_links_and_their_targets_alone(tmp_path):
     (tmp_path / "data" / "link").symlink_to(outside)
     assert atrest.tighten(tmp_path / "data") == []
     assert mode(outside) == 0o644
+
+
+def test_the_status_page_warns_when_the_folder_is_open(admin_client, settings, tmp_path):
+    settings.DATA_DIR = tmp_path
+    tmp_path.chmod(0o700)
+    assert 'id="health-files-open"' not in admin_client.get("/health/").content.decode()
+    tmp_path.chmod(0o755)
+    page = admin_client.get("/health/").content.decode()
+    assert f"Not private: other users of this machine may read the hub&#x27;s files in {tmp_path} (.)" in page
