@@ -20,6 +20,7 @@ from django.db.backends.sqlite3.base import DatabaseWrapper
 
 from hub import atrest
 from hub.checks import check_private_files
+from hub.disk import data_folder_problem
 from hub.testing import load_script
 from hub.tests.test_up_supervision import MakeUp, _kill_all, _wait_for, hub_processes, manifest_kept, up_env
 
@@ -199,3 +200,11 @@ def test_the_status_page_warns_when_the_folder_is_open(admin_client, settings, t
     tmp_path.chmod(0o755)
     page = admin_client.get("/health/").content.decode()
     assert f"Not private: other users of this machine may read the hub&#x27;s files in {tmp_path} (.)" in page
+
+
+def test_the_start_up_check_makes_a_missing_folder_private(settings, tmp_path, wide_umask):
+    settings.DATA_DIR = tmp_path / "data"
+    settings.MEDIA_ROOT = tmp_path / "data" / "media"
+    assert data_folder_problem() is None
+    assert mode(tmp_path / "data") == 0o700 and mode(tmp_path / "data" / "media") == 0o700
+    assert check_private_files() == []
