@@ -54,7 +54,13 @@ class MaskTokens(logging.Filter):
     """
 
     def filter(self, record: logging.LogRecord) -> bool:
-        record.msg = _masked(record.msg)
+        masked = _masked(record.msg)
+        if masked != record.msg and record.args:
+            # A token in the format itself ("?token=%s"): its placeholder may be what was masked, so the arguments
+            # would no longer fit. Formatted here, then masked whole.
+            record.msg, record.args = mask_tokens(record.getMessage()), None
+            return True
+        record.msg = masked
         if isinstance(record.args, tuple):
             record.args = tuple(_masked(a) for a in record.args)
         elif isinstance(record.args, dict):

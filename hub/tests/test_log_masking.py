@@ -15,7 +15,7 @@ from django.utils.http import urlsafe_base64_encode
 
 from hub.accounts.invitations import invitation_create
 from hub.accounts.tokens import token_create
-from hub.logfilters import mask_tokens
+from hub.logfilters import MaskTokens, mask_tokens
 from hub.testing import start_asgi_server
 from jobs.queue.services import job_share_link
 from jobs.tests.ui_fixtures import device, make_job  # noqa: F401 - device: a fixture
@@ -75,6 +75,18 @@ def test_celerys_own_handlers_get_the_mask_when_it_sets_up_its_logging():
     finally:
         logger.removeHandler(handler)
     assert stream.getvalue() == "could not fetch /jobs/shared/***/files/2/ for Bearer ***\n"
+
+
+def test_a_token_placeholder_in_the_format_is_masked_with_its_value(caplog):
+    logging.getLogger("hub.tests.masking").addFilter(mask := MaskTokens())
+    try:
+        with caplog.at_level(logging.INFO, logger="hub.tests.masking"):
+            logging.getLogger("hub.tests.masking").info(
+                "polling %s?token=%s (try %d)", "/metrics", "s3cr3t", 2
+            )
+    finally:
+        logging.getLogger("hub.tests.masking").removeFilter(mask)
+    assert caplog.messages == ["polling /metrics?token=*** (try 2)"]
 
 
 @pytest.mark.parametrize(
