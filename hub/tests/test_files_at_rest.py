@@ -23,6 +23,7 @@ from hub.checks import check_private_files
 from hub.disk import data_folder_problem
 from hub.testing import load_script
 from hub.tests.test_up_supervision import MakeUp, _kill_all, _wait_for, hub_processes, manifest_kept, up_env
+from hub.tests.test_worker_script import umask_of
 
 __all__ = ["manifest_kept"]  # a fixture, used by name
 
@@ -83,6 +84,9 @@ def test_make_up_makes_every_file_private_and_tightens_what_an_older_hub_left_op
         assert {"hub.sqlite3", "logs/web.log", "logs/up.log", "run/up.json", "emulator"} <= created, created
         assert open_to_others(data) == []
         assert mode(data) == 0o700 and mode(data / "logs" / "web.log") == 0o600
+        # Every process make up started (make itself aside: it ran up.py) has the private umask.
+        started = [p for p in hub_processes(data) if Path(f"/proc/{p}/comm").read_text().strip() != "make"]
+        assert len(started) >= 8 and {umask_of(p) for p in started} == {"0077"}
     finally:
         hub.stop()
         _kill_all(hub_processes(data))
