@@ -2,7 +2,7 @@
 
 The database holds session keys, the logs hold addresses and the media folder holds people's pictures and
 results; on a machine with other users, a 0644 file is anyone's to read. Every process ``make up``, ``make
-worker`` and the service unit start runs under :data:`PRIVATE_UMASK`, so what they create is 0700/0600; code
+worker`` and the service unit start runs under a 077 umask, so what they create is 0700/0600; code
 that may run under another umask (``manage.py`` by hand, a test) sets the modes itself where it creates files.
 
 ``make up`` tightens a folder an older hub (or a person) left open (:func:`tighten`) and says what it changed in
@@ -17,7 +17,6 @@ import stat
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
-PRIVATE_UMASK = 0o077
 #: What group and others may do: none of it, on anything under the data folder.
 OPEN_BITS = 0o077
 #: What the system check looks at (a cheap look at each start, not a walk through thousands of results).

@@ -543,7 +543,7 @@ def prepare_data_folder(data_dir: Path) -> None:
 
 def main() -> None:
     # Before anything is created: every file this script and the processes it starts make is the owner's alone.
-    os.umask(0o077)  # hub.atrest.PRIVATE_UMASK; importing hub loads its Celery app, which must wait for .env
+    os.umask(0o077)  # set here, not from hub.atrest: importing hub loads its Celery app, which must wait for .env
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
