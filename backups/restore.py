@@ -29,6 +29,7 @@ from backups import files as backup_files
 from backups import manifest as backup_manifest
 from backups.models import BackupRun
 from backups.services import SECRETS_FILE, backup_names
+from hub import atrest
 
 #: Rows a just-migrated hub already has: it counts as empty with them.
 NOT_HUB_DATA = {"contenttypes.ContentType", "auth.Permission", "sessions.Session", "backups.BackupRun"}
@@ -137,6 +138,10 @@ def restore(
     rows = _check_counts(manifest)
     say(f"database restored: {rows} rows")
     tally = backup_files.restore_files(folder, manifest["files"], progress=progress)
+    # The restored database and files are the hub's alone (hub.atrest), though a restore is run by hand from a shell
+    # whose umask may let others read what it writes.
+    for kept in dict.fromkeys((Path(settings.DATA_DIR), Path(settings.MEDIA_ROOT))):
+        atrest.tighten(kept)
     pending = database.pending_migrations()
     if pending:
         say(f"applying {pending} migration(s) this checkout adds …")

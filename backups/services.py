@@ -29,7 +29,7 @@ from backups import database
 from backups import files as backup_files
 from backups import manifest as backup_manifest
 from backups.models import BackupRun
-from hub import media_storage
+from hub import atrest, media_storage
 from hub.version import __version__, commit
 from notify.models import Event
 from notify.services import notify_event
@@ -207,7 +207,7 @@ def take_backup(
     """Take a backup into ``root``; returns its run (``ok`` True). Raises BackupError (the run recorded failed)."""
     root = Path(root).expanduser()
     try:
-        root.mkdir(parents=True, exist_ok=True)
+        root.mkdir(mode=0o700, parents=True, exist_ok=True)
         probe = root / ".write-test"
         probe.write_bytes(b"")
         probe.unlink()
@@ -227,6 +227,9 @@ def take_backup(
         try:
             tmp.mkdir()
             _, size = _write_backup(run, tmp, with_secrets, progress)
+            # A backup holds the database (sessions) and everyone's files: the owner's alone, as the data folder
+            # is, whatever the umask of the process that took it (manage.py backup by hand).
+            atrest.tighten(tmp)
             os.rename(tmp, root / run.name)
             _fsync_dir(root)
         except Exception as exc:

@@ -18,6 +18,7 @@ from celery.schedules import crontab
 
 from hub.disk import data_folder_problem
 from hub.env import env_clock, env_float, env_list
+from hub.logfilters import mask_every_handler
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 
@@ -212,3 +213,11 @@ def refuse_an_unusable_data_folder(**kwargs) -> None:
         err.write(f"tiiny-hub: {problem}\n")
         err.flush()
         os._exit(1)  # before any pool, consumer or schedule file exists: nothing to clean up
+
+
+@signals.after_setup_logger.connect
+@signals.after_setup_task_logger.connect
+def mask_tokens_in_celerys_handlers(logger, **kwargs) -> None:
+    """Celery replaces the root logger's handlers with its own (worker_hijack_root_logger), dropping the token mask
+    hub.settings gave Django's: the worker and beat log through these, and a task's error may carry a link."""
+    mask_every_handler(logger)

@@ -115,7 +115,8 @@ def is_save_blocked(exc: BaseException) -> bool:
 def unwritable_reason(path: Path) -> str | None:
     """Why the hub could not keep files in the folder ``path`` (made if missing), or None when it can."""
     try:
-        path.mkdir(parents=True, exist_ok=True)
+        # 0700: the data folder and its media are the hub's alone (hub.atrest), whatever this process's umask.
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
     except OSError as exc:
         return f"it cannot be created ({exc.strerror or exc})"
     if not path.is_dir():

@@ -7,6 +7,7 @@ import functools
 import ipaddress
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from urllib.parse import urlsplit
 
 import redis
@@ -18,7 +19,7 @@ from django.utils import timezone
 
 from backups.services import last_runs
 from devices.models import Device
-from hub import disk, media_storage
+from hub import atrest, disk, media_storage
 from hub.celery import BEAT_TICK_KEY, WORKER_HEARTBEAT_KEY
 from hub.version import __version__, commit
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
@@ -273,6 +274,7 @@ def status_report() -> dict:
         "running": sum(d.running for d in devices),
         "checked_at": timezone.now(),
         **disk_report(),
+        "files_open": files_open(),
     }
 
 
@@ -316,6 +318,13 @@ def _run_json(run) -> dict | None:
 def healthz_details() -> dict:
     """What /healthz adds to its checks for those who may read details."""
     return {"version": version_details(), "backup": backup_status()}
+
+
+def files_open() -> str:
+    """The status page's warning when other users of the machine may read the hub's files (hub.atrest), else ""."""
+    data_dir = Path(settings.DATA_DIR)
+    found = atrest.opened_up(data_dir)
+    return atrest.opened_up_line(data_dir, found) if found else ""
 
 
 def disk_report() -> dict:

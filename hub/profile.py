@@ -27,6 +27,11 @@ from hub.env import env_choice, env_int
 
 SMALL_MEMORY_MB = 2560  # a "2 GB" board reports ~1.8-2 GB; a 4 GB one ~3.7 GB
 PROFILES = ("small", "standard")
+# The pictures a profile decodes (jobs.files.decoding): the most megapixels one may have, and how many one process
+# decodes at once. A decode costs about 4 bytes a pixel at its peak. Small: 16 MP takes a phone's 12.2 MP photo
+# (4032×3024) and a 4K frame (8.3 MP), one at a time: ~64 MB. Standard: 40 MP, two at a time: ~320 MB.
+IMAGE_MAX_MP = {"small": 16, "standard": 40}
+IMAGE_DECODES = {"small": 1, "standard": 2}
 
 
 def memory_mb() -> int | None:
@@ -52,6 +57,16 @@ class Profile:
     web_workers: int
     pool: int  # the Celery worker's prefork processes
     beat_in_worker: bool
+
+    @property
+    def image_max_mp(self) -> int:
+        """``HUB_IMAGE_MAX_MP``'s default: the most megapixels a picture may have."""
+        return IMAGE_MAX_MP[self.name]
+
+    @property
+    def image_decodes(self) -> int:
+        """``HUB_IMAGE_DECODES``'s default: pictures one process decodes at once."""
+        return IMAGE_DECODES[self.name]
 
     def describe(self) -> str:
         beat = "beat inside the worker" if self.beat_in_worker else "beat apart"

@@ -15,6 +15,7 @@ from redis import exceptions as redis_exceptions
 from redis.asyncio import retry as redis_retry
 
 from hub import media_storage as _media_storage
+from hub import profile as _hub_profile
 from hub.env import (
     SettingError,
     env_bool,
@@ -251,6 +252,15 @@ HUB_MEDIA_STORE, STORAGES["default"] = _media_storage.from_env()
 # Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
 DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
+# Results, inputs and thumbnails are people's own: the owner's alone on disk (hub.atrest), whatever the umask of the
+# process that saves them.
+FILE_UPLOAD_PERMISSIONS = 0o600
+FILE_UPLOAD_DIRECTORY_PERMISSIONS = 0o700
+# Pictures are decoded within a budget (jobs.files.decoding): at most this many megapixels each, and this many at once
+# in a process; both by default the profile's (hub.profile: small 16 MP one at a time, standard 40 MP two at a time).
+_profile = _hub_profile.choose()
+HUB_IMAGE_MAX_MP = env_int("HUB_IMAGE_MAX_MP", _profile.image_max_mp, minimum=1, maximum=80)
+HUB_IMAGE_DECODES = env_int("HUB_IMAGE_DECODES", _profile.image_decodes, minimum=1, maximum=64)
 
 # --- Security -------------------------------------------------------------------------------------------
 SESSION_COOKIE_HTTPONLY = True
@@ -355,8 +365,15 @@ LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
     "formatters": {"plain": {"format": "%(asctime)s %(levelname)s %(name)s: %(message)s"}},
-    "filters": {"no_due_task_lines": {"()": "hub.logfilters.DropDueTaskLines"}},
-    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "plain"}},
+    "filters": {
+        "no_due_task_lines": {"()": "hub.logfilters.DropDueTaskLines"},
+        "mask_tokens": {
+            "()": "hub.logfilters.MaskTokens"
+        },  # share, invitation, reset and API tokens: never logged
+    },
+    "handlers": {
+        "console": {"class": "logging.StreamHandler", "formatter": "plain", "filters": ["mask_tokens"]}
+    },
     "root": {"handlers": ["console"], "level": "INFO"},
     "loggers": {
         "django": {"level": "INFO"},

@@ -15,6 +15,7 @@ N pages at once.
 
 from __future__ import annotations
 
+import copy
 import logging
 import os
 import socket
@@ -97,6 +98,7 @@ def config(host: str, port: int, n_workers: int):
       can write it; uvicorn would otherwise trust it from 127.0.0.1);
     - ``timeout_graceful_shutdown=4``: Ctrl-C waits that long for requests in flight, within the 5 s honcho
       allows before it kills; ``server_header=False``: nothing says which server answers;
+    - ``log_config``: uvicorn's own, every handler masking tokens (:func:`log_config`);
     - ``timeout_keep_alive=KEEP_ALIVE_S``: an idle connection stays open that long (uvicorn's default is 5 s). A
       person reads a page for longer than 5 s, and a request sent just as the server closed its connection met
       a reset ("Connection reset by peer"): browsers quietly send it again, scripts and HTTP libraries (httpx,
@@ -118,7 +120,20 @@ def config(host: str, port: int, n_workers: int):
         timeout_graceful_shutdown=4,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,
+        log_config=log_config(),
     )
+
+
+def log_config() -> dict:
+    """uvicorn's own logging settings, with the token mask (hub.logfilters.MaskTokens) on each of its handlers: its
+    access log writes every request's path and query, where share links, invitations and password resets are."""
+    from uvicorn.config import LOGGING_CONFIG
+
+    settings = copy.deepcopy(LOGGING_CONFIG)
+    settings.setdefault("filters", {})["mask_tokens"] = {"()": "hub.logfilters.MaskTokens"}
+    for handler in settings["handlers"].values():
+        handler.setdefault("filters", []).append("mask_tokens")
+    return settings
 
 
 def serve(host: str, port: int, n_workers: int) -> None:

@@ -138,6 +138,8 @@ def render(plan: Plan) -> str:
         f"WorkingDirectory={_value(str(checkout))}",
         f"Environment={_arg('HUB_DATA_DIR=' + str(plan.data_dir))}",
         "Environment=PYTHONUNBUFFERED=1",
+        # up.py sets the same umask itself; here it also covers what systemd and Python make before it runs.
+        "UMask=0077",
         # "-": the file may not exist before the first start (up.py writes the secrets into it then).
         f"EnvironmentFile=-{_value(str(plan.env_file))}",
         f"ExecStart={_arg(str(plan.python))} {_arg(str(checkout / 'scripts' / 'up.py'))}",

@@ -175,14 +175,16 @@ class LogRouter:
         self.width = 0  # honcho sets it; unused, the files need no column alignment
         self.stopping = False
         self._files: dict[str, TextIO] = {}
-        log_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
 
     def path_for(self, name: str) -> Path:
         return self.log_dir / f"{SUPERVISOR_LOG if name == 'system' else name}.log"
 
     def _file(self, name: str) -> TextIO:
         if name not in self._files:
-            self._files[name] = self.path_for(name).open("a", encoding="utf-8", errors="replace")
+            # 0600 whatever the umask of the script that routes them (make worker, a test): logs hold addresses
+            fd = os.open(self.path_for(name), os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            self._files[name] = os.fdopen(fd, "a", encoding="utf-8", errors="replace")
         return self._files[name]
 
     def write(self, message: Any) -> None:
@@ -538,7 +540,19 @@ def login_line(admin_line: str, data_dir: Path) -> str:
     return f"Sign in as the first admin: the login is in {path} (readable by you only)"
 
 
+def prepare_data_folder(data_dir: Path) -> None:
+    """The data folder is the hub's alone (hub.atrest): made 0700, and an existing one that others may read
+    (an older hub's, or one copied in) tightened, in one line."""
+    from hub import atrest  # loaded after .env (importing hub loads its Celery app)
+
+    data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if changed := atrest.tighten(data_dir):
+        say(atrest.tightened_line(data_dir, changed))
+
+
 def main() -> None:
+    # Before anything is created: every file this script and the processes it starts make is the owner's alone.
+    os.umask(0o077)  # set here, not from hub.atrest: importing hub loads its Celery app, which must wait for .env
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()
@@ -561,6 +575,7 @@ def main() -> None:
     for folder, what in ((data_dir, "the data folder"), (data_dir / "media", "the results folder")):
         if reason := unwritable_reason(folder):
             fail(f"{what} {folder} cannot be used: {reason}. Set HUB_DATA_DIR to a folder the hub may write.")
+    prepare_data_folder(data_dir)
     stop_earlier_run(data_dir / "run")
     if not port_free(host, port):
         fail(

@@ -98,6 +98,7 @@ def worker_devices() -> str:
 
 
 def main() -> None:
+    os.umask(0o077)  # as make up: the logs and whatever the worker writes are the owner's alone (hub.atrest)
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     from hub.env import load_env_file

@@ -67,6 +67,17 @@ def test_it_writes_a_dated_folder_with_the_database_files_and_a_manifest(hub, tm
     assert run.ok and run.files == 2 and run.copied == 2 and run.linked == 0 and run.size_bytes > 11000
 
 
+def test_a_backup_taken_under_a_wide_umask_is_the_owners_alone(hub, tmp_path):
+    before = os.umask(0o022)  # manage.py backup run by hand from a login shell
+    try:
+        run = services.take_backup(tmp_path / "backups")
+    finally:
+        os.umask(before)
+    folder = tmp_path / "backups" / run.name
+    opened = [p for p in [folder, *folder.rglob("*")] if stat.S_IMODE(p.lstat().st_mode) & 0o077]
+    assert opened == [] and stat.S_IMODE((tmp_path / "backups").stat().st_mode) == 0o700
+
+
 def test_a_second_backup_copies_only_what_changed(hub, tmp_path):
     root = tmp_path / "backups"
     first = services.take_backup(root)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 from pathlib import Path
 
 import pytest
@@ -70,6 +72,17 @@ def test_everything_comes_back_onto_a_fresh_hub(backed_up, capsys):
     assert run.ok is True and run.finished is not None
     out = capsys.readouterr().out
     assert f"Restored {backed_up['name']}" in out and "every sha256 checked" in out
+
+
+def test_what_a_restore_writes_is_the_owners_alone_whatever_the_umask(backed_up):
+    wipe(backed_up["media"])
+    before = os.umask(0o022)  # manage.py restore run by hand from a login shell
+    try:
+        restore(str(backed_up["root"]))
+    finally:
+        os.umask(before)
+    restored = list(backed_up["media"].rglob("*"))
+    assert restored and [p for p in restored if stat.S_IMODE(p.lstat().st_mode) & 0o077] == []
 
 
 def test_it_refuses_a_hub_that_holds_data(backed_up):

@@ -120,7 +120,10 @@ def serve_tiiny(options: Options, *, log_level: str = "warning") -> None:
     from devices.emulator.tiiny import create_app
 
     if options.data_dir is not None:
-        options.data_dir.mkdir(parents=True, exist_ok=True)
+        # The emulator keeps people's prompts, inputs and results as a device would: its owner's alone, like the
+        # hub's data folder it lives in (hub.atrest), also when started by hand from a shell with a wider umask.
+        os.umask(0o077)
+        options.data_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
         # media.py caches rendered files under EMULATOR_MEDIA_CACHE; keep them with the device's data.
         os.environ.setdefault("EMULATOR_MEDIA_CACHE", str(options.data_dir / "media"))
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")

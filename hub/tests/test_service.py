@@ -91,6 +91,7 @@ def test_the_user_unit_names_the_checkout_the_data_the_env_file_and_the_launcher
         str(checkout / "scripts" / "up.py"),
     ]
     assert one(unit, "Service", "Restart") == "on-failure"
+    assert one(unit, "Service", "UMask") == "0077"  # what the hub and systemd make is the owner's alone
     assert one(unit, "Service", "KillMode") == "mixed" and one(unit, "Service", "KillSignal") == "SIGTERM"
     assert one(unit, "Unit", "After") == one(unit, "Unit", "Wants") == "network-online.target"
     assert one(unit, "Install", "WantedBy") == "default.target"

@@ -21,6 +21,13 @@ from hub.testing import BASE_DIR, Proc, child_env, process_tree, wait_for
 SCRIPT = [sys.executable, str(BASE_DIR / "scripts" / "worker.py")]
 
 
+def umask_of(pid: int) -> str:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("Umask:"):
+            return line.split()[1]
+    return ""
+
+
 def run(env: dict[str, str], timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run(SCRIPT, env=env, capture_output=True, text=True, timeout=timeout, cwd=BASE_DIR)
 
@@ -85,6 +92,9 @@ def test_it_logs_to_its_data_folder_and_a_stop_leaves_nothing_running(tmp_path, 
         tree = process_tree(proc.process.pid)
         assert len(tree) >= 4  # this script, keepalive, Celery's main process and its pool
         assert f".> device.{device.pk} " in log.read_text()  # it consumes its device's queue
+        # Started from this test's umask (022), everything it runs writes files only its owner may read.
+        assert {umask_of(p) for p in tree} == {"0077"}
+        assert oct(log.stat().st_mode & 0o777) == "0o600"
         proc.process.send_signal(signal.SIGTERM)
         assert proc.process.wait(timeout=30) == 0
         assert "worker stopped at" in proc.log_text()

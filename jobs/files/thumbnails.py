@@ -32,7 +32,7 @@ from pathlib import Path
 from django.db.models import Exists, OuterRef
 from PIL import Image, ImageDraw, ImageOps
 
-from jobs.files import store
+from jobs.files import decoding, store
 from jobs.models import Artifact, Job, JobState
 
 logger = logging.getLogger("jobs.files.thumbnails")
@@ -123,11 +123,19 @@ def _picture_of(job: Job, source: Artifact) -> Image.Image:
 
 # -- pictures ------------------------------------------------------------------------------------------------
 def still_image(path: Path) -> Image.Image:
-    """The picture, decoded at about the size needed (JPEG draft mode; huge images are refused by Pillow)."""
+    """The picture, decoded at about the size needed, within the budget (jobs.files.decoding): its size checked
+    from the header first, a JPEG decoded at the smallest scale still at least twice the thumbnail
+    (``thumbnail`` sets the decoder's draft mode), anything else reduced by whole factors as it is
+    (``reducing_gap``) before the last, finer resampling. Turned upright only once small."""
     with Image.open(path) as im:
-        im.draft("RGB", (THUMB_SIZE[0] * 2, THUMB_SIZE[1] * 2))
+        try:
+            decoding.check_pixels(im.size)
+        except decoding.TooManyPixels as big:
+            raise ThumbnailError(f"the picture is {big.text}") from None
+        side = 2 * max(THUMB_SIZE)  # a square box: the picture may yet turn a quarter (exif_transpose)
+        with decoding.decode_slot():
+            im.thumbnail((side, side), reducing_gap=2.0)
         im = ImageOps.exif_transpose(im)  # phone photos: upright as the person saw them
-        im.thumbnail((THUMB_SIZE[0] * 2, THUMB_SIZE[1] * 2))
         if im.mode in ("RGBA", "LA", "P"):
             im = im.convert("RGBA")
             flat = Image.new("RGB", im.size, BACKGROUND)

@@ -19,7 +19,6 @@ from jobs.kinds.forms.tiiny import MeshForm, MusicForm, SpeechForm, TiinyImageFo
 from jobs.kinds.forms.uploads import (
     MAX_AUDIO_BYTES,
     MAX_IMAGE_BYTES,
-    MAX_IMAGE_PIXELS,
     clean_image_upload,
     clean_wav_upload,
 )
@@ -27,7 +26,6 @@ from jobs.kinds.forms.uploads import (
 __all__ = [
     "MAX_AUDIO_BYTES",
     "MAX_IMAGE_BYTES",
-    "MAX_IMAGE_PIXELS",
     "ImageForm",
     "JobForm",
     "MeshForm",

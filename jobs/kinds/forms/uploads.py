@@ -15,15 +15,14 @@ from typing import Any
 from django.core.exceptions import ValidationError
 from PIL import Image, UnidentifiedImageError
 
+from jobs.files import decoding
+
 MAX_IMAGE_BYTES = 10 * 1024 * 1024
 MAX_AUDIO_BYTES = 10 * 1024 * 1024
 IMAGE_TYPES = {"image/png": "png", "image/jpeg": "jpg", "image/webp": "webp"}
 AUDIO_TYPES = {"audio/wav": "wav", "audio/x-wav": "wav", "audio/wave": "wav", "audio/vnd.wave": "wav"}
 
 
-# A decoded image costs about 4 bytes a pixel: 40 MP is far beyond any model's input (a 4K frame is
-# 8.3 MP) and still bounds a decompression bomb (a few KB declaring 20000x20000) to what the hub can afford.
-MAX_IMAGE_PIXELS = 40_000_000
 IMAGE_FORMATS = {"PNG": "image/png", "JPEG": "image/jpeg", "WEBP": "image/webp"}
 # Reference recordings for voice cloning: a few seconds to a few minutes of speech.
 WAV_CHANNELS = range(1, 9)
@@ -42,41 +41,46 @@ def _read_bounded(f, limit: int, label: str) -> bytes:
     return data
 
 
-class _TooBig(Exception):
-    def __init__(self, size: tuple[int, int]) -> None:
-        self.size = size
-
-
 def _decode_image(data: bytes, label: str) -> tuple[str, tuple[int, int]]:
-    """Decode the whole image with Pillow, refusing a bomb before any pixel is allocated."""
+    """Decode the whole image with Pillow within the budget (jobs.files.decoding): its size is read from the
+    header and checked before any pixel is decoded, and the decode waits for one of the process's decode slots."""
     kind = f"{label} must be a PNG, JPEG or WebP image"
     try:
         with warnings.catch_warnings():
             # Pillow warns above its own limit (~89 MP) and raises above twice that; both are a refusal.
             warnings.simplefilter("error", Image.DecompressionBombWarning)
             with Image.open(io.BytesIO(data), formats=list(IMAGE_FORMATS)) as probe:
-                fmt, size = probe.format, probe.size
-                if size[0] * size[1] > MAX_IMAGE_PIXELS:
-                    raise _TooBig(size)
-                probe.verify()  # structure and checksums (PNG chunks' CRCs)
-            with Image.open(io.BytesIO(data), formats=list(IMAGE_FORMATS)) as image:
-                if image.size != size:
-                    raise ValueError("size changed between two reads")
-                image.load()  # every pixel: a truncated or corrupt body fails here
-    except _TooBig as big:
-        w, h = big.size
-        raise ValidationError(
-            f"{label} is {w}×{h} pixels ({w * h / 1e6:.0f} MP); the limit is {MAX_IMAGE_PIXELS // 10**6} MP."
-        ) from None
+                fmt, size = probe.format, probe.size  # from the header: nothing is decoded yet
+                decoding.check_pixels(size)
+                probe.verify()  # structure and checksums (PNG chunks' CRCs), no pixels
+            with decoding.decode_slot(), Image.open(io.BytesIO(data), formats=list(IMAGE_FORMATS)) as image:
+                _decode_all(image, size)
+    except decoding.TooManyPixels as big:
+        raise ValidationError(f"{label} is {big.text}.") from None
     except (Image.DecompressionBombError, Image.DecompressionBombWarning):
         raise ValidationError(
-            f"{label} declares more pixels than the limit of {MAX_IMAGE_PIXELS // 10**6} MP."
+            f"{label} declares more pixels than the limit of {decoding.pixel_budget() // 10**6} MP."
+        ) from None
+    except decoding.DecodersBusy:
+        raise ValidationError(
+            f"{label} can't be checked right now: the hub is busy with other pictures. Try again in a minute."
         ) from None
     except UnidentifiedImageError:
         raise ValidationError(f"{kind}.") from None
     except Exception:  # noqa: BLE001 - Pillow raises many types (OSError, SyntaxError, struct.error, …) on bad bytes
         raise ValidationError(f"{kind}; this one is damaged or cut short and can't be decoded.") from None
     return IMAGE_FORMATS[fmt], size
+
+
+def _decode_all(image: Image.Image, size: tuple[int, int]) -> None:
+    """Every byte of the picture through its decoder: a truncated or corrupt body fails here. A JPEG is decoded
+    at an eighth of its width and height (``draft``: the decoder's own DCT scaling), which reads the whole stream
+    for a 64th of the memory; PNG and WebP have no such mode and are decoded whole, within the budget."""
+    if image.size != size:
+        raise ValueError("size changed between two reads")
+    if image.format == "JPEG":
+        image.draft(image.mode, (max(1, size[0] // 8), max(1, size[1] // 8)))
+    image.load()
 
 
 def clean_image_upload(f, *, label: str = "The image") -> Any:
