@@ -244,7 +244,12 @@ WHITENOISE_USE_FINDERS = DEBUG or not _COLLECTED
 # _FILE variables). Every result, input, thumbnail and preview goes through STORAGES["default"] (jobs.files.store).
 HUB_MEDIA_STORE, STORAGES["default"] = _media_storage.from_env()
 # Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
+# The web server refuses a larger body before reading any of it (hub.bodylimit): HUB_UPLOAD_MAX_MB on the routes
+# that take files, for a person signed in or a live token; HUB_BODY_MAX_KB on every other route and for anyone else.
+# 25 MB: the video form's two 10 MB images and its fields, or a 10 MB image as a base64 data URL in /v1's JSON.
+HUB_UPLOAD_MAX_MB = env_int("HUB_UPLOAD_MAX_MB", 25, minimum=1, maximum=1024)
+HUB_BODY_MAX_KB = env_int("HUB_BODY_MAX_KB", 1024, minimum=64, maximum=1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = HUB_UPLOAD_MAX_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 
 # --- Security -------------------------------------------------------------------------------------------
@@ -392,6 +397,9 @@ JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # n
 # Submissions through /api/ and /v1/ per token (per person for a browser session): N/s, N/m or N/h; 0 = no limit.
 
 HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
+# Summaries under the new-job form (/jobs/new/admission/) per person: each one decodes the form's uploads. A page
+# asks one at a time (htmx queues them), at most about one a second as a person types; 0 = no limit.
+HUB_PREVIEW_RATE = env_rate("HUB_PREVIEW_RATE", "2/s")
 
 # --- Metrics (GET /metrics, Prometheus text format; hub.metrics) --------------------------------------------
 # Client addresses (IPs or CIDRs) that may scrape without a token; anyone else needs an admin API token.
