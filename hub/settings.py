@@ -78,7 +78,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "hub.pagecache.ChangesMiddleware",  # a POST, PUT, PATCH or DELETE: pages kept so far are drawn again
-    "csp.middleware.CSPMiddleware",
+    "hub.security.CSPMiddleware",  # django-csp's, plus this host's websocket address (connect-src)
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -312,10 +312,11 @@ AXES_VERBOSE = False
 # --- Content-Security-Policy (django-csp 4) and Permissions-Policy (hub.security) -------------------------
 # Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow
 # 'unsafe-inline' because templates set a few style attributes (bar widths, aspect ratios) and htmx and
-# model-viewer inject <style>; a style can't run code. The websocket is same-host (ws:/wss: for Chromium
-# versions where 'self' does not cover them). model-viewer decodes glTF in blob: workers and textures, and
-# compiles its bundled meshopt decoder to WebAssembly: 'wasm-unsafe-eval' allows WebAssembly compilation
-# only (still no eval() or new Function() of JavaScript, and no inline script).
+# model-viewer inject <style>; a style can't run code. The websocket goes to this host only: 'self' covers it in
+# Chromium and Firefox, and each answer adds ws:// and wss:// of the host asked (hub.security.CSPMiddleware) for
+# older Safari; never ws: or wss:, which let a script talk to any host. model-viewer decodes glTF in blob: workers
+# and textures, and compiles its bundled meshopt decoder to WebAssembly: 'wasm-unsafe-eval' allows WebAssembly
+# compilation only (still no eval() or new Function() of JavaScript, and no inline script).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -324,7 +325,7 @@ CONTENT_SECURITY_POLICY = {
         "img-src": ["'self'", "data:", "blob:"],
         "media-src": ["'self'", "blob:"],
         "font-src": ["'self'", "data:"],
-        "connect-src": ["'self'", "ws:", "wss:", "blob:", "data:"],
+        "connect-src": ["'self'", "blob:", "data:"],
         "worker-src": ["'self'", "blob:"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
