@@ -169,6 +169,22 @@ async def test_a_made_up_or_ended_session_gets_the_small_limit(member):
         assert b"signed in" in peer.body
 
 
+async def test_the_lookup_changes_no_session(member, settings):
+    """A session signed with a secret since rotated (SECRET_KEY_FALLBACKS) still counts, and keeps its key: Django's
+    get_user would give it a new one here, which the browser would never learn (the person signed out)."""
+    from django.contrib.sessions.backends.db import SessionStore
+
+    session = await sync_to_async(_session_of)(member)
+    settings.SECRET_KEY_FALLBACKS = [settings.SECRET_KEY]
+    settings.SECRET_KEY = "a-new-secret-key-" + "x" * 40
+    app, peer = Recorder(), Peer(900 * 1024)
+    await BodyLimit(app)(
+        _scope("/jobs/new/", length=900 * 1024, cookie=f"sessionid={session}"), peer.receive, peer.send
+    )
+    assert peer.status == 200 and app.got == 900 * 1024
+    assert await sync_to_async(SessionStore().exists)(session)
+
+
 async def test_a_signed_in_person_has_the_small_limit_off_the_upload_routes(member):
     session = await sync_to_async(_session_of)(member)
     for method, path in (("POST", "/accounts/settings/"), ("GET", "/jobs/new/"), ("POST", "/jobs/7/cancel/")):
