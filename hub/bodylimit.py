@@ -15,9 +15,10 @@ and gives each request its ceiling from its route and its caller before it reads
    never passed on, Django is told the client went away (it drops the little it had and answers nothing), and the
    answer is 413.
 
-The 413 says ``Connection: close``: the server reads no more of that body, and the client learns it at once (curl
-and the SDKs that ask ``Expect: 100-continue`` never send it). It answers in the shape of the door asked: the
-API's ``{"detail": …}`` under /api/, OpenAI's ``{"error": …}`` under /v1/, a small page elsewhere.
+The 413 says ``Connection: close``: the server reads no more of that body, and the client learns it at once (one
+that asked ``Expect: 100-continue``, as curl does for a large body, never sends a declared body that is too large).
+It answers in the shape of the door asked: the API's ``{"detail": …}`` under /api/, OpenAI's ``{"error": …}`` under
+/v1/, a small page elsewhere.
 """
 
 from __future__ import annotations
