@@ -18,9 +18,9 @@ import httpx
 import pytest
 from PIL import Image
 
+from conftest import PASSWORD
 from hub.accounts.tokens import token_create
-from hub.testing import start_asgi_server
-from jobs.models import Job
+from hub.testing import sign_in, start_asgi_server
 from jobs.tests.ui_fixtures import MESH, device  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -111,17 +111,37 @@ def test_a_forged_session_cookie_gets_the_small_limit_on_the_new_job_form(server
     assert status == 413 and b"signed in" in body
 
 
-def test_an_upload_under_the_limit_still_queues_its_job(server, member, device):  # noqa: F811 - a fixture
+def _noise_png() -> bytes:
     picture = io.BytesIO()
     Image.frombytes("RGB", (640, 640), os.urandom(640 * 640 * 3)).save(picture, "PNG")  # noise: ~1.2 MB
     assert SMALL < len(picture.getvalue()) < UPLOAD
+    return picture.getvalue()
+
+
+# Neither queues a job: its dispatch would wait in the broker for a later test's worker.
+def test_a_signed_in_upload_under_the_limit_is_read_whole(server, member, device):  # noqa: F811 - a fixture
+    """The new-job form's summary decodes the picture: the whole body reached the view."""
+    client = sign_in(server, member.username, PASSWORD)
+    try:
+        response = client.post(
+            "/jobs/new/admission/",
+            data={"device": str(device.pk), "kind": "mesh", "model": MESH, "when": "asap"},
+            files={"image": ("object.png", _noise_png(), "image/png")},
+            headers={"X-CSRFToken": client.cookies["csrftoken"], "HX-Request": "true"},
+        )
+    finally:
+        client.close()
+    assert response.status_code == 200, response.text[:500]
+    assert 'id="admission"' in response.text and "≈" in response.text
+
+
+def test_a_token_upload_under_the_limit_reaches_the_apis_own_checks(server, member, device):  # noqa: F811
     _, raw = token_create(user=member, name="script", scopes=["read", "submit"])
     response = httpx.post(
         f"{server}/api/jobs",
         headers={"Authorization": f"Bearer {raw}"},
-        data={"device": str(device.pk), "kind": "mesh", "model": MESH},
-        files={"image": ("object.png", picture.getvalue(), "image/png")},
+        data={"device": str(device.pk), "kind": "mesh", "model": "no/such-model"},
+        files={"image": ("object.png", _noise_png(), "image/png")},
         timeout=30,
     )
-    assert response.status_code == 201, response.text
-    assert response.json()["params"]["files"] == {"image": "image.png"} and Job.objects.count() == 1
+    assert response.status_code == 422 and "model" in response.json()["errors"], response.text
