@@ -1,7 +1,8 @@
 """ASGI entry point: HTTP through Django, websockets through Channels.
 
 ``get_asgi_application()`` (Django's, with one thread hop per synchronous request: hub.handlers) runs first so
-the app registry is ready before routing imports consumers.
+the app registry is ready before routing imports consumers. HTTP passes :class:`hub.bodylimit.BodyLimit` first:
+Django reads a whole body before any of its own checks.
 """
 
 from __future__ import annotations
@@ -18,11 +19,13 @@ from channels.auth import AuthMiddlewareStack  # noqa: E402
 from channels.routing import ProtocolTypeRouter, URLRouter  # noqa: E402
 from channels.security.websocket import AllowedHostsOriginValidator  # noqa: E402
 
+from hub.bodylimit import BodyLimit  # noqa: E402
 from hub.routing import websocket_urlpatterns  # noqa: E402
 
 application = ProtocolTypeRouter(
     {
-        "http": django_asgi_app,
+        # A body over its route's ceiling is refused before Django reads it.
+        "http": BodyLimit(django_asgi_app),
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )

@@ -16,6 +16,9 @@ os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
 # No floor of free disk space unless a test sets one: the suite must not depend on the machine's free space
 # (hub/tests/test_disk_health.py and jobs/tests/disk/ set the floor they test).
 os.environ.setdefault("HUB_MIN_FREE_MB", "0")
+# No limit on the new-job form's summaries either: tests ask for several in a row as one person, and the counters
+# (kept by person id, which every rolled-back test reuses) would carry from test to test. Tests of the limit set it.
+os.environ.setdefault("HUB_PREVIEW_RATE", "0")
 
 # pytest-xdist's workers (make test runs the tests on two) inherit the first process's environment: each gets
 # its own Redis and database instead, so no two tests running at once share a key or a row, and its own data

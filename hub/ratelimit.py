@@ -1,10 +1,11 @@
-"""Per-token submission rate limit for the API doors (/api/ and /v1/).
+"""Rate limits per caller: submissions through the API doors (/api/ and /v1/, per token) and the summaries under
+the new-job form (per person).
 
-A fixed-window counter in Redis (Django's cache): one key per caller and window, incremented
+A fixed-window counter in Redis (Django's cache): one key per kind, caller and window, incremented
 atomically, expiring with the window. A fixed window lets a caller spend two windows' worth back to back
 at a boundary; for a household hub whose real bottleneck is one device that is fine, and it costs a
-single INCR per submission. The limit is ``HUB_API_SUBMIT_RATE``: ``N/s``, ``N/m`` or ``N/h``; ``0``
-turns it off (parsed by ``hub.env.parse_rate``).
+single INCR per request. The limits are ``HUB_API_SUBMIT_RATE`` and ``HUB_PREVIEW_RATE``: ``N/s``, ``N/m`` or
+``N/h``; ``0`` turns one off (parsed by ``hub.env.parse_rate``).
 """
 
 from __future__ import annotations
@@ -28,23 +29,35 @@ def _clock() -> float:
 
 
 @lru_cache(maxsize=32)
-def _rate(value: str) -> tuple[int, int] | None:
-    return parse_rate(value, name="HUB_API_SUBMIT_RATE")
+def _rate(value: str, name: str) -> tuple[int, int] | None:
+    return parse_rate(value, name=name)
 
 
 def submit_allowed(key: str) -> int | None:
-    """Count one submission for ``key``. None when allowed, else the seconds until the next slot.
+    """Count one submission for ``key``. None when allowed, else the seconds until the next slot."""
+    return _allowed("submit", key, getattr(settings, "HUB_API_SUBMIT_RATE", "30/m"), "HUB_API_SUBMIT_RATE")
+
+
+def preview_allowed(key: str) -> int | None:
+    """Count one summary of the new-job form for ``key``. None when allowed, else the seconds until the next slot.
+
+    Each summary decodes the form's uploads (six at once took a web worker from 155 to 704 MB)."""
+    return _allowed("preview", key, getattr(settings, "HUB_PREVIEW_RATE", "2/s"), "HUB_PREVIEW_RATE")
+
+
+def _allowed(kind: str, key: str, setting: str, name: str) -> int | None:
+    """Count one request of ``kind`` for ``key`` against the rate ``setting``.
 
     Fails open (allows, and logs) when Redis is unreachable: the limit is about fairness, and a
-    submission that needs Redis will report that problem itself.
+    request that needs Redis will report that problem itself.
     """
-    rate = _rate(getattr(settings, "HUB_API_SUBMIT_RATE", "30/m"))
+    rate = _rate(setting, name)
     if rate is None:
         return None
     limit, period = rate
     now = _clock()
     window = int(now // period)
-    cache_key = f"ratelimit:submit:{key}:{period}:{window}"
+    cache_key = f"ratelimit:{kind}:{key}:{period}:{window}"
     try:
         # add() only creates the counter when it is missing; the slack keeps it alive past the window's end.
         cache.add(cache_key, 0, timeout=period + 5)

@@ -1,10 +1,14 @@
 """Response headers every page gets: Permissions-Policy, and no caching of what a signed-in person sees.
 
-The Content-Security-Policy itself comes from django-csp (CONTENT_SECURITY_POLICY in hub.settings).
+The Content-Security-Policy itself comes from django-csp (CONTENT_SECURITY_POLICY in hub.settings), with this
+host's websocket addresses added to each answer's ``connect-src`` (:class:`CSPMiddleware`).
 """
 
 from __future__ import annotations
 
+from csp.middleware import CSPMiddleware as DjangoCSPMiddleware
+from csp.middleware import PolicyParts
+from django.core.exceptions import DisallowedHost
 from django.http import HttpRequest, HttpResponseBase
 from django.utils.cache import patch_vary_headers
 from django.utils.deprecation import MiddlewareMixin
@@ -48,3 +52,33 @@ class SecurityHeadersMiddleware(MiddlewareMixin):
             response["Cache-Control"] = PRIVATE
             patch_vary_headers(response, ("Cookie",))
         return response
+
+
+def socket_sources(request: HttpRequest) -> list[str]:
+    """``ws://`` and ``wss://`` of the host the page was asked from: the live socket's address and no other.
+
+    CSP3's ``'self'`` covers them in Chromium and Firefox; WebKit before 2022 (Safari 15.4 and older, still on
+    some household iPads) does not, and ``ws: wss:`` would let a page's script talk to any host. The host is
+    Django's checked one (``ALLOWED_HOSTS``); a request with a host Django refuses gets no socket source (its
+    answer is an error page)."""
+    try:
+        host = request.get_host()
+    except DisallowedHost:
+        return []
+    return [f"ws://{host}", f"wss://{host}"]
+
+
+class CSPMiddleware(DjangoCSPMiddleware):
+    """django-csp's, with :func:`socket_sources` added to ``connect-src``."""
+
+    def get_policy_parts(
+        self, request: HttpRequest, response: HttpResponseBase, report_only: bool = False
+    ) -> PolicyParts:
+        parts = super().get_policy_parts(request, response, report_only=report_only)
+        sources = socket_sources(request)
+        if sources and not report_only:
+            update = dict(parts.update or {})
+            connect = update.get("connect-src") or []
+            update["connect-src"] = [*([connect] if isinstance(connect, str) else connect), *sources]
+            parts.update = update
+        return parts

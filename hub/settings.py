@@ -79,7 +79,7 @@ INSTALLED_APPS = [
 MIDDLEWARE = [
     "django.middleware.security.SecurityMiddleware",
     "hub.pagecache.ChangesMiddleware",  # a POST, PUT, PATCH or DELETE: pages kept so far are drawn again
-    "csp.middleware.CSPMiddleware",
+    "hub.security.CSPMiddleware",  # django-csp's, plus this host's websocket address (connect-src)
     "whitenoise.middleware.WhiteNoiseMiddleware",
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.common.CommonMiddleware",
@@ -250,7 +250,12 @@ WHITENOISE_USE_FINDERS = DEBUG or not _COLLECTED
 # _FILE variables). Every result, input, thumbnail and preview goes through STORAGES["default"] (jobs.files.store).
 HUB_MEDIA_STORE, STORAGES["default"] = _media_storage.from_env()
 # Uploads (3D source images, start frames) are bounded; see jobs.kinds.forms for per-field limits.
-DATA_UPLOAD_MAX_MEMORY_SIZE = 25 * 1024 * 1024
+# The web server refuses a larger body before reading any of it (hub.bodylimit): HUB_UPLOAD_MAX_MB on the routes
+# that take files, for a person signed in or a live token; HUB_BODY_MAX_KB on every other route and for anyone else.
+# 25 MB: the video form's two 10 MB images and its fields, or a 10 MB image as a base64 data URL in /v1's JSON.
+HUB_UPLOAD_MAX_MB = env_int("HUB_UPLOAD_MAX_MB", 25, minimum=1, maximum=1024)
+HUB_BODY_MAX_KB = env_int("HUB_BODY_MAX_KB", 1024, minimum=64, maximum=1024 * 1024)
+DATA_UPLOAD_MAX_MEMORY_SIZE = HUB_UPLOAD_MAX_MB * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 5 * 1024 * 1024
 # Results, inputs and thumbnails are people's own: the owner's alone on disk (hub.atrest), whatever the umask of the
 # process that saves them.
@@ -329,10 +334,11 @@ AXES_VERBOSE = False
 # --- Content-Security-Policy (django-csp 4) and Permissions-Policy (hub.security) -------------------------
 # Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow
 # 'unsafe-inline' because templates set a few style attributes (bar widths, aspect ratios) and htmx and
-# model-viewer inject <style>; a style can't run code. The websocket is same-host (ws:/wss: for Chromium
-# versions where 'self' does not cover them). model-viewer decodes glTF in blob: workers and textures, and
-# compiles its bundled meshopt decoder to WebAssembly: 'wasm-unsafe-eval' allows WebAssembly compilation
-# only (still no eval() or new Function() of JavaScript, and no inline script).
+# model-viewer inject <style>; a style can't run code. The websocket goes to this host only: 'self' covers it in
+# Chromium and Firefox, and each answer adds ws:// and wss:// of the host asked (hub.security.CSPMiddleware) for
+# older Safari; never ws: or wss:, which let a script talk to any host. model-viewer decodes glTF in blob: workers
+# and textures, and compiles its bundled meshopt decoder to WebAssembly: 'wasm-unsafe-eval' allows WebAssembly
+# compilation only (still no eval() or new Function() of JavaScript, and no inline script).
 CONTENT_SECURITY_POLICY = {
     "DIRECTIVES": {
         "default-src": ["'self'"],
@@ -341,7 +347,7 @@ CONTENT_SECURITY_POLICY = {
         "img-src": ["'self'", "data:", "blob:"],
         "media-src": ["'self'", "blob:"],
         "font-src": ["'self'", "data:"],
-        "connect-src": ["'self'", "ws:", "wss:", "blob:", "data:"],
+        "connect-src": ["'self'", "blob:", "data:"],
         "worker-src": ["'self'", "blob:"],
         "object-src": ["'none'"],
         "base-uri": ["'self'"],
@@ -421,6 +427,9 @@ JOBS_SENDFILE_PREFIX = env_str("JOBS_SENDFILE_PREFIX", "/protected-media/")  # n
 # Submissions through /api/ and /v1/ per token (per person for a browser session): N/s, N/m or N/h; 0 = no limit.
 
 HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
+# Summaries under the new-job form (/jobs/new/admission/) per person: each one decodes the form's uploads. A page
+# asks one at a time (htmx queues them), at most about one a second as a person types; 0 = no limit.
+HUB_PREVIEW_RATE = env_rate("HUB_PREVIEW_RATE", "2/s")
 
 # --- Metrics (GET /metrics, Prometheus text format; hub.metrics) --------------------------------------------
 # Client addresses (IPs or CIDRs) that may scrape without a token; anyone else needs an admin API token.

@@ -107,7 +107,23 @@ def token_revoke(*, token: ApiToken, by: User) -> None:
 
 
 def token_authenticate(raw: str, *, ip: str | None = None) -> ApiToken:
-    """Resolve a raw token to its live row, or raise :class:`TokenInvalid` with a message for the client.
+    """Resolve a raw token to its live row, or raise :class:`TokenInvalid` with a message for the client."""
+    token = _live_token(raw)
+    _touch(token, ip=_clean_ip(ip))
+    return token
+
+
+def token_is_live(raw: str) -> bool:
+    """Whether ``raw`` would authenticate now; records no use (the web server asks before reading a body)."""
+    try:
+        _live_token(raw)
+    except TokenInvalid:
+        return False
+    return True
+
+
+def _live_token(raw: str) -> ApiToken:
+    """The live row of a raw token, or :class:`TokenInvalid`.
 
     The lookup is by the hash's unique index: comparing hashes in the database leaks no useful timing,
     because an attacker cannot choose inputs that hash to a known prefix.
@@ -128,7 +144,6 @@ def token_authenticate(raw: str, *, ip: str | None = None) -> ApiToken:
         raise TokenInvalid("This token was revoked; create a new one at /accounts/tokens/.")
     if not token.user.is_active:
         raise TokenInvalid("This token's owner is deactivated.")
-    _touch(token, ip=_clean_ip(ip))
     return token
 
 

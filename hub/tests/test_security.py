@@ -43,11 +43,27 @@ def test_pages_allow_scripts_from_our_own_files_only(member_client, device):
 
 def test_the_policy_lets_the_live_socket_media_and_model_viewer_work(member_client):
     csp = directives(member_client.get("/"))
-    assert {"'self'", "ws:", "wss:"} <= set(csp["connect-src"])
+    assert {"'self'", "ws://testserver", "wss://testserver"} <= set(csp["connect-src"])
     assert set(csp["img-src"]) == {"'self'", "data:", "blob:"}
     assert set(csp["media-src"]) == {"'self'", "blob:"}
     assert "blob:" in csp["worker-src"]
     assert csp["style-src"] == ["'self'", "'unsafe-inline'"]  # style attributes only; styles run no code
+
+
+def test_sockets_may_go_to_this_host_only(member_client, settings):
+    """``ws:``/``wss:`` would let a page's script open a socket to any host; 'self' and the host asked cover ours."""
+    settings.ALLOWED_HOSTS = ["hub.home.arpa"]
+    csp = directives(member_client.get("/", HTTP_HOST="hub.home.arpa:8000"))
+    sockets = [s for s in csp["connect-src"] if s.startswith("ws")]
+    assert sockets == ["ws://hub.home.arpa:8000", "wss://hub.home.arpa:8000"]
+    assert "*" not in csp["connect-src"] and not {"ws:", "wss:", "http:", "https:"} & set(csp["connect-src"])
+
+
+def test_a_host_django_refuses_gets_its_error_page_with_no_socket_source(client, settings):
+    settings.ALLOWED_HOSTS = ["hub.home.arpa"]
+    response = client.get("/accounts/login/", HTTP_HOST="evil.example")
+    assert response.status_code == 400
+    assert not [s for s in directives(response)["connect-src"] if s.startswith("ws")]
 
 
 def test_the_login_page_and_the_public_share_page_carry_it_too(member, device):

@@ -23,6 +23,7 @@ from devices.selectors import device_get_for
 from hub.accounts.decorators import admin_required, member_required
 from hub.pagecache import kept_page
 from hub.parsing import parse_id, parse_int
+from hub.ratelimit import preview_allowed, rate_key
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
@@ -122,6 +123,14 @@ def job_new(request: HttpRequest) -> HttpResponse:
     return redirect("jobs-detail", job_id=job.pk)
 
 
+def _asked_too_often(request: HttpRequest, wait: int) -> HttpResponse:
+    """The summary only, saying when it comes back (the page asks again then: hub.js); the button is left as it
+    was, since nothing about the job was decided."""
+    response = render(request, "jobs/new.html#admission", {"asked_too_often": wait}, status=429)
+    response["Retry-After"] = str(wait)
+    return response
+
+
 @member_required
 @require_POST
 def job_admission(request: HttpRequest) -> HttpResponse:
@@ -130,6 +139,8 @@ def job_admission(request: HttpRequest) -> HttpResponse:
 
     When the model changed, the fields that depend on it (sizes, steps, voices) come along out-of-band.
     """
+    if wait := preview_allowed(rate_key(request)):
+        return _asked_too_often(request, wait)
     taken = page_request(request)
     if taken.device is None:
         return HttpResponse(status=204)

@@ -30,15 +30,28 @@
     socket = null;
   });
 
-  // A form that comes back invalid answers 400 (or 422) with the form and its messages. htmx swaps no 4xx by
-  // default, so the person would see nothing happen: swap those (HTML only; a bare 4xx text is left alone).
+  // A form that comes back invalid answers 400 (or 422) with the form and its messages, a summary asked for too
+  // often 429 saying when it comes back. htmx swaps no 4xx by default, so the person would see nothing happen:
+  // swap those (HTML only; a bare 4xx text is left alone).
   document.addEventListener("htmx:beforeSwap", function (evt) {
     var xhr = evt.detail.xhr;
     var type = (xhr && xhr.getResponseHeader("Content-Type")) || "";
-    if ((xhr.status === 400 || xhr.status === 422) && type.indexOf("text/html") === 0 && xhr.responseText) {
+    var shown = xhr.status === 400 || xhr.status === 422 || xhr.status === 429;
+    if (shown && type.indexOf("text/html") === 0 && xhr.responseText) {
       evt.detail.shouldSwap = true;
       evt.detail.isError = false;
     }
+  });
+
+  // An element marked data-ask-again (the new-job form's summary) that was answered 429 asks again, once, when
+  // Retry-After has passed: else the summary would say "paused" until the person changed something.
+  document.addEventListener("htmx:afterRequest", function (evt) {
+    var xhr = evt.detail.xhr;
+    var elt = evt.detail.elt;
+    if (!xhr || xhr.status !== 429 || !elt || !elt.hasAttribute || !elt.hasAttribute("data-ask-again")) return;
+    var wait = parseInt(xhr.getResponseHeader("Retry-After"), 10) || 1;
+    clearTimeout(elt.hubAskAgain);
+    elt.hubAskAgain = setTimeout(function () { window.htmx.trigger(elt, "ask-again"); }, wait * 1000);
   });
 
   // Destructive buttons carry data-confirm="…": ask before the request goes out.
