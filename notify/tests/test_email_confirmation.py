@@ -5,6 +5,7 @@ task run in place where its after-commit enqueue fires."""
 from __future__ import annotations
 
 import datetime as dt
+import json
 import re
 
 import pytest
@@ -226,3 +227,25 @@ def test_without_an_address_for_links_no_channel_is_added(
     answer = _add(browser, django_capture_on_commit_callbacks)
     assert answer.status_code == 400 and "HUB_PUBLIC_URL" in answer.content.decode()
     assert not Channel.objects.exists() and not EmailConfirmation.objects.exists() and mail.outbox == []
+
+
+def test_the_api_shows_the_wait_and_resends_the_link(
+    member, member_client, django_capture_on_commit_callbacks
+):
+    def api(method: str, path: str, body=None):
+        return member_client.generic(method, path, json.dumps(body or {}), content_type="application/json")
+
+    with django_capture_on_commit_callbacks(execute=True):
+        made = api("POST", "/api/notify/channels", {"kind": "email", "address": ADDRESS})
+    assert made.status_code == 201 and made.json()["awaits_confirmation"] is True
+    url = f"/api/notify/channels/{made.json()['id']}"
+    with django_capture_on_commit_callbacks(execute=True):
+        resent = api("POST", f"{url}/confirm")
+    assert resent.status_code == 202 and len(mail.outbox) == 2
+    refused = api("POST", f"{url}/test")
+    assert refused.status_code == 403 and "not been confirmed yet" in refused.json()["detail"]
+
+    Client().post(_link(mail.outbox[-1]))
+    assert api("GET", url).json()["awaits_confirmation"] is False
+    again = api("POST", f"{url}/confirm")
+    assert again.status_code == 422 and "confirmed already" in again.json()["detail"]
