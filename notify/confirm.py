@@ -30,7 +30,7 @@ from celery import current_app
 from django.core import signing
 from django.core.exceptions import ValidationError
 from django.core.mail import send_mail
-from django.db import transaction
+from django.db import IntegrityError, transaction
 from django.db.models import Q
 from django.template.loader import render_to_string
 from django.urls import reverse
@@ -66,22 +66,26 @@ def _wait_text(seconds: float) -> str:
     return f"{minutes} min" if minutes < 90 else f"{math.ceil(minutes / 60)} h"
 
 
-def _check_limits(*, channel: Channel, address: str, by: Any, now: dt.datetime) -> None:
-    """ValidationError (on ``address``) when another channel's link to ``address`` is pending, or ``by`` has
-    caused ``MAILS_PER_HOUR`` confirmation mails within the hour."""
+def _closed(outcome: str, now: dt.datetime) -> dict[str, Any]:
+    return {"outcome": outcome, "closed_at": now, "open_for": None}
+
+
+def _address_busy(address: str, now: dt.datetime) -> ValidationError:
     other = (
-        EmailConfirmation.objects.filter(_pending(now), address__iexact=address)
-        .exclude(channel_id=channel.pk)
-        .order_by("created")
-        .values_list("created", flat=True)
-        .first()
+        EmailConfirmation.objects.filter(open_for=address.lower()).values_list("created", flat=True).first()
     )
-    if other is not None:
-        wait = _wait_text((other + CONFIRM_TTL - now).total_seconds())
-        raise ValidationError(
-            {"address": f"A confirmation mail to {address} is already waiting for an answer; one more can go "
-             f"once it is answered, or in {wait}."}
-        )  # fmt: skip
+    wait = _wait_text(((other or now) + CONFIRM_TTL - now).total_seconds())
+    return ValidationError(
+        {"address": f"A confirmation mail to {address} is already waiting for an answer; one more can go once it "
+         f"is answered, or in {wait}."}
+    )  # fmt: skip
+
+
+def _check_limits(*, address: str, by: Any, now: dt.datetime) -> None:
+    """ValidationError (on ``address``) when another channel's link to ``address`` is pending, or ``by`` has
+    caused ``MAILS_PER_HOUR`` confirmation mails within the hour. (The channel's own open link is closed first.)"""
+    if EmailConfirmation.objects.filter(open_for=address.lower()).exists():
+        raise _address_busy(address, now)
     hour = list(
         EmailConfirmation.objects.filter(requested_by=by, created__gt=now - dt.timedelta(hours=1))
         .order_by("created")
@@ -99,14 +103,24 @@ def confirmation_request(*, channel: Channel, by: Any, link_origin: Callable[[],
     saved the channel: a refusal (ValidationError, also ``hub.links.NoLinkOrigin`` from ``link_origin``) then
     undoes the change with it."""
     origin = link_origin()  # first: no row and no mail for a link that could lead elsewhere
-    now = timezone.now()
-    _check_limits(channel=channel, address=channel.address, by=by, now=now)
+    now, address = timezone.now(), channel.address
     EmailConfirmation.objects.filter(channel=channel, outcome=Outcome.OPEN).update(
-        outcome=Outcome.REPLACED, closed_at=now
+        **_closed(Outcome.REPLACED, now)
     )
-    confirmation = EmailConfirmation.objects.create(
-        channel=channel, address=channel.address, requested_by=by if getattr(by, "pk", None) else None
+    EmailConfirmation.objects.filter(open_for=address.lower(), created__lte=now - CONFIRM_TTL).update(
+        **_closed(Outcome.EXPIRED, now)
     )
+    _check_limits(address=address, by=by, now=now)
+    try:
+        with transaction.atomic():  # a savepoint: a request racing for the same address lands here
+            confirmation = EmailConfirmation.objects.create(
+                channel=channel,
+                address=address,
+                open_for=address.lower(),
+                requested_by=by if getattr(by, "pk", None) else None,
+            )
+    except IntegrityError:
+        raise _address_busy(address, now) from None
     _enqueue_mail(confirmation.pk, origin)
     return confirmation
 
@@ -114,7 +128,7 @@ def confirmation_request(*, channel: Channel, by: Any, link_origin: Callable[[],
 def confirmations_cancel(*, channel: Channel) -> None:
     """The channel is going, or its address changes: its open links stop working, and stop blocking others."""
     EmailConfirmation.objects.filter(channel=channel, outcome=Outcome.OPEN).update(
-        outcome=Outcome.CANCELLED, closed_at=timezone.now()
+        **_closed(Outcome.CANCELLED, timezone.now())
     )
 
 
@@ -153,14 +167,14 @@ def confirmation_find(token: str) -> EmailConfirmation:
         raise ConfirmationUnusable("unknown")
     if confirmation.outcome == Outcome.CONFIRMED:
         raise ConfirmationUnusable("used")
+    if confirmation.outcome == Outcome.EXPIRED or confirmation.created <= timezone.now() - CONFIRM_TTL:
+        raise ConfirmationUnusable("expired")
     if (
         confirmation.outcome
         or confirmation.channel is None
         or confirmation.channel.address != confirmation.address
     ):
         raise ConfirmationUnusable("replaced")
-    if confirmation.created <= timezone.now() - CONFIRM_TTL:
-        raise ConfirmationUnusable("expired")
     return confirmation
 
 
@@ -171,7 +185,7 @@ def confirmation_accept(*, token: str) -> Channel:
         confirmation = confirmation_find(token)
         now = timezone.now()
         spent = EmailConfirmation.objects.filter(pk=confirmation.pk, outcome=Outcome.OPEN).update(
-            outcome=Outcome.CONFIRMED, closed_at=now
+            **_closed(Outcome.CONFIRMED, now)
         )  # compare-and-set: of two presses racing, one confirms and the other is told "used"
         if spent != 1:
             raise ConfirmationUnusable("used")

@@ -156,9 +156,9 @@ class Delivery(models.Model):
 class EmailConfirmation(models.Model):
     """One confirmation mail: asked for by ``requested_by`` for ``channel``'s address ``address``.
 
-    Open (``outcome`` empty) until it is confirmed, replaced by a newer one for the same channel, or cancelled
-    (the channel was deleted or its address changed); open and younger than ``notify.confirm.CONFIRM_TTL`` it is
-    pending. The rows outlive their channel (SET_NULL), so the limits (one pending per address, so many mails
+    Open (``outcome`` empty) until it is confirmed, replaced by a newer one for the same channel, cancelled (the
+    channel was deleted or its address changed) or found expired; open and younger than
+    ``notify.confirm.CONFIRM_TTL`` it is pending. The rows outlive their channel (SET_NULL), so the limits (one pending per address, so many mails
     an hour per person) can't be reset by deleting a channel and adding it again.
     """
 
@@ -167,11 +167,15 @@ class EmailConfirmation(models.Model):
         CONFIRMED = "confirmed", "Confirmed"
         REPLACED = "replaced", "Replaced by a newer link"
         CANCELLED = "cancelled", "Cancelled"
+        EXPIRED = "expired", "Expired"
 
     channel = models.ForeignKey(
         Channel, null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmations"
     )
     address = models.EmailField()
+    # The address in lower case while the row is open, else NULL: one open link per address, kept by the database
+    # itself, so two requests racing for one address can't both send (NULLs never collide).
+    open_for = models.CharField(max_length=254, null=True, blank=True, unique=True, editable=False)
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
     )

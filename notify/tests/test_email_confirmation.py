@@ -12,6 +12,7 @@ import pytest
 import time_machine
 from celery import current_app
 from django.core import mail
+from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
@@ -152,6 +153,8 @@ def test_one_confirmation_waits_per_address_at_a_time(
     _add(member_client, django_capture_on_commit_callbacks)
     refused = _add(other_client, django_capture_on_commit_callbacks, name="Also grandma")
     assert refused.status_code == 400
+    shouted = _add(other_client, django_capture_on_commit_callbacks, address=ADDRESS.upper())
+    assert shouted.status_code == 400  # one mailbox, however it is written
     assert f"A confirmation mail to {ADDRESS} is already waiting for an answer" in refused.content.decode()
     assert Channel.objects.count() == 1 and len(mail.outbox) == 1
 
@@ -249,3 +252,26 @@ def test_the_api_shows_the_wait_and_resends_the_link(
     assert api("GET", url).json()["awaits_confirmation"] is False
     again = api("POST", f"{url}/confirm")
     assert again.status_code == 422 and "confirmed already" in again.json()["detail"]
+
+
+def test_an_expired_link_no_longer_holds_its_address(
+    member_client, other_client, django_capture_on_commit_callbacks
+):
+    _add(member_client, django_capture_on_commit_callbacks)
+    first = _link(mail.outbox[-1])
+    with time_machine.travel(timezone.now() + confirm.CONFIRM_TTL + dt.timedelta(minutes=1)):
+        assert _add(other_client, django_capture_on_commit_callbacks, name="Also").status_code == 302
+        assert len(mail.outbox) == 2
+        assert Client().post(first).status_code == 410
+
+
+def test_the_database_itself_keeps_one_open_link_per_address(member, other_member):
+    """What holds when two requests race past the check for one address: the second insert fails (and
+    ``confirmation_request`` answers it with the same message)."""
+    mine = Channel.objects.create(owner=member, kind="email", name="a", address=ADDRESS, display=ADDRESS)
+    theirs = Channel.objects.create(
+        owner=other_member, kind="email", name="b", address=ADDRESS, display=ADDRESS
+    )
+    EmailConfirmation.objects.create(channel=mine, address=ADDRESS, open_for=ADDRESS.lower())
+    with pytest.raises(IntegrityError), transaction.atomic():
+        EmailConfirmation.objects.create(channel=theirs, address=ADDRESS, open_for=ADDRESS.lower())
