@@ -44,7 +44,15 @@ def test_the_page_offers_a_viewer_email_to_their_own_address_only(vic, viewer_cl
 
     own = viewer_client.post("/notify/channels/add/", {"kind": "email", "address": "VIC@example.org"})
     assert own.status_code == 302
-    assert Channel.objects.get().awaits_confirmation  # their own address is confirmed like any other
+    channel = Channel.objects.get()
+    assert channel.awaits_confirmation  # their own address is confirmed like any other
+
+    moved = viewer_client.post(
+        f"/notify/channels/{channel.pk}/", {"name": "Mail", "address": "boss@example.org"}
+    )
+    assert moved.status_code == 400 and "their own address only" in moved.content.decode()
+    channel.refresh_from_db()
+    assert channel.address == "VIC@example.org"
 
 
 @pytest.mark.parametrize(
