@@ -24,6 +24,7 @@ from ninja.responses import Status
 from pydantic import BaseModel
 
 from hub.api_auth import require_scope
+from hub.links import link_origin
 from hub.ratelimit import RateLimited
 from jobs.doors.filters import decode_cursor, encode_cursor
 from jobs.kinds.schemas import ErrorOut
@@ -63,6 +64,7 @@ def channel_out(request: HttpRequest, channel: Channel) -> dict[str, Any]:
         "enabled": channel.enabled,
         "display": channel.display,
         "address": channel.address if channel.kind == Channel.Kind.EMAIL else "",
+        "awaits_confirmation": channel.awaits_confirmation,
         "events": [event.value for event, flag in EVENT_FLAGS.items() if getattr(channel, flag)],
         **{flag: getattr(channel, flag) for flag in EVENT_FLAGS.values()},
         "created": channel.created,
@@ -125,6 +127,11 @@ def _channel(request: HttpRequest, channel_id: str) -> Channel:
     return selectors.channel_or_404(request.user, channel_id)
 
 
+def _origin(request: HttpRequest):
+    """Links in the confirmation mails this request causes (``hub.links``), asked for only when one is sent."""
+    return lambda: link_origin(request)
+
+
 # -- routes ---------------------------------------------------------------------------------------------------
 @router.get(
     "/channels",
@@ -154,7 +161,9 @@ def channel_list(
 def channel_create(request: HttpRequest, payload: ChannelIn):
     """An email, Apprise or webhook channel, checked as the page's add form checks it. Fields left out take the
     form's defaults: on, with "finished" and "failed" ticked (household channels: only "the disk is full"). Web Push
-    channels come from a browser (the Notifications page subscribes it), not from here."""
+    channels come from a browser (the Notifications page subscribes it), not from here. Viewers may add email to
+    their own address only (403 otherwise). An email channel sends nothing until its address is confirmed through
+    the link mailed to it (`awaits_confirmation`)."""
     require_scope(request, SUBMIT)
     given = _given(payload)
     household = bool(given.pop("household", False))
@@ -165,6 +174,7 @@ def channel_create(request: HttpRequest, payload: ChannelIn):
     data = form.cleaned_data
     channel = services.channel_add(
         by=request.user,
+        link_origin=_origin(request),
         household=household,
         kind=data["kind"],
         enabled=data["enabled"],
@@ -200,6 +210,8 @@ def channel_update(request: HttpRequest, channel_id: str, payload: ChannelPatchI
     data = form.cleaned_data
     services.channel_update(
         channel=channel,
+        by=request.user,
+        link_origin=_origin(request),
         enabled=data["enabled"],
         **form.channel_values(),
     )
@@ -235,6 +247,21 @@ def channel_test(request: HttpRequest, channel_id: str):
     except services.TestTooSoon as exc:
         raise TestTooSoonError(str(exc), exc.retry_after) from None
     return Status(202, delivery_out(delivery))
+
+
+@router.post(
+    "/channels/{channel_id}/confirm",
+    url_name="notify_channel_confirm_resend",
+    response={202: ChannelOut, **ERRORS},
+    summary="Resend an email channel's confirmation link",
+)
+def channel_confirm_resend(request: HttpRequest, channel_id: str):
+    """Mail the confirmation link again (the earlier one stops working). 422 when the address is confirmed
+    already, another channel's link to it is still waiting, or you asked for 5 within the hour."""
+    require_scope(request, SUBMIT)
+    channel = _channel(request, channel_id)
+    services.channel_confirm_resend(channel=channel, by=request.user, link_origin=_origin(request))
+    return Status(202, channel_out(request, channel))
 
 
 @router.get(

@@ -26,7 +26,12 @@ class ChannelForm(forms.Form):
     name = forms.CharField(
         max_length=100, required=False, label="Name", help_text="So you can tell them apart."
     )
-    address = forms.EmailField(required=False, label="Email address", max_length=254)
+    address = forms.EmailField(
+        required=False,
+        label="Email address",
+        max_length=254,
+        help_text="A link to confirm it is mailed there: the channel sends nothing until it is opened.",
+    )
     url = forms.CharField(
         required=False,
         max_length=2000,
@@ -56,10 +61,20 @@ class ChannelForm(forms.Form):
         required=False, initial=True, label="When the hub's disk is full (a result waits for space)"
     )
 
-    def __init__(self, *args, channel: Channel | None = None, household: bool = False, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        channel: Channel | None = None,
+        household: bool = False,
+        kinds: tuple[str, ...] | None = None,
+        own_address: str = "",
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.channel = channel
         self.household = household
+        if kinds is not None:
+            self._offer_only(kinds, own_address)
         if household:
             del self.fields["on_done"], self.fields["on_failed"], self.fields["on_started"]
         else:
@@ -76,6 +91,20 @@ class ChannelForm(forms.Form):
             self.fields["secret"].help_text = "Leave empty to keep the stored one."
             for name in ("name", "address", "enabled", *self.event_fields):
                 self.fields[name].initial = getattr(channel, name)
+
+    def _offer_only(self, kinds: tuple[str, ...], own_address: str) -> None:
+        """The page offers only what this person may add (``notify.selectors.channel_kinds_for``); the service
+        refuses the rest whatever a request sends."""
+        self.fields["kind"].choices = [(k, label) for k, label in KINDS if k in kinds]
+        if Channel.Kind.APPRISE not in kinds:  # a viewer: their own address, by email
+            del self.fields["url"], self.fields["secret"]
+            self.fields["kind"].initial = Channel.Kind.EMAIL
+            self.fields["address"].initial = own_address
+            self.fields[
+                "address"
+            ].help_text = (
+                "Viewers: your own address, as on the Settings page. A link to confirm it is mailed there."
+            )
 
     @property
     def event_fields(self) -> list[str]:
@@ -128,7 +157,7 @@ class ChannelForm(forms.Form):
         return {
             "name": data["name"],
             "address": data["address"],
-            "url": data["url"],
-            "secret": data["secret"],
+            "url": data.get("url", ""),
+            "secret": data.get("secret", ""),
             **self.event_values(),
         }

@@ -4,6 +4,9 @@ A Channel belongs to one person, or to nobody: a household channel, set by admin
 itself (the queue ran empty, a device is locked). Its secrets (a webhook's URL and signing secret, an Apprise
 URL, a Web Push subscription) are sealed at rest (``notify.crypto``) and only ever shown masked (``display``).
 
+An email channel sends nothing until its address is confirmed: an EmailConfirmation is one mail with a link
+that proves the mailbox's owner wants these messages (``notify.confirm`` holds the rules).
+
 A Delivery is one attempt: the task that sends it first claims the row (pending → sending, a conditional
 UPDATE), so a task run twice sends once. A failed attempt that may succeed later is marked ``retrying`` and
 the next attempt is a new row with ``attempt + 1``, so every try stays on record with its reason.
@@ -68,6 +71,9 @@ class Channel(models.Model):
     # household channels only; on by default: a result waits for space until someone frees it
     on_disk_full = models.BooleanField(default=True)
     address = models.EmailField(blank=True, default="")  # email: not a secret, shown in full
+    # Email: the address whose owner opened the confirmation link (notify.confirm). Until it equals ``address``
+    # the channel sends nothing: the hub writes to nobody who did not ask for it.
+    confirmed_address = models.EmailField(blank=True, default="")
     sealed = models.TextField(
         blank=True, default="", editable=False
     )  # notify.crypto: URL, secret, subscription
@@ -94,6 +100,11 @@ class Channel(models.Model):
         """The channels that want ``event``: turned on, with its flag set. The one place for the rule: every
         delivery's channels are chosen by it (``notify.services.notify_event``)."""
         return models.Q(enabled=True, **{EVENT_FLAGS[Event(event)]: True})
+
+    @property
+    def awaits_confirmation(self) -> bool:
+        """An email channel whose current address has not been confirmed through its link (it sends nothing)."""
+        return self.kind == self.Kind.EMAIL and self.confirmed_address != self.address
 
     @property
     def event_labels(self) -> list[str]:
@@ -140,3 +151,45 @@ class Delivery(models.Model):
 
     def __str__(self) -> str:
         return f"{self.event} → channel {self.channel_id} (attempt {self.attempt}): {self.status}"
+
+
+class EmailConfirmation(models.Model):
+    """One confirmation mail: asked for by ``requested_by`` for ``channel``'s address ``address``.
+
+    Open (``outcome`` empty) until it is confirmed, replaced by a newer one for the same channel, cancelled (the
+    channel was deleted or its address changed) or found expired; open and younger than
+    ``notify.confirm.CONFIRM_TTL`` it is pending. The rows outlive their channel (SET_NULL), so the limits (one pending per address, so many mails
+    an hour per person) can't be reset by deleting a channel and adding it again.
+    """
+
+    class Outcome(models.TextChoices):
+        OPEN = "", "Waiting"
+        CONFIRMED = "confirmed", "Confirmed"
+        REPLACED = "replaced", "Replaced by a newer link"
+        CANCELLED = "cancelled", "Cancelled"
+        EXPIRED = "expired", "Expired"
+
+    channel = models.ForeignKey(
+        Channel, null=True, blank=True, on_delete=models.SET_NULL, related_name="confirmations"
+    )
+    address = models.EmailField()
+    # The address in lower case while the row is open, else NULL: one open link per address, kept by the database
+    # itself, so two requests racing for one address can't both send (NULLs never collide).
+    open_for = models.CharField(max_length=254, null=True, blank=True, unique=True, editable=False)
+    requested_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)  # the worker handed the mail to the mail server
+    outcome = models.CharField(max_length=10, choices=Outcome.choices, default=Outcome.OPEN, blank=True)
+    closed_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-created", "-id"]
+        indexes = [
+            models.Index(fields=["address", "outcome", "created"], name="notify_confirm_address_idx"),
+            models.Index(fields=["requested_by", "created"], name="notify_confirm_by_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"confirmation {self.pk} of channel {self.channel_id}: {self.outcome or 'open'}"

@@ -70,6 +70,9 @@ class ChannelOut(Schema):
     enabled: bool
     display: str = Field(description="The masked settings (e.g. `https://host/… · signed`); never a secret.")
     address: str = Field(description="Email channels: the address (not a secret); empty otherwise.")
+    awaits_confirmation: bool = Field(
+        description="Email channels: true until the link mailed to the address is opened; it sends nothing till then."
+    )
     events: list[str] = Field(description="The events it is subscribed to, e.g. `job.done`.")
     on_done: bool
     on_failed: bool

@@ -19,6 +19,17 @@ from notify.models import Channel, Delivery
 RECENT_SHOWN = 30
 HOUSEHOLD_ONLY = "Household channels are for admins."
 NO_SUCH_CHANNEL = "No such channel."
+#: Viewers watch: their own browser, and mail to their own confirmed address. A webhook or an Apprise URL is a way
+#: to make the hub call any address on the network or write to any service in the household's name.
+VIEWER_KINDS = (Channel.Kind.BROWSER, Channel.Kind.EMAIL)
+VIEWER_KIND_REFUSED = (
+    "Viewers can have notifications in their browser (Web Push) or by email to their own address; webhooks and "
+    "Apprise channels are for members and admins."
+)
+
+
+class ChannelRefused(PermissionDenied):
+    """A channel this person may not have (its kind, or an address not theirs): ``str()`` says why."""
 
 
 def may_manage_household(user: Any) -> bool:
@@ -29,6 +40,52 @@ def require_household_admin(user: Any) -> None:
     """PermissionDenied unless ``user`` may see and change household channels (admins)."""
     if not may_manage_household(user):
         raise PermissionDenied(HOUSEHOLD_ONLY)
+
+
+def channel_kinds_for(user: Any) -> tuple[str, ...]:
+    """The kinds of channel ``user`` may add: any for people who may submit (members, admins: the accounts rule,
+    ``User.can_submit``), :data:`VIEWER_KINDS` for viewers."""
+    return tuple(Channel.Kind.values) if getattr(user, "can_submit", False) else VIEWER_KINDS
+
+
+def channel_refusal(user: Any, *, kind: str, address: str = "") -> str:
+    """Why ``user`` may not have a channel of ``kind`` writing to ``address``; "" when they may. The one rule for
+    every door (the pages, /api/notify, the test button) and for each delivery (a person who became a viewer
+    keeps their channels, which then send nothing)."""
+    if kind not in channel_kinds_for(user):
+        return VIEWER_KIND_REFUSED
+    if kind == Channel.Kind.EMAIL and not getattr(user, "can_submit", False):
+        own = (getattr(user, "email", "") or "").strip()
+        if not own:
+            return (
+                "Viewers can have email sent to their own address only: add yours on the Settings page first."
+            )
+        if address.strip().lower() != own.lower():
+            return f"Viewers can have email sent to their own address only ({own}, from the Settings page)."
+    return ""
+
+
+def require_channel_allowed(user: Any, *, kind: str, address: str = "") -> None:
+    """:class:`ChannelRefused` (a 403 on the API, a form error on the pages) unless :func:`channel_refusal` is
+    empty."""
+    refusal = channel_refusal(user, kind=kind, address=address)
+    if refusal:
+        raise ChannelRefused(refusal)
+
+
+def channel_silent_reason(channel: Channel) -> str:
+    """Why ``channel`` may send nothing at all now ("" when it may): its owner may not have such a channel any
+    more, or its address waits for confirmation. Household channels are their admins' (no owner to ask)."""
+    if channel.owner_id is not None:
+        refusal = channel_refusal(channel.owner, kind=channel.kind, address=channel.address)
+        if refusal:
+            return refusal
+    if channel.awaits_confirmation:
+        return (
+            "its address has not been confirmed yet: open the link mailed to it (the Notifications page "
+            "sends it again)"
+        )
+    return ""
 
 
 def channels_of(user: Any) -> QuerySet[Channel]:

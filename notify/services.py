@@ -18,6 +18,7 @@ import datetime as dt
 import logging
 import secrets as _secrets
 import uuid
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -33,9 +34,14 @@ from hub.disk import disk_space
 from jobs.core.changes import Changes
 from jobs.live.fragments import job_title
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
-from notify import crypto, senders
+from notify import confirm, crypto, senders
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
-from notify.selectors import require_household_admin
+from notify.selectors import (
+    ChannelRefused,
+    channel_silent_reason,
+    require_channel_allowed,
+    require_household_admin,
+)
 
 logger = logging.getLogger("notify")
 
@@ -124,7 +130,7 @@ def channel_create(
     channel = Channel(
         owner=owner,
         kind=kind,
-        name=name.strip() or Channel.Kind(kind).label,
+        name=confirm.name_line(name) or Channel.Kind(kind).label,
         address=address,
         enabled=enabled,
     )
@@ -139,12 +145,31 @@ def channel_create(
     return channel
 
 
-def channel_add(*, by: Any, household: bool = False, **fields: Any) -> Channel:
+def channel_add(
+    *, by: Any, link_origin: Callable[[], str], household: bool = False, **fields: Any
+) -> Channel:
     """A channel added by ``by`` through a door (page or API): theirs, or with ``household`` a household channel,
-    which only admins may add (PermissionDenied). The rest as :func:`channel_create`."""
+    which only admins may add (PermissionDenied). A kind or address ``by`` may not have is ChannelRefused
+    (``notify.selectors.channel_refusal``). An email channel starts unconfirmed and its address is asked to
+    confirm, with links on ``link_origin()`` (``notify.confirm``); a refusal there adds nothing. The rest as
+    :func:`channel_create`."""
     if household:
         require_household_admin(by)
-    return channel_create(owner=None if household else by, **fields)
+    require_channel_allowed(by, kind=fields.get("kind", ""), address=fields.get("address", ""))
+    with transaction.atomic():
+        channel = channel_create(owner=None if household else by, **fields)
+        if channel.kind == Channel.Kind.EMAIL:
+            confirm.confirmation_request(channel=channel, by=by, link_origin=link_origin)
+    return channel
+
+
+def channel_confirm_resend(*, channel: Channel, by: Any, link_origin: Callable[[], str]) -> None:
+    """Mail the confirmation link of an email channel again (the earlier link stops working); the limits are
+    ``notify.confirm``'s. ValidationError when there is nothing to confirm."""
+    if not channel.awaits_confirmation:
+        raise ValidationError("This channel's address is confirmed already: there is nothing to resend.")
+    with transaction.atomic():
+        confirm.confirmation_request(channel=channel, by=by, link_origin=link_origin)
 
 
 def _apply_events(channel: Channel, events: dict[str, bool]) -> None:
@@ -159,6 +184,8 @@ def _apply_events(channel: Channel, events: dict[str, bool]) -> None:
 def channel_update(
     *,
     channel: Channel,
+    by: Any = None,
+    link_origin: Callable[[], str] | None = None,
     name: str | None = None,
     enabled: bool | None = None,
     address: str | None = None,
@@ -166,13 +193,18 @@ def channel_update(
     secret: str = "",
     **events: bool,
 ) -> Channel:
-    """Change a channel. An empty ``url``/``secret`` keeps the stored one (they are never shown back)."""
+    """Change a channel. An empty ``url``/``secret`` keeps the stored one (they are never shown back). A new email
+    address must be one the channel's owner may have, waits for confirmation, and is asked for it as
+    :func:`channel_add` asks (``by`` and ``link_origin`` are needed then)."""
     if name is not None:
-        channel.name = name.strip() or channel.name
+        channel.name = confirm.name_line(name) or channel.name
     if enabled is not None:
         channel.enabled = enabled
-    if channel.kind == Channel.Kind.EMAIL and address:
-        channel.address = channel.display = address
+    readdressed = channel.kind == Channel.Kind.EMAIL and bool(address) and address != channel.address
+    if readdressed and channel.owner_id is not None:
+        require_channel_allowed(channel.owner, kind=channel.kind, address=address or "")
+    if readdressed:
+        channel.address = channel.display = address or ""
     if channel.kind in (Channel.Kind.WEBHOOK, Channel.Kind.APPRISE) and (url or secret):
         try:
             stored = crypto.unseal(channel.sealed)
@@ -187,12 +219,24 @@ def channel_update(
         channel.sealed, channel.display = crypto.seal(sealed), display
     _apply_events(channel, events)
     channel.full_clean()
-    channel.save()
+    with transaction.atomic():
+        channel.save()
+        if readdressed:  # the old address's link stops working; the new one is asked (a refusal undoes all)
+            confirm.confirmations_cancel(channel=channel)
+            confirm.confirmation_request(channel=channel, by=by, link_origin=link_origin or _no_origin)
     return channel
 
 
+def _no_origin() -> str:
+    raise ValueError("a new email address needs the door's link_origin for its confirmation mail")
+
+
 def channel_delete(*, channel: Channel) -> None:
-    channel.delete()  # its deliveries go with it
+    with transaction.atomic():
+        confirm.confirmations_cancel(
+            channel=channel
+        )  # its pending link no longer blocks another to the address
+        channel.delete()  # its deliveries go with it
 
 
 def browser_subscribe(*, owner: Any, subscription: dict[str, Any], name: str = "") -> Channel:
@@ -251,7 +295,11 @@ def _test_allowed(channel: Channel, now: dt.datetime) -> None:
 
 def channel_test(*, channel: Channel) -> Delivery:
     """ "Send a test": one delivery of the test event, through the same task and retries as the real ones.
-    Raises TestTooSoon past the limits (``TEST_COOLDOWN`` per channel, ``TEST_PER_HOUR`` per person)."""
+    Raises TestTooSoon past the limits (``TEST_COOLDOWN`` per channel, ``TEST_PER_HOUR`` per person), and
+    ChannelRefused for a channel that may send nothing now (``notify.selectors.channel_silent_reason``)."""
+    silent = channel_silent_reason(channel)
+    if silent:
+        raise ChannelRefused(f"“{channel.name}” sends nothing: {silent}.")
     _test_allowed(channel, timezone.now())
     delivery = Delivery.objects.create(channel=channel, event=Event.TEST, key=f"test:{uuid.uuid4().hex}")
     _enqueue(delivery.pk)
@@ -386,12 +434,15 @@ def delivery_attempt(*, delivery_id: int) -> str:
     )
     if not claimed:
         return ""
-    delivery = Delivery.objects.select_related("channel", "job", "job__owner", "job__device", "device").get(
-        pk=delivery_id
-    )
+    delivery = Delivery.objects.select_related(
+        "channel", "channel__owner", "job", "job__owner", "job__device", "device"
+    ).get(pk=delivery_id)
     channel = delivery.channel
     if not channel.enabled and delivery.event != Event.TEST:
         return _finish(delivery, Delivery.Status.FAILED, "the channel was turned off before it was sent")
+    silent = channel_silent_reason(channel)  # checked at sending: an address can be changed after the event
+    if silent:
+        return _finish(delivery, Delivery.Status.FAILED, f"not sent: {silent}")
     stored: dict[str, Any] = {}
     try:
         stored = crypto.unseal(channel.sealed)
@@ -502,7 +553,9 @@ def build_message(delivery: Delivery) -> senders.Message:
         body = "The hub could not take its daily backup. The Health page says why."
     else:
         path, data = "/notify/", {}
-        title, body = "Test from Tiiny Hub", f"If you read this, “{delivery.channel.name}” works."
+        # The name is the person's, not the hub's: on its own labelled line, plain text, never the first words.
+        title = "Test from Tiiny Hub"
+        body = f"This is a test: if you read it, the channel works.\nChannel: “{confirm.name_line(delivery.channel.name)}”"
     return senders.Message(
         event=event,
         title=title,

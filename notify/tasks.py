@@ -1,12 +1,16 @@
 """Celery tasks: thin, id-taking ways into ``notify.services``. Safe to run twice (the row is claimed first).
 
-``notify.services`` sends them by name (``notify.tasks.deliver``) and never imports this module.
+``notify.services`` and ``notify.confirm`` send them by name (``notify.tasks.deliver``, ``notify.tasks.confirm_mail``)
+and never import this module.
 """
 
 from __future__ import annotations
 
+from smtplib import SMTPException
+
 from celery import shared_task
 
+from notify.confirm import confirmation_mail_send
 from notify.services import delivery_attempt, delivery_sweep
 
 
@@ -20,3 +24,14 @@ def deliver(delivery_id: int) -> str:
 def sweep() -> int:
     """Beat, every minute: deliveries whose task was lost (see ``notify.services.delivery_sweep``)."""
     return delivery_sweep()
+
+
+@shared_task(
+    ignore_result=True,
+    autoretry_for=(OSError, SMTPException),  # a mail server that is down or slow: try again, a few times
+    retry_backoff=30,
+    max_retries=3,
+)
+def confirm_mail(confirmation_id: int, origin: str) -> bool:
+    """One email-confirmation mail; the link's token is made here, so none travels through the broker."""
+    return confirmation_mail_send(confirmation_id=confirmation_id, origin=origin)

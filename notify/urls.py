@@ -11,6 +11,12 @@ urlpatterns = [
     path("channels/<int:channel_id>/", views.channel_edit, name="notify-channel-edit"),
     path("channels/<int:channel_id>/delete/", views.channel_delete, name="notify-channel-delete"),
     path("channels/<int:channel_id>/test/", views.channel_test, name="notify-channel-test"),
+    path(
+        "channels/<int:channel_id>/confirm/",
+        views.channel_confirm_resend,
+        name="notify-channel-confirm-resend",
+    ),
+    path("confirm/<str:token>/", views.confirm_address, name="notify-confirm"),
     path("jobs/<int:job_id>/deliveries/", views.job_deliveries_box, name="notify-job-deliveries"),
     path("push/key/", views.push_key, name="notify-push-key"),
     path("push/subscribe/", views.push_subscribe, name="notify-push-subscribe"),

@@ -17,17 +17,17 @@ import datetime as dt
 import hashlib
 import re
 import secrets
-import socket
 
-from django.conf import settings
 from django.core.exceptions import PermissionDenied, ValidationError
 from django.db import IntegrityError, transaction
 from django.db.models import QuerySet
+from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import name_taken, user_create
+from hub.links import link_origin
 
 SECRET_BYTES = 32  # token_urlsafe(32) -> 43 characters
 PREFIX_LEN = 8
@@ -145,24 +145,7 @@ def invitations_pending() -> QuerySet[Invitation]:
     )
 
 
-def hub_base_url(request=None) -> str:
-    """The address people open the hub at: ``HUB_PUBLIC_URL`` when set, else the request's own, else (the
-    command line) the address the hub serves on (HUB_HOST:HUB_PORT; a wildcard bind gives the machine's
-    name instead, which the other machines of a LAN can usually resolve)."""
-    if settings.HUB_PUBLIC_URL:
-        return settings.HUB_PUBLIC_URL
-    if request is not None:
-        return request.build_absolute_uri("/").rstrip("/")
-    host = settings.HUB_HOST
-    if host in ("", "0.0.0.0", "::", "[::]"):
-        host = socket.gethostname() or "localhost"
-    elif ":" in host and not host.startswith("["):
-        host = f"[{host}]"
-    scheme = "https" if settings.HUB_HTTPS else "http"
-    default_port = 443 if settings.HUB_HTTPS else 80
-    port = "" if settings.HUB_PORT == default_port else f":{settings.HUB_PORT}"
-    return f"{scheme}://{host}{port}"
-
-
-def invitation_url(raw: str, *, request=None) -> str:
-    return hub_base_url(request) + reverse("accounts-invitation-accept", args=[raw])
+def invitation_url(raw: str, *, request: HttpRequest | None = None) -> str:
+    """The link that accepts ``raw``, on :func:`hub.links.link_origin` (NoLinkOrigin when the request's Host is no
+    address to send people to)."""
+    return link_origin(request) + reverse("accounts-invitation-accept", args=[raw])

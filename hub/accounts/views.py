@@ -30,6 +30,7 @@ from hub.accounts.lockout import locked_usernames, signin_unlock, unlocks_recent
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import user_create_or_update, user_set_active, user_set_one_time_password
 from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to
+from hub.links import NoLinkOrigin, link_origin
 
 
 def _page(request: HttpRequest, form: PersonAddForm | None = None, **extra) -> dict:
@@ -138,14 +139,18 @@ def invitation_add(request: HttpRequest) -> HttpResponse:
         return render(request, "accounts/people.html", _page(request, invite_form=form), status=400)
     data = form.cleaned_data
     try:
+        link_origin(request)  # before the invitation is made: its secret is shown this once, with its link
         invitation, raw = invitation_create(
             role=data["role"], created_by=request.user, expires_days=data["expires_days"], note=data["note"]
         )
+    except NoLinkOrigin as exc:
+        form.add_error(None, exc.fix)  # admins only here: the fix may name the Host and the settings
     except ValidationError as exc:
         form.add_error(None, exc)
-        return render(request, "accounts/people.html", _page(request, invite_form=form), status=400)
-    context = _page(request, invited=invitation, invite_link=invitation_url(raw, request=request))
-    return _secret_page(render(request, "accounts/people.html", context, status=201))
+    else:
+        context = _page(request, invited=invitation, invite_link=invitation_url(raw, request=request))
+        return _secret_page(render(request, "accounts/people.html", context, status=201))
+    return render(request, "accounts/people.html", _page(request, invite_form=form), status=400)
 
 
 @admin_required

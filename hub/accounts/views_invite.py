@@ -19,14 +19,10 @@ from django.views.decorators.http import require_http_methods
 
 from hub.accounts.backends import signin_address
 from hub.accounts.forms import HubPasswordResetForm, InvitationAcceptForm, PersonalSettingsForm
-from hub.accounts.invitations import (
-    InvitationUnusable,
-    hub_base_url,
-    invitation_accept,
-    invitation_find,
-)
+from hub.accounts.invitations import InvitationUnusable, invitation_accept, invitation_find
 from hub.accounts.services import user_password_changed, user_update_settings
 from hub.accounts.throttle import over_limit
+from hub.links import NoLinkOrigin, link_origin
 
 #: Sign-ups tried per address and hour. A link's 256 random bits can't be guessed; the bound keeps a script
 #: from burning the CPU on password hashing or probing usernames through one link.
@@ -158,8 +154,13 @@ class PasswordResetView(InvalidIs400, auth_views.PasswordResetView):
         if wait:
             context = self.get_context_data(form=form, throttled_minutes=max(1, wait // 60))
             return self.render_to_response(context, status=429)
-        # Links are built on HUB_PUBLIC_URL when set (the address the request came in on may be an inside one).
-        form.save(base_url=hub_base_url(self.request))
+        try:
+            origin = link_origin(self.request)  # never a Host the request merely claims (hub.links)
+        except NoLinkOrigin as exc:
+            # Said for every address alike (it is about the hub, not the person), so it tells nothing.
+            form.add_error(None, exc)
+            return self.render_to_response(self.get_context_data(form=form), status=503)
+        form.save(base_url=origin)
         return redirect(self.get_success_url())
 
 

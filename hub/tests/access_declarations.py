@@ -150,6 +150,10 @@ DECLARATIONS: dict[str, dict] = {
     "notify-channel-edit": {"GET": "login 404 ok 404 404", "POST": "login 404 ok 404 404"},
     "notify-channel-delete": {"GET": NO, "POST": "login 404 ok 404 404"},
     "notify-channel-test": {"GET": NO, "POST": "login 404 ok 404 404"},
+    # the world's channel is a webhook: "nothing to resend" is a message on the page it goes back to
+    "notify-channel-confirm-resend": {"GET": NO, "POST": "login 404 ok 404 404"},
+    # an email confirmation's link, signed out like the mailbox that opens it (the world's token is no such link)
+    "notify-confirm": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     "notify-job-deliveries": {"GET": "login 404 ok 404 404", "POST": NO, "shared": "same"},
     "notify-push-key": {"GET": EVERYONE, "POST": NO},
     "notify-push-subscribe": {"GET": NO, "POST": "login 400 400 400 400"},  # {} holds no subscription
@@ -211,6 +215,8 @@ DECLARATIONS: dict[str, dict] = {
         for name in ("api:notify_channel_get", "api:notify_channel_update", "api:notify_channel_delete")
     },  # one route, three names; PATCH {} changes nothing
     "api:notify_channel_test": {"GET": API_NO, "POST": API_CHANGE_CHANNEL},
+    # a webhook has no address to confirm: 422 with the message
+    "api:notify_channel_confirm_resend": {"GET": API_NO, "POST": "401 403 400 404 404"},
     "api:notify_channel_deliveries": {"GET": API_OWN_CHANNEL, "POST": API_NO},
     # -- /v1 (OpenAI's shapes) ----------------------------------------------------------------------------
     "v1:videos": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},

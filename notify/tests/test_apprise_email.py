@@ -10,6 +10,7 @@ from django.core import mail
 from hub.tests.leakguard import register_key
 from notify.models import Delivery
 from notify.services import channel_create, channel_test, delivery_attempt
+from notify.tests.confirming import confirmed
 
 pytestmark = pytest.mark.django_db
 
@@ -27,7 +28,7 @@ def test_apprise_json_reaches_the_receiver(member, receiver):
     assert got.path == "/apprise-in"
     payload = json.loads(got.body)
     assert payload["title"] == "Test from Tiiny Hub"
-    assert "“Phone” works" in payload["message"]
+    assert "Channel: “Phone”" in payload["message"]
 
 
 def test_apprise_failure_is_recorded_without_the_token(member, receiver, fast_retries):
@@ -63,7 +64,7 @@ def test_an_unknown_apprise_url_is_refused_with_a_hint(member):
 
 def test_email_goes_through_the_configured_backend(member, settings):
     settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
-    channel = channel_create(owner=member, kind="email", name="Mail", address="mia@example.org")
+    channel = confirmed(channel_create(owner=member, kind="email", name="Mail", address="mia@example.org"))
     delivery = channel_test(channel=channel)
 
     assert delivery_attempt(delivery_id=delivery.pk) == "sent"

@@ -11,6 +11,7 @@ from hub.tests.leakguard import register_key
 from jobs.tests.ui_fixtures import make_job
 from notify.models import Channel, Delivery
 from notify.services import channel_create
+from notify.tests.confirming import confirmed
 
 pytestmark = pytest.mark.django_db
 SECRET = "whsec-page-3d1f0e9a8b7c"
@@ -81,7 +82,7 @@ def test_editing_keeps_the_stored_secret(member, member_client):
 
 
 def test_test_and_delete(member, member_client):
-    channel = channel_create(owner=member, kind="email", name="Mail", address="mia@example.org")
+    channel = confirmed(channel_create(owner=member, kind="email", name="Mail", address="mia@example.org"))
     assert member_client.post(f"/notify/channels/{channel.pk}/test/").status_code == 302
     (test,) = Delivery.objects.filter(channel=channel)
     assert test.event == "test" and test.status == "pending"
@@ -200,7 +201,7 @@ def test_send_a_test_is_limited_per_channel_and_per_person(member, member_client
 
     from notify import services
 
-    channel = channel_create(owner=member, kind="email", name="Mail", address="mia@example.org")
+    channel = confirmed(channel_create(owner=member, kind="email", name="Mail", address="mia@example.org"))
     url = f"/notify/channels/{channel.pk}/test/"
     assert member_client.post(url).status_code == 302
     page = member_client.post(url, follow=True).content.decode()
@@ -212,7 +213,7 @@ def test_send_a_test_is_limited_per_channel_and_per_person(member, member_client
     assert Delivery.objects.filter(channel=channel).count() == 2
 
     monkeypatch.setattr(services, "TEST_PER_HOUR", 3)
-    other = channel_create(owner=member, kind="email", name="Other", address="mia2@example.org")
+    other = confirmed(channel_create(owner=member, kind="email", name="Other", address="mia2@example.org"))
     Delivery.objects.update(created=timezone.now() - dt.timedelta(minutes=10))
     member_client.post(f"/notify/channels/{other.pk}/test/")
     assert Delivery.objects.filter(event="test").count() == 3

@@ -40,6 +40,17 @@ def test_the_people_page_creates_a_link_shown_once(admin_client):
     assert f'id="invitation-{invitation.pk}"' in again and "Oma&#x27;s tablet" in again
 
 
+def test_a_host_listed_without_its_port_makes_no_invitation_and_says_what_to_set(settings, admin_user):
+    settings.HUB_PUBLIC_URL = ""
+    settings.ALLOWED_HOSTS = ["hub.lan"]  # Django lets "hub.lan:6666" in: it ignores ports
+    browser = Client(HTTP_HOST="hub.lan:6666")
+    browser.force_login(admin_user)
+    response = browser.post("/accounts/people/invitations/new/", {"role": "member"})
+    html = response.content.decode()
+    assert response.status_code == 400 and "HUB_PUBLIC_URL" in html and "“hub.lan:6666”" in html
+    assert "/accounts/invite/" not in html and not Invitation.objects.exists()
+
+
 @pytest.mark.parametrize(
     "data, message",
     [

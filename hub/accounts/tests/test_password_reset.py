@@ -84,6 +84,25 @@ def test_a_reset_by_email_end_to_end(mia, admin_user, django_capture_on_commit_c
     assert stranger().post("/accounts/login/", {"username": "mia", "password": NEW}).status_code == 302
 
 
+def test_a_host_that_is_not_listed_with_its_port_gets_no_link_mailed(
+    settings, mia, django_capture_on_commit_callbacks
+):
+    settings.HUB_PUBLIC_URL = ""
+    settings.ALLOWED_HOSTS = ["hub.lan", ".example.com"]  # Django lets both requests below in
+    for host in ("hub.lan:6666", "attacker.example.com"):
+        browser = Client(REMOTE_ADDR=f"10.34.{next(_addresses)}.1", HTTP_HOST=host)
+        with django_capture_on_commit_callbacks(execute=True) as queued:
+            response = browser.post("/accounts/password/reset/", {"email": "mia@example.com"})
+        assert response.status_code == 503 and b'id="reset-no-link"' in response.content
+        assert b"HUB_PUBLIC_URL" in response.content and host.encode() not in response.content
+        assert queued == [] and mail.outbox == []
+    # Listed as written, port included: that address is meant.
+    settings.ALLOWED_HOSTS = ["hub.lan", "hub.lan:6666"]
+    listed = Client(REMOTE_ADDR=f"10.34.{next(_addresses)}.1", HTTP_HOST="hub.lan:6666")
+    response, queued = _ask(listed, "mia@example.com", django_capture_on_commit_callbacks)
+    assert response.status_code == 302 and [c.args for c in queued] == [(mia.pk, "http://hub.lan:6666")]
+
+
 def test_it_never_tells_whether_an_address_is_known(mia, django_capture_on_commit_callbacks):
     known, queued_known = _ask(stranger(), "mia@example.com", django_capture_on_commit_callbacks)
     unknown, queued_unknown = _ask(stranger(), "nobody@example.com", django_capture_on_commit_callbacks)
