@@ -24,7 +24,7 @@ from notify import vapid
 from notify.models import Delivery
 from notify.services import browser_subscribe, delivery_attempt, notify_event
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback")]
 
 
 def b64u(data: bytes) -> str:
