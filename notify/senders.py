@@ -211,6 +211,8 @@ def send_webhook(url: str, secret: str, message: Message) -> None:
             response = client.post(url, content=body, headers=headers)
     except targets.Blocked:
         raise SendError(targets.BLOCKED, permanent=True) from None
+    except httpx.InvalidURL:  # e.g. a host httpx reads as a malformed IPv4 address (0177.0.0.1)
+        raise SendError("blocked: not a URL the hub can call", permanent=True) from None
     except httpx.TimeoutException:
         raise SendError("no answer in time") from None
     except httpx.ConnectError:

@@ -145,20 +145,25 @@ def allowed_hosts() -> Allowed:
 
 
 # -- the check -------------------------------------------------------------------------------------------------
+def _addresses(host: str, port: int) -> list[IPAddress]:
+    """``host``'s addresses: itself when it is one, else what :func:`resolve` answers (Unresolvable if none)."""
+    ip = literal(host)
+    if ip is not None:
+        return [ip]
+    try:
+        addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in resolve(host, port)]
+    except (socket.gaierror, UnicodeError) as exc:
+        raise Unresolvable(str(exc)) from None
+    if not addresses:
+        raise Unresolvable(host)
+    return addresses
+
+
 def checked_addresses(host: str, port: int, allowed: Allowed) -> list[IPAddress]:
     """The addresses to connect to for ``host:port``: every one public, or allowed. Raises :class:`Blocked`
     when any is neither (a name answering one public and one private address is refused whole: which one a
     client picks is not ours to know), :class:`Unresolvable` when the name has none."""
-    ip = literal(host)
-    if ip is not None:
-        addresses: list[IPAddress] = [ip]
-    else:
-        try:
-            addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in resolve(host, port)]
-        except (socket.gaierror, UnicodeError) as exc:
-            raise Unresolvable(str(exc)) from None
-        if not addresses:
-            raise Unresolvable(host)
+    addresses = _addresses(host, port)
     for address in addresses:
         if not is_public(address) and not allowed.permits(host, port, address):
             raise Blocked
@@ -181,11 +186,13 @@ def refusal(host: str, port: int) -> str | None:
 
 
 def is_allowed_host(host: str, port: int) -> bool:
-    """True when an admin allowed ``host`` (by name, or by the address it is written as)."""
-    entries = allowed_hosts().entries
-    name = host.lower().rstrip(".")
-    ip = literal(name)
-    return any(h in {name, str(ip) if ip else name} and p in (None, port) for h, p in entries)
+    """True when an admin allowed ``host`` (by its name, or by every address it has)."""
+    allowed = allowed_hosts()
+    try:
+        addresses = _addresses(host, port)
+    except Unresolvable:
+        return False
+    return all(allowed.permits(host, port, address) for address in addresses)
 
 
 # -- connecting: httpx (webhooks) -------------------------------------------------------------------------------

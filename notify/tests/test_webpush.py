@@ -70,14 +70,6 @@ def check_vapid(authorization: str, *, audience: str) -> dict:
     return claims
 
 
-@pytest.fixture
-def vapid_key(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-    settings.NOTIFY_VAPID_PRIVATE_KEY = ""  # made lazily, as in a test run or before `make up`
-    register_key(vapid.private_key(), "the VAPID private key")
-    return vapid.private_key()
-
-
 def test_a_job_done_push_round_trip(member, device, receiver, vapid_key):
     service = receiver([201])
     browser = Browser(f"{service.url}/push/send/sub-1")
