@@ -26,6 +26,10 @@ from typing import Any
 
 import httpcore
 from django.conf import settings
+from django.core.exceptions import ValidationError
+
+from notify.models import PrivateHost
+from notify.selectors import require_household_admin
 
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
@@ -137,11 +141,29 @@ class Allowed:
 
 def allowed_hosts() -> Allowed:
     """What ``HUB_NOTIFY_PRIVATE_HOSTS`` and the Private hosts page allow, read once per delivery or check."""
-    from notify.models import PrivateHost  # the models import this module's parse_entry for their validation
-
     entries = [parse_entry(text) for text in settings.HUB_NOTIFY_PRIVATE_HOSTS]
     entries += PrivateHost.objects.values_list("host", "port")
     return Allowed(frozenset(entries))
+
+
+def private_host_add(*, by: Any, text: str) -> PrivateHost:
+    """Allow ``text`` (host or host:port) for every channel; admins only (PermissionDenied)."""
+    require_household_admin(by)
+    try:
+        host, port = parse_entry(text)
+    except ValueError:
+        raise ValidationError(
+            {"host": "Write a host name or address, with a port if you like: ha.lan, 192.168.1.20:8123, "
+             "[fd00::5]:8080."}
+        ) from None  # fmt: skip
+    row, _ = PrivateHost.objects.get_or_create(host=host, port=port, defaults={"added_by": by})
+    return row
+
+
+def private_host_remove(*, by: Any, host_id: int) -> None:
+    """No channel reaches that host any more (the next send is blocked); admins only."""
+    require_household_admin(by)
+    PrivateHost.objects.filter(pk=host_id).delete()
 
 
 # -- the check -------------------------------------------------------------------------------------------------
