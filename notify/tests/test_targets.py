@@ -226,12 +226,10 @@ def test_a_name_is_not_read_as_an_address():
 
 
 def test_apprise_services_whose_target_cant_be_checked_are_refused(member):
-    for url in ("mailtos://user:pass@mail.lan", "xmpp://a@b.lan", "syslog://10.0.0.1"):
+    for url in ("mailtos://user:pass@mail.lan", "rsyslog://10.0.0.1", "syslog://"):  # SMTP, UDP, local
         with pytest.raises(ValidationError) as refused:
             make(member, "apprise", url=url)
-        assert "only to services whose target it can check" in str(refused.value) or "does not know" in str(
-            refused.value
-        )
+        assert refused.value.message_dict == {"url": [senders.APPRISE_REFUSED]}
     # one stored before the rule: sent nowhere
     channel = Channel.objects.create(
         owner=member, kind="apprise", name="old", sealed=crypto.seal({"url": "mailtos://user:pass@mail.lan"})
@@ -290,3 +288,21 @@ def test_the_webhook_body_is_what_arrives(member, receiver, names, settings):
     channel = make(member, "webhook", url=f"http://hook.test:{r.server.server_address[1]}/in")
     assert delivery_attempt(delivery_id=channel_test(channel=channel).pk) == "sent"
     assert json.loads(r.wait(1)[0].body)["event"] == "test"
+
+
+def test_every_door_refuses_a_private_target(member, member_client, names):
+    """The probe from outside: the page (400) and the API (422, its answer to invalid input) keep nothing."""
+    from hub.accounts.tokens import token_create
+
+    answer = member_client.post(
+        "/notify/channels/add/", {"kind": "webhook", "url": "http://0x7f.1:6379/", "on_done": "on"}
+    )
+    assert answer.status_code == 400 and "private network" in answer.content.decode()
+    _, raw = token_create(user=member, name="script", scopes=["read", "submit"])
+    body = {"kind": "apprise", "url": "json://loop.test:8123/in?method=DELETE"}
+    answer = member_client.generic(
+        "POST", "/api/notify/channels", json.dumps(body), content_type="application/json",
+        headers={"Authorization": f"Bearer {raw}"},
+    )  # fmt: skip
+    assert answer.status_code == 422 and "private network" in answer.content.decode()
+    assert not Channel.objects.exists()
