@@ -456,7 +456,8 @@ NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webho
 # the Private hosts page.
 HUB_NOTIFY_PRIVATE_HOSTS = env_list("HUB_NOTIFY_PRIVATE_HOSTS", [])
 for _entry in HUB_NOTIFY_PRIVATE_HOSTS:
-    if not re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^\s/@?#:\[\]]+)(:\d{1,5})?|[0-9a-fA-F:.]+", _entry):
+    _match = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^\s/@?#:\[\]]+)(?::(\d{1,5}))?|[0-9a-fA-F:.]+", _entry)
+    if not _match or not 0 < int(_match.group(2) or 1) < 65536:
         raise SettingError(
             f"HUB_NOTIFY_PRIVATE_HOSTS: {_entry!r} is not a host or host:port (e.g. ha.lan:8123,192.168.1.20)"
         )

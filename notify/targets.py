@@ -174,7 +174,7 @@ def _addresses(host: str, port: int) -> list[IPAddress]:
         return [ip]
     try:
         addresses = [ipaddress.ip_address(a.split("%", 1)[0]) for a in resolve(host, port)]
-    except (socket.gaierror, UnicodeError) as exc:
+    except (socket.gaierror, UnicodeError, ValueError) as exc:  # ValueError: a name no resolver could take
         raise Unresolvable(str(exc)) from None
     if not addresses:
         raise Unresolvable(host)
