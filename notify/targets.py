@@ -34,8 +34,8 @@ from notify.selectors import require_household_admin
 IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 BLOCKED = (
-    "blocked: a private address (an admin can allow its host on the Notifications page's Private hosts, "
-    "or in HUB_NOTIFY_PRIVATE_HOSTS)"
+    "blocked: a private address (an admin can allow its host: Household notifications → Private hosts, "
+    "or HUB_NOTIFY_PRIVATE_HOSTS)"
 )
 
 # Ranges ipaddress counts as global that still reach no public host: IPv4-compatible IPv6 (::a.b.c.d) and the
@@ -200,7 +200,7 @@ def refusal(host: str, port: int) -> str | None:
     except Blocked:
         return (
             "This target is on the hub's own machine or the private network. An admin can allow its host "
-            "on the Private hosts page."
+            "(Household notifications → Private hosts)."
         )
     except Unresolvable:
         return None
