@@ -1,5 +1,6 @@
 """Notification pages: my channels (/notify/), the household's (/notify/household/, admins), one channel's edit
-page, the test button, this browser's Web Push subscription, and the service worker at the site's root."""
+page, the test button, the private hosts channels may reach (/notify/private-hosts/, admins), this browser's Web
+Push subscription, and the service worker at the site's root."""
 
 from __future__ import annotations
 
