@@ -96,24 +96,34 @@ class AppriseTarget:
     scheme: str
     host: str | None  # the host it will reach; None: the service's public API
     port: int
+    several: bool = False  # Apprise reads several URLs in one string ("json://a json://b", "a,b")
 
     @property
     def checkable(self) -> bool:
         """Only these are sent: the others do not speak HTTP through requests, where the check is made."""
-        return self.scheme in APPRISE_OWN_HOST or self.scheme in APPRISE_PUBLIC_API
+        return not self.several and (self.scheme in APPRISE_OWN_HOST or self.scheme in APPRISE_PUBLIC_API)
 
 
-def apprise_target(url: str) -> AppriseTarget | None:
-    """What an Apprise URL names: its service and the host it will reach; None when Apprise does not know it."""
+def _apprise_box(url: str) -> Any:
+    """An Apprise holding what ``url`` names. It sends in the calling thread (async_mode off): the guard over
+    its connections belongs to this thread's context, and a thread pool would not carry it."""
     import apprise  # heavy: only Apprise channels need it
 
+    box = apprise.Apprise(asset=apprise.AppriseAsset(async_mode=False))
     try:
-        plugin = apprise.Apprise.instantiate(url)
+        box.add(url)
     except Exception:  # noqa: BLE001 - a URL Apprise can't parse is simply not one
+        pass
+    return box
+
+
+def _target_in(box: Any, url: str) -> AppriseTarget | None:
+    if len(box) == 0:
         return None
-    if not plugin:
-        return None
-    scheme = url.partition("://")[0].lower()
+    if len(box) > 1:
+        return AppriseTarget(service="several services", scheme="", host=None, port=0, several=True)
+    plugin = box[0]
+    scheme = url.strip().partition("://")[0].lower()
     secure = bool(getattr(plugin, "secure", False))
     own = scheme in APPRISE_OWN_HOST and getattr(plugin, "mode", None) != "cloud"  # ntfy://topic is ntfy.sh
     return AppriseTarget(
@@ -124,6 +134,11 @@ def apprise_target(url: str) -> AppriseTarget | None:
     )
 
 
+def apprise_target(url: str) -> AppriseTarget | None:
+    """What an Apprise URL names: its service and the host it will reach; None when Apprise does not know it."""
+    return _target_in(_apprise_box(url), url)
+
+
 def send_apprise(url: str, message: Message) -> None:
     """One Apprise URL (ntfy://, gotifys://, tgram://, discord://, matrix://, pover://, json://, …), its
     connections checked (``notify.targets.guarded``).
@@ -132,15 +147,13 @@ def send_apprise(url: str, message: Message) -> None:
     log nor the reason (settings: the "apprise" logger does not propagate); the reason says what kind of failure
     it was, from what the guard saw.
     """
-    import apprise
-
-    target = apprise_target(url)
-    if target is None or not target.checkable:
+    box = _apprise_box(url)
+    target = _target_in(box, url)
+    if target is None:
+        raise SendError("Apprise does not understand this URL", permanent=True)
+    if not target.checkable:  # the same box is sent: what was checked is what goes out
         raise SendError("blocked: a kind of Apprise URL the hub does not send to", permanent=True)
     with targets.guarded() as guard:
-        box = apprise.Apprise(asset=apprise.AppriseAsset(async_mode=False))
-        if not box.add(url):
-            raise SendError("Apprise does not understand this URL", permanent=True)
         ok = box.notify(title=message.title, body=f"{message.body}\n{message.url}")
     if not ok:
         raise _guard_failure(guard) or SendError("refused: the service did not take it")

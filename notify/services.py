@@ -92,6 +92,8 @@ def _apprise_settings(url: str) -> tuple[dict, str]:
             {"url": "Apprise does not know this URL. It starts with the service, e.g. ntfy://topic, "
              "tgram://bottoken/chatid or discord://webhook_id/webhook_token."}
         )  # fmt: skip
+    if target.several:
+        raise ValidationError({"url": "One Apprise URL per channel: add a channel for each."})
     if not target.checkable:
         raise ValidationError({"url": senders.APPRISE_REFUSED})
     if target.host:

@@ -230,14 +230,22 @@ def test_apprise_services_whose_target_cant_be_checked_are_refused(member):
         with pytest.raises(ValidationError) as refused:
             make(member, "apprise", url=url)
         assert refused.value.message_dict == {"url": [senders.APPRISE_REFUSED]}
-    # one stored before the rule: sent nowhere
-    channel = Channel.objects.create(
-        owner=member, kind="apprise", name="old", sealed=crypto.seal({"url": "mailtos://user:pass@mail.lan"})
-    )
-    delivery = channel_test(channel=channel)
-    assert delivery_attempt(delivery_id=delivery.pk) == "failed"
-    delivery.refresh_from_db()
-    assert delivery.reason == "blocked: a kind of Apprise URL the hub does not send to"
+    # one URL that is two, the second one unchecked, is refused whole
+    for url in (
+        "json://hooks.example.org/x mailtos://user:pass@mail.lan",
+        "json://a.example.org/x,rsyslog://10.0.0.1",
+    ):
+        with pytest.raises(ValidationError, match="One Apprise URL per channel"):
+            make(member, "apprise", url=url)
+    # stored before the rule: sent nowhere
+    for url in ("mailtos://user:pass@mail.lan", "json://hooks.example.org/x rsyslog://10.0.0.1"):
+        channel = Channel.objects.create(
+            owner=member, kind="apprise", name=url, sealed=crypto.seal({"url": url})
+        )
+        delivery = channel_test(channel=channel)
+        assert delivery_attempt(delivery_id=delivery.pk) == "failed"
+        delivery.refresh_from_db()
+        assert delivery.reason == "blocked: a kind of Apprise URL the hub does not send to"
 
 
 def test_the_far_ends_words_never_come_back_in_a_reason(member, receiver, settings, fast_retries):
