@@ -314,3 +314,21 @@ def test_every_door_refuses_a_private_target(member, member_client, names):
     )  # fmt: skip
     assert answer.status_code == 422 and "private network" in answer.content.decode()
     assert not Channel.objects.exists()
+
+
+@pytest.mark.parametrize("kind", ["webhook", "apprise-json", "webpush"])
+def test_a_name_that_changes_its_answer_is_checked_again_when_sent(
+    member, receiver, monkeypatch, settings, vapid_key, kind
+):
+    """Public when the channel is added, loopback when it is sent (DNS rebinding): the send's own lookup is the
+    one checked and connected to, so nothing arrives."""
+    answers = iter([["93.184.216.34"]])  # the first lookup (add time); every later one answers loopback
+    monkeypatch.setattr(targets, "resolve", lambda host, port: next(answers, ["127.0.0.1"]))
+    r = receiver([200])
+    channel = make(member, kind, **target(kind, "flip.test", r.server.server_address[1], "https"))
+
+    delivery = channel_test(channel=channel)
+    assert delivery_attempt(delivery_id=delivery.pk) == "failed"
+    delivery.refresh_from_db()
+    assert delivery.reason == targets.BLOCKED
+    assert r.connections == 0
