@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
+import re
 from pathlib import Path
 
 import dj_database_url
@@ -488,12 +489,22 @@ try:
 except ValueError:
     raise SettingError("NOTIFY_RETRY_DELAYS_S: seconds, comma-separated (e.g. 10,60,300)") from None
 NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webhook/Apprise/push call at most
+# Private hosts every channel may reach (host or host:port, comma-separated: the household's Home Assistant, a LAN
+# ntfy). Any other target on this machine or the private network is refused (notify.targets); admins add more on
+# the Private hosts page.
+HUB_NOTIFY_PRIVATE_HOSTS = env_list("HUB_NOTIFY_PRIVATE_HOSTS", [])
+for _entry in HUB_NOTIFY_PRIVATE_HOSTS:
+    _match = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^\s/@?#:\[\]]+)(?::(\d{1,5}))?|[0-9a-fA-F:.]+", _entry)
+    if not _match or not 0 < int(_match.group(2) or 1) < 65536:
+        raise SettingError(
+            f"HUB_NOTIFY_PRIVATE_HOSTS: {_entry!r} is not a host or host:port (e.g. ha.lan:8123,192.168.1.20)"
+        )
 # Web Push (VAPID): `make up` writes the private key to .env once; without one, the hub makes one on first use and
 # keeps it in the data dir (vapid-private.key). The contact ("sub") push services may write to about abuse.
 NOTIFY_VAPID_PRIVATE_KEY = env_str("HUB_VAPID_PRIVATE_KEY", "")
 NOTIFY_VAPID_SUBJECT = env_str("HUB_VAPID_SUBJECT", "mailto:admin@localhost")
-# Apprise logs through its own logger, and its lines may name a channel's URL (tokens included): they never reach
-# the hub's log. notify.senders collects its warnings as a delivery's reason, with the URL taken out.
+# Apprise logs through its own logger, and its lines may name a channel's URL (tokens included) or repeat what the
+# far end answered: they never reach the hub's log, nor a delivery's reason.
 LOGGING["loggers"]["apprise"] = {"level": "WARNING", "handlers": [], "propagate": False}
 
 # --- Backups (backups/; manage.py backup / restore) ------------------------------------------------------------

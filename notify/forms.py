@@ -39,8 +39,8 @@ class ChannelForm(forms.Form):
         strip=True,
         widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false", "inputmode": "url"}),
         help_text="Apprise: one URL, e.g. ntfy://my-topic, gotify://host/token, tgram://bot_token/chat_id, "
-        "discord://webhook_id/webhook_token, matrix://user:pass@host/#room, pover://user@token, "
-        "mailto://user:pass@example.com. Webhook: the http(s) address that receives the JSON.",
+        "discord://webhook_id/webhook_token, matrix://user:pass@host/#room, pover://user@token. Webhook: the "
+        "http(s) address that receives the JSON. A host on the private network needs an admin's allowing.",
     )
     secret = forms.CharField(
         required=False,
@@ -161,3 +161,13 @@ class ChannelForm(forms.Form):
             "secret": data.get("secret", ""),
             **self.event_values(),
         }
+
+
+class PrivateHostForm(forms.Form):
+    host = forms.CharField(
+        max_length=260,
+        label="Host",
+        strip=True,
+        widget=forms.TextInput(attrs={"autocomplete": "off", "spellcheck": "false"}),
+        help_text="A name or an address, with a port to allow only that one: ha.lan:8123, 192.168.1.20.",
+    )

@@ -193,3 +193,24 @@ class EmailConfirmation(models.Model):
 
     def __str__(self) -> str:
         return f"confirmation {self.pk} of channel {self.channel_id}: {self.outcome or 'open'}"
+
+
+class PrivateHost(models.Model):
+    """A host on the private network that every channel may reach (the household's Home Assistant, a LAN ntfy):
+    admins add it on the Private hosts page; ``HUB_NOTIFY_PRIVATE_HOSTS`` allows more (``notify.targets``)."""
+
+    host = models.CharField(
+        max_length=253
+    )  # a name, or an address in its plain form (notify.targets.parse_entry)
+    port = models.PositiveIntegerField(null=True, blank=True)  # empty: any port
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["host", "port"]
+        constraints = [models.UniqueConstraint(fields=["host", "port"], name="notify_private_host_once")]
+
+    def __str__(self) -> str:
+        return f"{self.host}:{self.port}" if self.port else self.host

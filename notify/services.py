@@ -34,7 +34,7 @@ from hub.disk import disk_space
 from jobs.core.changes import Changes
 from jobs.live.fragments import job_title
 from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
-from notify import confirm, crypto, senders
+from notify import confirm, crypto, senders, targets
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
 from notify.selectors import (
     ChannelRefused,
@@ -69,7 +69,9 @@ def _mask_url(url: str) -> str:
 def _validate_webhook_url(url: str) -> None:
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 - raises ValueError for a port out of range or not a number
+        port = parts.port or (
+            443 if parts.scheme == "https" else 80
+        )  # .port raises ValueError when out of range
     except ValueError:  # e.g. "http://[::1" (an unclosed IPv6 address)
         raise ValidationError(
             {"url": "This is not a URL the hub can call: check the host and the port."}
@@ -78,37 +80,65 @@ def _validate_webhook_url(url: str) -> None:
         raise ValidationError({"url": "A webhook URL starts with http:// or https:// and names a host."})
     if any(c.isspace() for c in url):
         raise ValidationError({"url": "A URL has no spaces in it (write a space in a path as %20)."})
+    _check_target({"url": targets.refusal(parts.hostname, port)})
+
+
+def _check_target(refusals: dict[str, str | None]) -> None:
+    """A channel's target is checked when it is added or changed, and again at every send (``notify.senders``):
+    a person learns now that a private address won't be reached, not from a failed delivery."""
+    errors = {name: text for name, text in refusals.items() if text}
+    if errors:
+        raise ValidationError(errors)
+
+
+def _apprise_settings(url: str) -> tuple[dict, str]:
+    target = senders.apprise_target(url) if url else None
+    if not target:
+        raise ValidationError(
+            {"url": "Apprise does not know this URL. It starts with the service, e.g. ntfy://topic, "
+             "tgram://bottoken/chatid or discord://webhook_id/webhook_token."}
+        )  # fmt: skip
+    if target.several:
+        raise ValidationError({"url": "One Apprise URL per channel: add a channel for each."})
+    if not target.checkable:
+        raise ValidationError({"url": senders.APPRISE_REFUSED})
+    if target.host:
+        _check_target({"url": targets.refusal(target.host, target.port)})
+    # Only the service and the scheme: in Apprise URLs the "host" is often the token itself (tgram://bot
+    # token/…, pover://user@token) and an ntfy topic is its own password.
+    return {"url": url}, f"{target.service} ({target.scheme}://…)"
+
+
+def _browser_settings(subscription: dict[str, Any] | None) -> tuple[dict, str]:
+    endpoint = str((subscription or {}).get("endpoint", ""))
+    keys = (subscription or {}).get("keys") or {}
+    if not endpoint.startswith(("https://", "http://")) or not keys.get("p256dh") or not keys.get("auth"):
+        raise ValidationError({"subscription": "The browser sent no usable push subscription."})
+    try:
+        parts = urlsplit(endpoint)
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        raise ValidationError({"subscription": "The browser sent no usable push subscription."}) from None
+    if senders.webpush_refusal(endpoint):
+        raise ValidationError({"subscription": "A push service is reached over https."})
+    _check_target({"subscription": targets.refusal(parts.hostname or "", port)})
+    sub = {"endpoint": endpoint, "keys": {"p256dh": str(keys["p256dh"]), "auth": str(keys["auth"])}}
+    return {"subscription": sub}, parts.hostname or "push service"
 
 
 def _settings_for(
     kind: str, *, url: str, secret: str, subscription: dict[str, Any] | None
 ) -> tuple[dict, str]:
-    """(what gets sealed, the masked display) for a new or changed channel; ValidationError on bad input."""
+    """(what gets sealed, the masked display) for a new or changed channel; ValidationError on bad input, or on
+    a target the hub won't reach (``notify.targets``)."""
     if kind == Channel.Kind.WEBHOOK:
         _validate_webhook_url(url)
         secret = secret or _secrets.token_urlsafe(32)
         return {"url": url, "secret": secret}, f"{_mask_url(url)} · signed"
     if kind == Channel.Kind.APPRISE:
-        service = senders.apprise_service(url) if url else None
-        if not service:
-            raise ValidationError(
-                {"url": "Apprise does not know this URL. It starts with the service, e.g. ntfy://topic, "
-                 "tgram://bottoken/chatid or discord://webhook_id/webhook_token."}
-            )  # fmt: skip
-        # Only the service and the scheme: in Apprise URLs the "host" is often the token itself (tgram://bot
-        # token/…, pover://user@token) and an ntfy topic is its own password.
-        return {"url": url}, f"{service} ({urlsplit(url).scheme}://…)"
+        return _apprise_settings(url)
     if kind == Channel.Kind.BROWSER:
-        endpoint = (subscription or {}).get("endpoint", "")
-        keys = (subscription or {}).get("keys") or {}
-        if (
-            not str(endpoint).startswith(("https://", "http://"))
-            or not keys.get("p256dh")
-            or not keys.get("auth")
-        ):
-            raise ValidationError({"subscription": "The browser sent no usable push subscription."})
-        sub = {"endpoint": str(endpoint), "keys": {"p256dh": str(keys["p256dh"]), "auth": str(keys["auth"])}}
-        return {"subscription": sub}, urlsplit(sub["endpoint"]).hostname or "push service"
+        return _browser_settings(subscription)
     return {}, ""
 
 
@@ -137,6 +167,8 @@ def channel_create(
     if kind == Channel.Kind.EMAIL:
         if not address:
             raise ValidationError({"address": "Enter the address to write to."})
+        if senders.mail_domain_blocked(address):  # checked again at sending (notify.senders.send_email)
+            raise ValidationError({"address": targets.PRIVATE_MAIL})
         display = address
     channel.sealed, channel.display = crypto.seal(sealed), display
     _apply_events(channel, events)

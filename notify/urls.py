@@ -7,6 +7,8 @@ from notify import views
 urlpatterns = [
     path("", views.home, name="notify-home"),
     path("household/", views.household, name="notify-household"),
+    path("private-hosts/", views.private_hosts, name="notify-private-hosts"),
+    path("private-hosts/<int:host_id>/delete/", views.private_host_delete, name="notify-private-host-delete"),
     path("channels/add/", views.channel_add, name="notify-channel-add"),
     path("channels/<int:channel_id>/", views.channel_edit, name="notify-channel-edit"),
     path("channels/<int:channel_id>/delete/", views.channel_delete, name="notify-channel-delete"),

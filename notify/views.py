@@ -1,6 +1,7 @@
 """Notification pages: my channels (/notify/), the household's (/notify/household/, admins), one channel's edit
-page, the test button, resending an email channel's confirmation and the signed-out page its link opens, this
-browser's Web Push subscription, and the service worker at the site's root."""
+page, the test button, resending an email channel's confirmation and the signed-out page its link opens, the
+private hosts channels may reach (/notify/private-hosts/, admins), this browser's Web Push subscription, and the
+service worker at the site's root."""
 
 from __future__ import annotations
 
@@ -20,9 +21,9 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from hub.links import link_origin
 from hub.parsing import parse_id
 from jobs.models import Job
-from notify import confirm, selectors, services, vapid
-from notify.forms import ChannelForm
-from notify.models import Channel
+from notify import confirm, selectors, services, targets, vapid
+from notify.forms import ChannelForm, PrivateHostForm
+from notify.models import Channel, PrivateHost
 from notify.templatetags.notify_tags import box_context
 
 SW_PATH = Path(settings.BASE_DIR) / "static" / "sw.js"
@@ -218,6 +219,38 @@ def job_deliveries_box(request: HttpRequest, job_id: int) -> HttpResponse:
         raise Http404("no such job")
     context = box_context(job, request.user, selectors.deliveries_for_job(request.user, job))
     return render(request, "notify/_job_deliveries.html", context)
+
+
+# -- private hosts (admins) ------------------------------------------------------------------------------------
+def private_hosts(request: HttpRequest) -> HttpResponse:
+    selectors.require_household_admin(request.user)  # before the method: non-admins learn nothing more
+    return _private_hosts_page(request)
+
+
+@require_http_methods(["GET", "POST"])
+def _private_hosts_page(request: HttpRequest) -> HttpResponse:
+    form = PrivateHostForm(request.POST if request.method == "POST" else None)
+    if form.is_valid():
+        try:
+            row = targets.private_host_add(by=request.user, text=form.cleaned_data["host"])
+        except ValidationError as exc:
+            _errors_onto(form, exc)
+        else:
+            messages.success(request, f"Every channel may now reach {row}.")
+            return redirect("notify-private-hosts")
+    context = {
+        "form": form,
+        "hosts": PrivateHost.objects.all(),
+        "from_settings": settings.HUB_NOTIFY_PRIVATE_HOSTS,
+    }
+    return render(request, "notify/private_hosts.html", context, status=400 if form.errors else 200)
+
+
+@require_POST
+def private_host_delete(request: HttpRequest, host_id: int) -> HttpResponse:
+    targets.private_host_remove(by=request.user, host_id=parse_id(host_id) or 0)
+    messages.success(request, "Removed: no channel reaches that host any more.")
+    return redirect("notify-private-hosts")
 
 
 # -- Web Push: this browser ----------------------------------------------------------------------------------

@@ -175,7 +175,7 @@ def test_a_hub_backed_up_while_rendering_comes_back_whole_in_a_second_data_folde
     HouseholdQuota.objects.create(pk=1, device_minutes_per_day=120, max_queued=10)
     PersonQuota.objects.create(user=member, storage_mb=500)
     channel_create(
-        owner=None, kind="webhook", name="House", url="http://127.0.0.1:9/hook", secret="s3cret-hook"
+        owner=None, kind="webhook", name="House", url="https://hooks.invalid/hook", secret="s3cret-hook"
     )
     done = wait_job(video(member, pocket, "a finished fox"), timeout=60, engine=engine)
     assert done.artifacts.exists()

@@ -159,6 +159,9 @@ DECLARATIONS: dict[str, dict] = {
     "notify-push-subscribe": {"GET": NO, "POST": "login 400 400 400 400"},  # {} holds no subscription
     "notify-push-unsubscribe": {"GET": NO, "POST": "login 400 400 400 400"},
     "notify-sw": {"GET": PUBLIC, "POST": PUBLIC_NO},  # the service worker: static code, no data
+    # which private hosts channels may reach: admins' (an empty form is refused with a message)
+    "notify-private-hosts": {"GET": ADMINS, "POST": "login 403 403 403 400"},
+    "notify-private-host-delete": {"GET": NO, "POST": ADMINS},
     # -- REST API (Bearer tokens; a viewer's token reads only) ------------------------------------------------
     # ninja's own schema views answer any method; they show nothing private
     "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},

@@ -65,6 +65,16 @@ def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):
         ("JOBS_POLL_INTERVAL_S", "fast", "JOBS_POLL_INTERVAL_S='fast' is not a number"),
         ("JOBS_SENDFILE", "nginx", "JOBS_SENDFILE='nginx' must be one of: , x-accel, x-sendfile"),
         ("HUB_TRUSTED_PROXIES", "nginx", "HUB_TRUSTED_PROXIES: 'nginx' is not an IP address or network"),
+        (
+            "HUB_NOTIFY_PRIVATE_HOSTS",
+            "http://ha.lan",
+            "HUB_NOTIFY_PRIVATE_HOSTS: 'http://ha.lan' is not a host",
+        ),
+        (
+            "HUB_NOTIFY_PRIVATE_HOSTS",
+            "ha.lan:99999",
+            "HUB_NOTIFY_PRIVATE_HOSTS: 'ha.lan:99999' is not a host",
+        ),
     ],
 )
 def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):

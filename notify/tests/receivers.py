@@ -20,6 +20,10 @@ class Received:
 class Receiver:
     statuses: list[int] = field(default_factory=lambda: [200])
     requests: list[Received] = field(default_factory=list)
+    connections: int = (
+        0  # every TCP connection, a request in it or not (a TLS hello to this plain server too)
+    )
+    body: bytes = b"ok"
     server: http.server.ThreadingHTTPServer | None = None
     arrived: threading.Event = field(default_factory=threading.Event)
 
@@ -39,23 +43,34 @@ class Receiver:
         raise AssertionError(f"{len(self.requests)} of {count} requests arrived")
 
 
-def start_receiver(statuses: list[int] | None = None) -> Receiver:
-    receiver = Receiver(statuses=list(statuses or [200]))
+def start_receiver(statuses: list[int] | None = None, body: bytes = b"ok") -> Receiver:
+    receiver = Receiver(statuses=list(statuses or [200]), body=body)
+    counting = threading.Lock()
 
     class Handler(http.server.BaseHTTPRequestHandler):
+        def setup(self) -> None:
+            with counting:  # one thread per connection
+                receiver.connections += 1
+            super().setup()
+
+        def do_DELETE(self) -> None:
+            self.do_POST()
+
         def do_POST(self) -> None:
             length = int(self.headers.get("Content-Length") or 0)
             body = self.rfile.read(length)
             receiver.requests.append(
-                Received("POST", self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+                Received(self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, body)
             )
             index = min(len(receiver.requests) - 1, len(receiver.statuses) - 1)
             status = receiver.statuses[index]
             self.send_response(status)
-            self.send_header("Content-Type", "text/plain")
-            self.send_header("Content-Length", "2")
+            self.send_header(
+                "Content-Type", "application/json" if receiver.body.startswith(b"{") else "text/plain"
+            )
+            self.send_header("Content-Length", str(len(receiver.body)))
             self.end_headers()
-            self.wfile.write(b"ok")
+            self.wfile.write(receiver.body)
             receiver.arrived.set()
 
         def log_message(self, *args) -> None:  # quiet

@@ -13,7 +13,7 @@ import pytest
 from conftest import save_screenshot
 from jobs.tests.conftest import make_device
 from jobs.tests.doors.test_browser_jobs import LIVE, _usable_broker_pool, off_loop, submit_video  # noqa: F401
-from notify.models import Delivery
+from notify.models import Delivery, PrivateHost
 from notify.services import channel_create
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -151,6 +151,9 @@ def test_my_job_finishing_notifies_beeps_and_lists_its_delivery(
     from jobs.queue.services import queue_pause, queue_resume
 
     hook = receiver([200])
+    off_loop(
+        PrivateHost.objects.create, host="127.0.0.1"
+    )  # the worker's own process reads what admins allowed
     off_loop(channel_create, owner=member, kind="webhook", name="My hook", url=f"{hook.url}/in")
     tiiny.set_speed(40)  # a render of some seconds: the favicon shows its progress
     off_loop(queue_pause, device=pocket, by=admin_user)  # hold the job until the page watches

@@ -99,7 +99,7 @@ def test_a_rolled_back_transition_notifies_nobody(member, device, django_capture
 
 
 def test_a_failing_channel_never_touches_the_job_or_the_queue(
-    member, device, django_capture_on_commit_callbacks, fast_retries
+    member, device, django_capture_on_commit_callbacks, fast_retries, allow_loopback
 ):
     import socket
 
@@ -181,7 +181,7 @@ def test_personal_channels_cannot_take_household_events(member):
 
 
 def test_the_sweep_revives_deliveries_whose_task_was_lost(
-    member, settings, receiver, django_capture_on_commit_callbacks
+    member, settings, receiver, django_capture_on_commit_callbacks, allow_loopback
 ):
     import datetime as dt
 

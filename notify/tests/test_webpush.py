@@ -24,7 +24,7 @@ from notify import vapid
 from notify.models import Delivery
 from notify.services import browser_subscribe, delivery_attempt, notify_event
 
-pytestmark = pytest.mark.django_db
+pytestmark = [pytest.mark.django_db, pytest.mark.usefixtures("allow_loopback")]
 
 
 def b64u(data: bytes) -> str:
@@ -68,14 +68,6 @@ def check_vapid(authorization: str, *, audience: str) -> dict:
     assert claims["aud"] == audience and claims["exp"] > time.time()
     assert claims["sub"].startswith("mailto:")
     return claims
-
-
-@pytest.fixture
-def vapid_key(settings, tmp_path):
-    settings.DATA_DIR = tmp_path
-    settings.NOTIFY_VAPID_PRIVATE_KEY = ""  # made lazily, as in a test run or before `make up`
-    register_key(vapid.private_key(), "the VAPID private key")
-    return vapid.private_key()
 
 
 def test_a_job_done_push_round_trip(member, device, receiver, vapid_key):
