@@ -176,6 +176,11 @@ class LogRouter:
         self.stopping = False
         self._files: dict[str, TextIO] = {}
         log_dir.mkdir(mode=0o700, parents=True, exist_ok=True)
+        # Every line a process writes, also what no logger formatted (a traceback printed by Python itself, a
+        # library's print): the processes mask their own log records, this catches the rest.
+        from hub.logfilters import mask_tokens  # loaded after .env (importing hub loads its Celery app)
+
+        self._mask = mask_tokens
 
     def path_for(self, name: str) -> Path:
         return self.log_dir / f"{SUPERVISOR_LOG if name == 'system' else name}.log"
@@ -194,7 +199,7 @@ class LogRouter:
         stamp = message.time.strftime("%Y-%m-%d %H:%M:%S")
         out = self._file(name)
         for line in text.splitlines():
-            out.write(f"{stamp} {line}\n")
+            out.write(f"{stamp} {self._mask(line)}\n")
             if name == "system" and not self.stopping:
                 self._tell_console(line)
         out.flush()
