@@ -225,6 +225,8 @@ def browser():
 @pytest.fixture
 def signed_in_page(browser, live_server_asgi):
     """A fresh browser context signed in as whoever the test names: ``page = signed_in_page(member)``."""
+    from hub.testing import sign_in_page  # reason: hub.testing reads settings, set up after this file is read
+
     contexts = []
 
     def open_as(user, *, width: int = 1280, height: int = 900):
@@ -233,11 +235,7 @@ def signed_in_page(browser, live_server_asgi):
         )
         contexts.append(context)
         page = context.new_page()
-        page.goto("/accounts/login/")
-        page.fill("#id_username", user.username)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url("**/")
+        sign_in_page(page, user.username, PASSWORD)
         return page
 
     yield open_as

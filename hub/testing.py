@@ -17,6 +17,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import httpx
 from django.conf import settings
@@ -170,6 +171,15 @@ def sign_in(base_url: str, username: str, password: str, **client: object) -> ht
     response = post_sign_in(session, username, password)
     assert response.status_code == 302, response.text[:800]
     return session
+
+
+def sign_in_page(page: Any, username: str, password: str) -> None:
+    """Sign a Playwright ``page`` in through the login form (its context's base URL), as a person would."""
+    page.goto("/accounts/login/")
+    page.fill("#id_username", username)
+    page.fill("#id_password", password)
+    page.click("button[type=submit]")
+    page.wait_for_url("**/")
 
 
 def wait_for(predicate: Callable[[], bool], *, timeout: float, what: str, proc: Proc | None = None) -> None:

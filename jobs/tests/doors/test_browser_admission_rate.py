@@ -15,7 +15,7 @@ import pytest
 from django.core.cache import cache
 
 from conftest import PASSWORD
-from hub.testing import start_asgi_server
+from hub.testing import sign_in_page, start_asgi_server
 from jobs.tests.ui_fixtures import device  # noqa: F401 - a fixture
 
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
@@ -44,11 +44,7 @@ def test_a_paused_summary_says_so_and_comes_back_by_itself(browser, limited_serv
     context = browser.new_context(base_url=limited_server)
     try:
         page = context.new_page()
-        page.goto("/accounts/login/")
-        page.fill("#id_username", member.username)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url("**/")
+        sign_in_page(page, member.username, PASSWORD)
         keys = _fill_counters(member.pk)
         page.goto(f"/jobs/new/?device={device.pk}&kind=video")
         page.fill("#id_prompt", "a heron at dawn")

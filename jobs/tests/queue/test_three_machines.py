@@ -21,7 +21,7 @@ import pytest
 
 from conftest import PASSWORD
 from hub import runrecord
-from hub.testing import Proc, child_env, process_tree, sign_in, start_asgi_server, wait_for
+from hub.testing import Proc, child_env, process_tree, sign_in, sign_in_page, start_asgi_server, wait_for
 from jobs.tests.conftest import ENGINE_ENV, wait_job
 from jobs.tests.queue.test_engine_tiiny import video
 
@@ -160,11 +160,7 @@ def test_a_result_in_the_bucket_plays_and_seeks_in_chromium(browser, member, dev
     context = browser.new_context(base_url=web.extra["url"])
     try:
         page = context.new_page()
-        page.goto("/accounts/login/")
-        page.fill("#id_username", member.username)
-        page.fill("#id_password", PASSWORD)
-        page.click("button[type=submit]")
-        page.wait_for_url("**/")
+        sign_in_page(page, member.username, PASSWORD)
         ranges: list[str] = []
         page.on(
             "request", lambda r: ranges.append(r.headers.get("range", "")) if "/files/" in r.url else None
