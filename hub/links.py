@@ -8,7 +8,8 @@ get a reset link mailed to the victim that leads to the sender's server. Hence:
 
 1. ``HUB_PUBLIC_URL`` when it is set: the address people open, chosen by whoever runs the hub;
 2. else the request's Host, only when it equals an entry of ``ALLOWED_HOSTS`` character for character, the port
-   included (``hub.lan:8000`` must be listed as such; patterns never count);
+   included (``hub.lan:8000`` listed as such; patterns never count), or names a listed host on the very port the
+   hub serves on (``HUB_PORT``: ``127.0.0.1:8000`` on a plain ``make up``, where ``127.0.0.1`` is listed);
 3. else, for a request, no link at all (:class:`NoLinkOrigin` says why); without a request (the command line)
    the address the hub serves on, which comes from the settings alone.
 """
@@ -54,12 +55,14 @@ def link_origin(request: HttpRequest | None = None) -> str:
 
 
 def _listed_exactly(host: str) -> bool:
-    wanted = host.lower()
-    return any(
-        entry.lower() == wanted
+    listed = {
+        entry.lower()
         for entry in settings.ALLOWED_HOSTS
         if entry and not entry.startswith((".", "*"))  # patterns: never an address to send people to
-    )
+    }
+    wanted = host.lower()
+    name, _, port = wanted.rpartition(":") if not wanted.endswith("]") else (wanted, "", "")
+    return wanted in listed or (port == str(settings.HUB_PORT) and name in listed)
 
 
 def served_origin() -> str:

@@ -203,6 +203,7 @@ def start_asgi_server(*, workers: int | None = None, **env: str) -> Proc:
     unless ``workers`` says otherwise), on a free port of loopback. :meth:`Proc.stop`/:meth:`Proc.kill` take
     the whole process group: the parent and every worker."""
     port = free_port()
+    env.setdefault("HUB_PORT", str(port))  # as make up's processes know theirs (links are built on it)
     proc = Proc(
         "web",
         webserver.command("127.0.0.1", port, n_workers=workers),

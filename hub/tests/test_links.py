@@ -1,5 +1,5 @@
 """The origin of links the hub mails or hands out (hub.links.link_origin): HUB_PUBLIC_URL, else a Host listed in
-ALLOWED_HOSTS exactly, port included, else none."""
+ALLOWED_HOSTS exactly, port included, or a listed name on the port the hub serves on, else none."""
 
 from __future__ import annotations
 
@@ -30,6 +30,14 @@ def test_it_takes_a_host_listed_exactly_with_its_port():
     assert link_origin(_request("hub.lan:8000")) == "http://hub.lan:8000"
     assert link_origin(_request("HUB.lan")) == "http://HUB.lan"  # host names know no case
     assert link_origin(_request("hub.lan", secure=True)) == "https://hub.lan"
+
+
+def test_it_takes_a_listed_name_on_the_port_the_hub_serves_on(settings):
+    """A plain make up: 127.0.0.1 is listed, the hub serves on HUB_PORT, and the People page is asked there."""
+    settings.HUB_PORT = 8123
+    assert link_origin(_request("192.168.1.20:8123")) == "http://192.168.1.20:8123"
+    with pytest.raises(NoLinkOrigin):
+        link_origin(_request("192.168.1.20:8124"))
 
 
 def test_it_refuses_another_port_of_a_listed_name():

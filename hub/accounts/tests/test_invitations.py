@@ -122,15 +122,15 @@ def test_find_never_asks_the_database_for_a_malformed_secret(django_assert_num_q
 
 def test_links_use_hub_public_url_and_never_a_host_that_is_not_listed_with_its_port(settings, admin_user):
     _, raw = invitation_create(role="member", created_by=admin_user)
-    request = RequestFactory().get("/", HTTP_HOST="10.0.0.5:8000")
+    request = RequestFactory().get("/", HTTP_HOST="10.0.0.5:6666")  # the hub serves on 8000 (HUB_PORT)
     settings.HUB_PUBLIC_URL = "https://hub.example.lan"
     assert invitation_url(raw, request=request) == f"https://hub.example.lan/accounts/invite/{raw}/"
     settings.HUB_PUBLIC_URL = ""
     settings.ALLOWED_HOSTS = ["10.0.0.5"]  # Django lets the request in; the port makes it another address
     with pytest.raises(NoLinkOrigin):
         invitation_url(raw, request=request)
-    settings.ALLOWED_HOSTS = ["10.0.0.5", "10.0.0.5:8000"]
-    assert invitation_url(raw, request=request) == f"http://10.0.0.5:8000/accounts/invite/{raw}/"
+    settings.ALLOWED_HOSTS = ["10.0.0.5", "10.0.0.5:6666"]  # listed with its port: whoever runs the hub says so
+    assert invitation_url(raw, request=request) == f"http://10.0.0.5:6666/accounts/invite/{raw}/"
     settings.HUB_HOST, settings.HUB_PORT, settings.HUB_HTTPS = "192.168.1.20", 8000, False
     assert invitation_url(raw) == f"http://192.168.1.20:8000/accounts/invite/{raw}/"  # the command line
 
