@@ -47,7 +47,7 @@ def test_a_full_log_is_renamed_and_only_the_newest_few_are_kept(tmp_path):
 def test_a_token_a_process_prints_past_its_logger_is_masked_in_its_file(tmp_path):
     """A traceback or a print reaches make up's log files without any logger's mask: the router masks it."""
     router = _up().LogRouter(tmp_path)
-    router.write(_line("web", 'Traceback: GET /jobs/shared/Zq8u2sharetoken9/files/3/ failed'))
+    router.write(_line("web", "Traceback: GET /jobs/shared/Zq8u2sharetoken9/files/3/ failed"))
     router.write(_line("worker", "headers={'Authorization': 'Bearer thub_AbCdEf0123456789'}"))
     router.close()
     web, worker = (tmp_path / "web.log").read_text(), (tmp_path / "worker.log").read_text()

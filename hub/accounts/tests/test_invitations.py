@@ -129,7 +129,8 @@ def test_links_use_hub_public_url_and_never_a_host_that_is_not_listed_with_its_p
     settings.ALLOWED_HOSTS = ["10.0.0.5"]  # Django lets the request in; the port makes it another address
     with pytest.raises(NoLinkOrigin):
         invitation_url(raw, request=request)
-    settings.ALLOWED_HOSTS = ["10.0.0.5", "10.0.0.5:6666"]  # listed with its port: whoever runs the hub says so
+    # Listed with its port: whoever runs the hub says so.
+    settings.ALLOWED_HOSTS = ["10.0.0.5", "10.0.0.5:6666"]
     assert invitation_url(raw, request=request) == f"http://10.0.0.5:6666/accounts/invite/{raw}/"
     settings.HUB_HOST, settings.HUB_PORT, settings.HUB_HTTPS = "192.168.1.20", 8000, False
     assert invitation_url(raw) == f"http://192.168.1.20:8000/accounts/invite/{raw}/"  # the command line
