@@ -37,6 +37,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from notify.models import Channel, EmailConfirmation
+from notify.senders import mail_domain_blocked
 
 logger = logging.getLogger("notify")
 
@@ -215,6 +216,9 @@ def confirmation_mail_send(*, confirmation_id: int, origin: str) -> bool:
     if not claimed:
         return False
     confirmation = EmailConfirmation.objects.select_related("channel", "requested_by").get(pk=confirmation_id)
+    if mail_domain_blocked(confirmation.address):  # allowed when asked, no longer: the mail stays unsent
+        logger.warning("confirmation %s not sent: its address is on a private network", confirmation_id)
+        return False
     channel, asker = confirmation.channel, confirmation.requested_by
     context = {
         "address": confirmation.address,

@@ -167,14 +167,20 @@ def channel_create(
     if kind == Channel.Kind.EMAIL:
         if not address:
             raise ValidationError({"address": "Enter the address to write to."})
-        if senders.mail_domain_blocked(address):  # checked again at sending (notify.senders.send_email)
-            raise ValidationError({"address": targets.PRIVATE_MAIL})
+        _check_email_address(address)
         display = address
     channel.sealed, channel.display = crypto.seal(sealed), display
     _apply_events(channel, events)
     channel.full_clean()
     channel.save()
     return channel
+
+
+def _check_email_address(address: str) -> None:
+    """An address whose domain is a private address literal is refused when it is added or changed, and again
+    at every send (``notify.senders.send_email``, ``notify.confirm.confirmation_mail_send``)."""
+    if senders.mail_domain_blocked(address):
+        raise ValidationError({"address": targets.PRIVATE_MAIL})
 
 
 def channel_add(
@@ -235,6 +241,8 @@ def channel_update(
     readdressed = channel.kind == Channel.Kind.EMAIL and bool(address) and address != channel.address
     if readdressed and channel.owner_id is not None:
         require_channel_allowed(channel.owner, kind=channel.kind, address=address or "")
+    if readdressed:
+        _check_email_address(address or "")
     if readdressed:
         channel.address = channel.display = address or ""
     if channel.kind in (Channel.Kind.WEBHOOK, Channel.Kind.APPRISE) and (url or secret):

@@ -16,8 +16,9 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from notify import crypto, senders, targets
-from notify.models import Channel, Delivery, PrivateHost
-from notify.services import channel_create, channel_test, delivery_attempt
+from notify.confirm import confirmation_mail_send
+from notify.models import Channel, Delivery, EmailConfirmation, PrivateHost
+from notify.services import channel_create, channel_test, channel_update, delivery_attempt
 from notify.tests.confirming import confirmed
 from notify.tests.test_webpush import Browser
 
@@ -295,6 +296,24 @@ def test_mail_to_a_private_address_literal_is_refused_when_added_and_when_sent(m
     assert delivery_attempt(delivery_id=delivery.pk) == "failed"
     delivery.refresh_from_db()
     assert delivery.reason == targets.BLOCKED
+    assert mail.outbox == []
+
+
+def test_a_changed_email_address_is_checked_and_so_is_its_confirmation_mail(member, settings):
+    """A new address goes through the same check as a first one; its confirmation mail is checked again when the
+    worker sends it (it goes out through Django's mail, not through senders.send_email)."""
+    settings.EMAIL_BACKEND = "django.core.mail.backends.locmem.EmailBackend"
+    channel = channel_create(owner=member, kind="email", name="Mail", address="me@example.com")
+    origin = lambda: "http://hub.test"  # noqa: E731
+    with pytest.raises(ValidationError) as refused:
+        channel_update(channel=channel, by=member, link_origin=origin, address="root@[127.0.0.1]")
+    assert refused.value.message_dict["address"] == [targets.PRIVATE_MAIL]
+    allowed = PrivateHost.objects.create(host="10.0.0.5")
+    channel_update(channel=channel, by=member, link_origin=origin, address="root@[10.0.0.5]")
+    asked = EmailConfirmation.objects.filter(channel=channel, address="root@[10.0.0.5]").get()
+    allowed.delete()
+    mail.outbox.clear()
+    assert confirmation_mail_send(confirmation_id=asked.pk, origin="http://hub.test") is False
     assert mail.outbox == []
 
 
