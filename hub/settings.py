@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-import re
 from pathlib import Path
 
 import dj_database_url
@@ -15,6 +14,7 @@ from redis import backoff as redis_backoff
 from redis import exceptions as redis_exceptions
 from redis.asyncio import retry as redis_retry
 
+from hub import hostport as _hostport
 from hub import media_storage as _media_storage
 from hub import profile as _hub_profile
 from hub.env import (
@@ -494,11 +494,12 @@ NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webho
 # the Private hosts page.
 HUB_NOTIFY_PRIVATE_HOSTS = env_list("HUB_NOTIFY_PRIVATE_HOSTS", [])
 for _entry in HUB_NOTIFY_PRIVATE_HOSTS:
-    _match = re.fullmatch(r"(\[[0-9a-fA-F:.]+\]|[^\s/@?#:\[\]]+)(?::(\d{1,5}))?|[0-9a-fA-F:.]+", _entry)
-    if not _match or not 0 < int(_match.group(2) or 1) < 65536:
+    try:
+        _hostport.parse_entry(_entry)
+    except ValueError:
         raise SettingError(
             f"HUB_NOTIFY_PRIVATE_HOSTS: {_entry!r} is not a host or host:port (e.g. ha.lan:8123,192.168.1.20)"
-        )
+        ) from None
 # Web Push (VAPID): `make up` writes the private key to .env once; without one, the hub makes one on first use and
 # keeps it in the data dir (vapid-private.key). The contact ("sub") push services may write to about abuse.
 NOTIFY_VAPID_PRIVATE_KEY = env_str("HUB_VAPID_PRIVATE_KEY", "")

@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import contextvars
 import ipaddress
-import re
 import socket
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -28,10 +27,9 @@ import httpcore
 from django.conf import settings
 from django.core.exceptions import ValidationError
 
+from hub.hostport import IPAddress, literal, parse_entry
 from notify.models import PrivateHost
 from notify.selectors import require_household_admin
-
-IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 
 BLOCKED = (
     "blocked: a private address (an admin can allow its host: Household notifications → Private hosts, "
@@ -46,8 +44,6 @@ PRIVATE_MAIL = (
 # local-use NAT64 prefix. The well-known NAT64 prefix is reduced to its IPv4 address instead (_embedded).
 _NOT_PUBLIC = (ipaddress.ip_network("::/96"), ipaddress.ip_network("64:ff9b:1::/48"))
 _NAT64 = ipaddress.ip_network("64:ff9b::/96")
-# What inet_aton takes as an IPv4 address: one to four parts, each decimal, octal (leading 0) or hex (0x).
-_IPV4_SPELLING = re.compile(r"^(0x[0-9a-f]*|[0-9]+)(\.(0x[0-9a-f]*|[0-9]+)){0,3}$", re.IGNORECASE)
 
 
 class Blocked(Exception):
@@ -69,22 +65,6 @@ def resolve(host: str, port: int) -> list[str]:
 
 
 # -- addresses -----------------------------------------------------------------------------------------------
-def literal(host: str) -> IPAddress | None:
-    """``host`` as an IP address when it is one, in any spelling a resolver accepts: dotted, decimal
-    (2130706433), hex (0x7f.1), octal (0177.0.0.1), short (127.1), IPv6 with or without brackets or a zone."""
-    text = host.strip().strip("[]")
-    try:
-        return ipaddress.ip_address(text.split("%", 1)[0])
-    except ValueError:
-        pass
-    if _IPV4_SPELLING.match(text):
-        try:
-            return ipaddress.IPv4Address(socket.inet_aton(text))
-        except OSError:
-            return None
-    return None
-
-
 def _embedded(ip: IPAddress) -> IPAddress:
     """The IPv4 address an IPv6 one carries (mapped ::ffff:a.b.c.d, 6to4, NAT64), which is where it leads."""
     if isinstance(ip, ipaddress.IPv6Address):
@@ -108,30 +88,6 @@ def is_public(ip: IPAddress) -> bool:
 
 
 # -- what admins allowed -------------------------------------------------------------------------------------
-def parse_entry(text: str) -> tuple[str, int | None]:
-    """``host`` or ``host:port`` (an IPv6 address with a port in brackets: ``[fd00::5]:8123``) as (host, port);
-    ValueError when it is neither."""
-    text = text.strip().lower().rstrip(".")
-    host, port = text, None
-    if text.startswith("["):
-        host, _, rest = text[1:].partition("]")
-        if rest:
-            port = _port(rest.removeprefix(":"))
-    elif text.count(":") == 1:
-        host, raw = text.split(":")
-        port = _port(raw)
-    if not host or any(c.isspace() or c in "/@?#" for c in host):
-        raise ValueError(f"{text!r} is not a host name or address")
-    ip = literal(host)
-    return (str(ip) if ip else host), port
-
-
-def _port(raw: str) -> int:
-    if not raw.isdigit() or not 0 < int(raw) < 65536:
-        raise ValueError(f"{raw!r} is not a port")
-    return int(raw)
-
-
 @dataclass(frozen=True)
 class Allowed:
     """The private hosts admins allowed: (host, port or None for any port)."""

@@ -75,6 +75,13 @@ def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):
             "ha.lan:99999",
             "HUB_NOTIFY_PRIVATE_HOSTS: 'ha.lan:99999' is not a host",
         ),
+        # Both read as a host and a missing port by notify.targets, which refused them at every check.
+        ("HUB_NOTIFY_PRIVATE_HOSTS", "dead:beef", "HUB_NOTIFY_PRIVATE_HOSTS: 'dead:beef' is not a host"),
+        (
+            "HUB_NOTIFY_PRIVATE_HOSTS",
+            "192.168.1.20:",
+            "HUB_NOTIFY_PRIVATE_HOSTS: '192.168.1.20:' is not a host",
+        ),
     ],
 )
 def test_it_stops_start_up_with_one_line(name, value, expected, tmp_path):
