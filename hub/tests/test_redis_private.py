@@ -18,7 +18,8 @@ from django.conf import settings as django_settings
 from django.core.cache import cache
 
 from hub.celery import app as celery_app
-from hub.redis_server import free_port, port_open, start_private_redis, stop_pid, without_password
+from hub.env import without_password
+from hub.redis_server import free_port, port_open, start_private_redis, stop_pid
 from hub.testing import load_script
 
 
