@@ -20,6 +20,7 @@ import httpcore
 import httpx
 from django.conf import settings
 
+from hub.links import link_origin
 from notify import targets, vapid
 
 logger = logging.getLogger("notify")
@@ -308,7 +309,6 @@ def _settings_url() -> str:
 
 
 def base_url() -> str:
-    if settings.HUB_PUBLIC_URL:
-        return settings.HUB_PUBLIC_URL
-    host = settings.HUB_HOST if settings.HUB_HOST not in ("0.0.0.0", "::", "[::]") else "127.0.0.1"
-    return f"http://{host}:{settings.HUB_PORT}"
+    """Where a notification's links lead: the one rule for the hub's own address (``hub.links``; no request here,
+    so ``HUB_PUBLIC_URL``, else the address the hub serves on, https when it is served so)."""
+    return link_origin()

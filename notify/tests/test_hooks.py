@@ -82,6 +82,28 @@ def test_failed_jobs_are_told_with_the_reason(member, device, django_capture_on_
     assert message.path == f"/jobs/{job.pk}/" and message.data["job"]["state"] == "failed"
 
 
+def test_a_messages_link_is_the_hubs_own_address_https_included(
+    member, device, settings, django_capture_on_commit_callbacks
+):
+    """hub.links' rule, as every link the hub hands out: HUB_PUBLIC_URL, else where it serves, https when so."""
+    from notify.services import build_message
+
+    _hook(member)
+    job = make_job(member, device, state="running")
+    with django_capture_on_commit_callbacks(execute=True):
+        _finish(job, "failed", error_human="The device ran out of memory.")
+    delivery = Delivery.objects.get()
+    settings.HUB_PUBLIC_URL, settings.HUB_HOST, settings.HUB_PORT, settings.HUB_HTTPS = (
+        "",
+        "hub.lan",
+        443,
+        True,
+    )
+    assert build_message(delivery).url == f"https://hub.lan/jobs/{job.pk}/"
+    settings.HUB_PUBLIC_URL = "https://hub.example.lan"
+    assert build_message(delivery).url == f"https://hub.example.lan/jobs/{job.pk}/"
+
+
 def test_a_rolled_back_transition_notifies_nobody(member, device, django_capture_on_commit_callbacks):
     from django.db import transaction
 
