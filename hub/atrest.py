@@ -82,6 +82,13 @@ def tightened_line(folder: Path, changed: list[Path]) -> str:
     )
 
 
+def opened_up_warning(data_dir: Path) -> str:
+    """What start-up (check hub.W002) and the status page say when other users of the machine may read the hub's
+    files, else ""."""
+    found = opened_up(data_dir)
+    return opened_up_line(data_dir, found) if found else ""
+
+
 def opened_up_line(data_dir: Path, found: list[Path]) -> str:
     """The start-up warning: what is open, and the command that closes it."""
     shown = ", ".join(_shown(data_dir, p) for p in found[:4])

@@ -15,7 +15,7 @@ from pathlib import Path
 from django.conf import settings
 from django.core import checks
 
-from hub.atrest import opened_up, opened_up_line
+from hub.atrest import opened_up_warning
 from hub.disk import data_folder_problem
 
 
@@ -27,8 +27,5 @@ def check_data_folder(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
 
 
 def check_private_files(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    data_dir = Path(settings.DATA_DIR)
-    found = opened_up(data_dir)
-    if not found:
-        return []
-    return [checks.Warning(opened_up_line(data_dir, found), id="hub.W002")]
+    warning = opened_up_warning(Path(settings.DATA_DIR))
+    return [checks.Warning(warning, id="hub.W002")] if warning else []

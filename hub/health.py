@@ -322,9 +322,7 @@ def healthz_details() -> dict:
 
 def files_open() -> str:
     """The status page's warning when other users of the machine may read the hub's files (hub.atrest), else ""."""
-    data_dir = Path(settings.DATA_DIR)
-    found = atrest.opened_up(data_dir)
-    return atrest.opened_up_line(data_dir, found) if found else ""
+    return atrest.opened_up_warning(Path(settings.DATA_DIR))
 
 
 def disk_report() -> dict:

@@ -213,4 +213,5 @@ class PrivateHost(models.Model):
         constraints = [models.UniqueConstraint(fields=["host", "port"], name="notify_private_host_once")]
 
     def __str__(self) -> str:
-        return f"{self.host}:{self.port}" if self.port else self.host
+        host = f"[{self.host}]" if ":" in self.host else self.host  # an IPv6 address: its port stays apart
+        return f"{host}:{self.port}" if self.port else self.host

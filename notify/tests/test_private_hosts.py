@@ -79,3 +79,11 @@ def test_the_settings_hosts_are_listed_as_such(admin_client, settings):
     settings.HUB_NOTIFY_PRIVATE_HOSTS = ["nas.lan:8080"]
     page = admin_client.get(PAGE).content.decode()
     assert "nas.lan:8080" in page and "HUB_NOTIFY_PRIVATE_HOSTS" in page
+
+
+def test_an_ipv6_host_with_a_port_is_shown_bracketed(db):
+    assert (
+        str(PrivateHost(host="fd00::5", port=8123)) == "[fd00::5]:8123"
+    )  # not fd00::5:8123, another address
+    assert str(PrivateHost(host="fd00::5")) == "fd00::5"
+    assert str(PrivateHost(host="ha.lan", port=8123)) == "ha.lan:8123"
