@@ -24,19 +24,17 @@ It answers in the shape of the door asked: the API's ``{"detail": …}`` under /
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, MutableMapping
-from importlib import import_module
 from json import dumps
 from typing import Any, NamedTuple
 
 from asgiref.sync import sync_to_async
 from django.conf import settings
-from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
 from django.db import connections
 from django.http import parse_cookie
 from django.template.loader import render_to_string
 from django.urls import Resolver404, get_resolver, get_urlconf
-from django.utils.crypto import constant_time_compare
 
+from hub.accounts.sessions import session_user
 from hub.accounts.tokens import token_is_live
 
 Scope = MutableMapping[str, Any]
@@ -117,27 +115,9 @@ def signed_in(headers: dict[str, str]) -> bool:
             scheme, _, raw = headers["authorization"].strip().partition(" ")
             return scheme.lower() == "bearer" and token_is_live(raw.strip())
         key = parse_cookie(headers.get("cookie", "")).get(settings.SESSION_COOKIE_NAME)
-        return bool(key) and session_is_signed_in(key)
+        return bool(key) and session_user(key) is not None
     finally:
         connections.close_all()
-
-
-def session_is_signed_in(key: str) -> bool:
-    """Whether session ``key`` holds an active person, checked as Django's ``get_user`` does, but reading only.
-
-    ``get_user`` flushes a session whose password hash fails and gives a new key to one signed with an old secret
-    (``SECRET_KEY_FALLBACKS``): here that new key would never reach the browser, and the person would be signed
-    out. The request's own middleware does both, later, where the answer carries the cookie."""
-    session = import_module(settings.SESSION_ENGINE).SessionStore(key)
-    backend = session.get(BACKEND_SESSION_KEY)
-    stored = session.get(HASH_SESSION_KEY)
-    if backend not in settings.AUTHENTICATION_BACKENDS or not stored:
-        return False
-    user = load_backend(backend).get_user(session.get(SESSION_KEY))  # None for a deactivated person
-    if user is None:
-        return False
-    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
-    return any(constant_time_compare(stored, expected) for expected in hashes)
 
 
 async def ceiling(scope: Scope, headers: dict[str, str]) -> Ceiling:

@@ -28,16 +28,15 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
 from channels.db import database_sync_to_async
 from channels.generic.websocket import AsyncWebsocketConsumer
-from django.conf import settings
 from django.core.exceptions import ObjectDoesNotExist, PermissionDenied
 
 from hub import live, metrics
+from hub.accounts.sessions import session_user
 
 log = logging.getLogger(__name__)
 MAX_TOPICS = 40  # a dashboard watches three topics per device plus two
@@ -147,7 +146,7 @@ class HubConsumer(AsyncWebsocketConsumer):
         if not self.session_key:
             user = get_user_model().objects.filter(pk=self.user_id, is_active=True).first()
         else:
-            user = _session_user(self.session_key, self.user_id)
+            user = session_user(self.session_key, self.user_id)
         return None if user is None or _must_change_password(user) else user
 
     def _access(self, user: Any) -> Access:
@@ -199,28 +198,6 @@ class HubConsumer(AsyncWebsocketConsumer):
     def _mark_watched(self):
         for topic in getattr(self, "allowed_topics", []):
             live.mark_watched(topic)
-
-
-def _session_user(session_key: str, user_id: int) -> Any | None:
-    """Django's session check, read-only: the session still exists and names ``user_id``, its backend still
-    accepts them (inactive people not) and its auth hash still matches (a password change elsewhere ends it).
-
-    Not ``django.contrib.auth.get_user``: on a hash made with a fallback secret it cycles the session key,
-    which would sign the browser out from under its page.
-    """
-    from django.contrib.auth import BACKEND_SESSION_KEY, HASH_SESSION_KEY, SESSION_KEY, load_backend
-    from django.utils.crypto import constant_time_compare
-
-    data = import_module(settings.SESSION_ENGINE).SessionStore(session_key).load()
-    backend_path = data.get(BACKEND_SESSION_KEY)
-    if str(data.get(SESSION_KEY)) != str(user_id) or backend_path not in settings.AUTHENTICATION_BACKENDS:
-        return None
-    user = load_backend(backend_path).get_user(user_id)
-    session_hash = data.get(HASH_SESSION_KEY) or ""
-    if user is None or not getattr(user, "is_active", False) or not session_hash:
-        return None
-    hashes = [user.get_session_auth_hash(), *user.get_session_auth_fallback_hash()]
-    return user if any(constant_time_compare(session_hash, h) for h in hashes) else None
 
 
 def _must_change_password(user: Any) -> bool:
