@@ -74,6 +74,13 @@ def write_config(path: Path, *, password: str) -> Path:
     return path
 
 
+def redis_command(config: Path, port: int, run_dir: Path, *more: str) -> list[str]:
+    """A private redis-server's command line: its password in ``config`` (never in the command line, which every
+    local user can read), loopback only, nothing kept on disk; ``more`` says how it runs (daemonized or not)."""
+    return [redis_server_binary(), str(config), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            "--appendonly", "no", "--dir", str(run_dir), *more]  # fmt: skip
+
+
 def start_private_redis(
     *, run_dir: Path, port: int | None = None, db: int = 0, password: str | None = None
 ) -> PrivateRedis:
@@ -84,12 +91,8 @@ def start_private_redis(
     password = password or new_password()
     pidfile = run_dir / f"redis-{port}.pid"
     config = write_config(pidfile.with_suffix(".conf"), password=password)
-    cmd = [
-        redis_server_binary(), str(config),
-        "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-        "--dir", str(run_dir), "--daemonize", "yes", "--pidfile", str(pidfile),
-        "--logfile", str(run_dir / f"redis-{port}.log"),
-    ]  # fmt: skip
+    cmd = redis_command(config, port, run_dir, "--daemonize", "yes", "--pidfile", str(pidfile),
+                        "--logfile", str(run_dir / f"redis-{port}.log"))  # fmt: skip
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:

@@ -122,7 +122,7 @@ def redis_process(data_dir: Path) -> tuple[list[str] | None, str]:
     for the password in .env (HUB_REDIS_PASSWORD). The URL returned carries it: never print it."""
     # (called after ensure_env_file loaded .env: importing hub loads its Celery app, which reads it)
     from hub.env import without_password
-    from hub.redis_server import free_port, private_url, redis_server_binary, write_config
+    from hub.redis_server import free_port, private_url, redis_command, write_config
 
     url = os.environ.get("REDIS_URL")
     if url:
@@ -144,8 +144,7 @@ def redis_process(data_dir: Path) -> tuple[list[str] | None, str]:
     password = os.environ["HUB_REDIS_PASSWORD"]  # ensure_env_file made one
     # The password in a file only we can read: on the command line any local user would see it (ps).
     config = write_config(run_dir / "redis.conf", password=password)
-    cmd = [redis_server_binary(), str(config), "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-           "--appendonly", "no", "--dir", str(run_dir), "--daemonize", "no"]  # fmt: skip
+    cmd = redis_command(config, port, run_dir, "--daemonize", "no")
     return cmd, private_url(port, password)
 
 
