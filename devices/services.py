@@ -166,20 +166,29 @@ def state_for_error(exc: errors.DeviceError) -> tuple[str, str, str]:
 
 
 def device_set_state(
-    *, device_id: int, state: str, message: str = "", fix: str = "", seen: bool = False
+    *,
+    device_id: int,
+    state: str,
+    message: str = "",
+    fix: str = "",
+    seen: bool = False,
+    as_of: dt.datetime | None = None,
 ) -> bool:
-    """Record the state; returns True when it changed (the caller then refreshes capabilities, pushes...)."""
+    """Record the state; returns True when it changed (the caller then refreshes capabilities, pushes...).
+
+    ``as_of``: when the request that tells the state was sent. What it tells is stale if the state changed since
+    (a reading sent just before the device went away, answered, and written after a job's request had found it
+    unreachable), and then nothing is written: the newer word stands."""
     now = timezone.now()
     changes: dict[str, Any] = {"state_message": message[:500], "state_fix": fix[:500]}
     if seen:
         changes["last_seen"] = now
-    changed = (
-        Device.objects.filter(pk=device_id)
-        .exclude(state=state)
-        .update(state=state, state_changed_at=now, **changes)
-    )
+    rows = Device.objects.filter(pk=device_id)
+    if as_of is not None:
+        rows = rows.filter(Q(state_changed_at__isnull=True) | Q(state_changed_at__lte=as_of))
+    changed = rows.exclude(state=state).update(state=state, state_changed_at=now, **changes)
     if not changed:
-        Device.objects.filter(pk=device_id).update(**changes)
+        rows.update(**changes)
         return False
     transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
     # Whoever registered to hear of it, after commit (jobs: the pool's jobs move; notify: the household hears of a
@@ -448,17 +457,24 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
     except KeyUnreadable as exc:  # the secret was rotated without keeping the old one as a fallback
         device_set_state(device_id=device_id, state=Device.State.AUTH_FAILED, message=str(exc), fix=FIX_AUTH)
         return Device.State.AUTH_FAILED
+    asked_at = (
+        timezone.now()
+    )  # a job's request may tell the state meanwhile: a stale reading must not undo it
     try:
         reading = _reading_for(client, device)
     except errors.DeviceError as exc:
         state, message, fix = state_for_error(exc)
         if state:
-            device_set_state(device_id=device_id, state=state, message=message, fix=fix)
+            device_set_state(device_id=device_id, state=state, message=message, fix=fix, as_of=asked_at)
         else:
             logger.info("device %s poll failed: %s", device_id, exc.human)
-            device_set_state(device_id=device_id, state=device.state, message=message, fix=fix)
+            device_set_state(
+                device_id=device_id, state=device.state, message=message, fix=fix, as_of=asked_at
+            )
         return state or device.state
-    became_online = device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True)
+    became_online = device_set_state(
+        device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at
+    )
     device_record_reading(device_id=device_id, reading=reading)
     if _capabilities_due(device, reading, became_online):
         previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None

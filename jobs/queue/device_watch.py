@@ -38,7 +38,8 @@ def watch_device(device_id: int) -> None:
     device_mark_active(device_id=device_id, until=timezone.now() + WATCH_FOR)
 
 
-def device_online(device_id: int) -> None:
-    """The device answered a job call: it is reachable and unlocked whatever the last poll said."""
+def device_online(device_id: int, *, as_of: dt.datetime | None = None) -> None:
+    """The device answered a job call sent at ``as_of``: it is reachable and unlocked whatever the last poll said,
+    unless its state changed after the call was sent (``devices.services.device_set_state``)."""
     if Device.objects.filter(pk=device_id).exclude(state=Device.State.ONLINE).exists():
-        device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True)
+        device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=as_of)

@@ -338,10 +338,11 @@ def _poll(job_id: int, ticket: int) -> None:
         _collect(job, runner)
         return
     trace(job.pk, "poll_start")
+    asked_at = _now()
     try:
         result = runner.poll()
     except errors.NotFound as exc:
-        device_online(job.device_id)
+        device_online(job.device_id, as_of=asked_at)
         interrupt(
             job,
             "The device no longer knows this render (it was restarted?).",
@@ -371,12 +372,12 @@ def _poll(job_id: int, ticket: int) -> None:
         logger.info("job %s poll: %s", job_id, exc)
         schedule_poll(job_id, countdown=next_interval(job, moved=False, trouble=True), ticket=ticket)
         return
-    _on_poll(job, runner, result, ticket)
+    _on_poll(job, runner, result, ticket, asked_at)
 
 
-def _on_poll(job: Job, runner, result: PollResult, ticket: int) -> None:
+def _on_poll(job: Job, runner, result: PollResult, ticket: int, asked_at: dt.datetime) -> None:
     if job.remote_data.get("waiting_on"):
-        device_online(job.device_id)
+        device_online(job.device_id, as_of=asked_at)
         job.remote_data = {
             k: v for k, v in job.remote_data.items() if k not in ("waiting_on", "away_seen_at")
         }
