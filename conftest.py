@@ -19,6 +19,35 @@ pytest_plugins.append("hub.tests.leakguard")  # no device key or API token in an
 pytest_plugins.append("hub.tests.s3")  # s3_store: a moto S3 server on loopback and a bucket per test
 
 
+# --- which tests ran: scripts/test.sh names those a stopped run had started and not finished --------------------
+STARTED = __import__("pathlib").Path(__file__).resolve().parent / "var" / "test-logs" / "started.log"
+
+
+def _controller() -> bool:
+    """The process that sees every test (the only one without xdist, xdist's controller with it)."""
+    return "PYTEST_XDIST_WORKER" not in __import__("os").environ
+
+
+def pytest_sessionstart(session):
+    if _controller():
+        STARTED.parent.mkdir(parents=True, exist_ok=True)
+        STARTED.write_text("")
+
+
+def _note(mark: str, nodeid: str) -> None:
+    if _controller():
+        with STARTED.open("a") as f:
+            f.write(f"{mark} {nodeid}\n")
+
+
+def pytest_runtest_logstart(nodeid, location):
+    _note("+", nodeid)
+
+
+def pytest_runtest_logfinish(nodeid, location):
+    _note("-", nodeid)
+
+
 def pytest_collection_modifyitems(config, items):
     """Browser tests last: Playwright's session keeps an event loop in the main thread once it starts."""
     items.sort(key=lambda item: item.get_closest_marker("browser") is not None)
