@@ -20,9 +20,20 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
-from jobs.doors.intake import check_request, check_request_any
+from jobs.core.selectors import can_manage, jobs_visible_to
+from jobs.doors.intake import check_request, check_request_any, show_refusal, stash_forget
+from jobs.models import CANCELLABLE_STATES, Job
 from jobs.queue.admission import RequestInvalid
-from jobs.queue.batches import MAX_BATCH, BatchInvalid, MemberCheck, too_big
+from jobs.queue.batches import (
+    MAX_BATCH,
+    BatchInvalid,
+    BatchPreview,
+    MemberCheck,
+    batch_counts,
+    batch_preview,
+    batch_submit,
+    too_big,
+)
 
 #: The page's batch modes (``batch_mode``); "" is a single job.
 MODES = {"": "One job", "lines": "A prompt per line", "seeds": "Several seeds", "matrix": "Prompt matrix"}
@@ -168,7 +179,101 @@ def batch_refusal(exc: BatchInvalid, members: list[Any]) -> RequestInvalid:
     return RequestInvalid(errors)
 
 
+# -- the page ---------------------------------------------------------------------------------------------------
+
+#: What the page's batch mode posts besides the kind's form.
+PAGE_FIELDS = ("batch_mode", "batch_count")
+
+
+def page_mode(data: Mapping[str, Any]) -> str:
+    return str(data.get("batch_mode") or "")
+
+
+def _page_members(request: Any) -> list[Any]:
+    data = request.POST.copy()
+    for name in PAGE_FIELDS:
+        data.pop(name, None)
+    return members_of(data, page_mode(request.POST), request.POST.get("batch_count"))
+
+
+def _page_checks(request: Any, form: Any, members: list[Any], *, pool: bool) -> list[MemberCheck]:
+    if pool:
+        for data in members:
+            data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
+    files = dict(form.files.items()) if form is not None and form.files else {}
+    return page_checks(owner=request.user, device=form.device, kind=form.kind, members=members, files=files,
+                       pool=pool)  # fmt: skip
+
+
+def page_batch_preview(request: Any, form: Any, *, pool: bool) -> tuple[BatchPreview | None, str]:
+    """The summary's batch line: (what queuing it now would give, why it can't be made: "" when it can)."""
+    try:
+        members = _page_members(request)
+    except RequestInvalid as exc:
+        return None, exc.summary()
+    preview = batch_preview(owner=request.user, checks=_page_checks(request, form, members, pool=pool))
+    if preview.errors:
+        return preview, batch_refusal(BatchInvalid(preview.errors, preview.size), members).summary()
+    return preview, ""
+
+
+def submit_page_batch(request: Any, form: Any, token: str | None, *, pool: bool) -> list[Job] | None:
+    """The page's batch try, all or nothing: its jobs, or None with every refused member's reason on the form."""
+    try:
+        members = _page_members(request)
+        jobs = batch_submit(
+            owner=request.user,
+            checks=_page_checks(request, form, members, pool=pool),
+            idempotency_key=token,
+        )
+    except BatchInvalid as exc:
+        show_refusal(form, batch_refusal(exc, members))
+        return None
+    except RequestInvalid as exc:
+        show_refusal(form, exc)
+        return None
+    if not getattr(jobs[0], "idempotent_replay", False):
+        stash_forget(user=request.user, token=token)
+    return jobs
+
+
+def batch_groups(user: Any, batch_ids: list[str]) -> list[dict[str, Any]]:
+    """The batches as the queue page and the gallery show them: how far each is, its first job (what it is
+    called), and whether ``user`` may cancel it (its owner or an admin: ``can_manage``)."""
+    counts = batch_counts(batch_ids)
+    firsts: dict[str, Job] = {}
+    for job in jobs_visible_to(user).filter(batch__in=list(counts)).order_by("pk"):
+        firsts.setdefault(job.batch, job)
+    return [
+        {
+            "id": b,
+            "counts": counts[b],
+            "first": firsts[b],
+            "may_cancel": counts[b].can_cancel and can_manage(user, firsts[b]),
+        }
+        for b in batch_ids
+        if b in counts and b in firsts
+    ]
+
+
+def active_batches(user: Any, *, limit: int = 20) -> list[dict[str, Any]]:
+    """The batches ``user`` may see that still have work waiting or running, newest first."""
+    ids = (
+        jobs_visible_to(user)
+        .filter(state__in=CANCELLABLE_STATES)
+        .exclude(batch="")
+        .order_by("-created")
+        .values_list("batch", flat=True)
+    )
+    seen = list(dict.fromkeys(ids[: limit * MAX_BATCH]))[:limit]
+    return batch_groups(user, seen)
+
+
 __all__ = [
+    "active_batches",
+    "batch_groups",
+    "page_batch_preview",
+    "submit_page_batch",
     "MAX_BATCH",
     "MODES",
     "batch_refusal",
