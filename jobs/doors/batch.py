@@ -196,10 +196,18 @@ def _page_members(request: Any) -> list[Any]:
     return members_of(data, page_mode(request.POST), request.POST.get("batch_count"))
 
 
+def first_member(request: Any) -> Any:
+    """The page form's fields as its batch's first job (what the summary's single estimate is for), or the form's
+    own fields when no batch can be made of them (the summary says why)."""
+    try:
+        return _page_members(request)[0]
+    except RequestInvalid:
+        return request.POST
+
+
 def _page_checks(request: Any, form: Any, members: list[Any], *, pool: bool) -> list[MemberCheck]:
-    if pool:
-        for data in members:
-            data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
+    for data in members:
+        data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
     files = dict(form.files.items()) if form is not None and form.files else {}
     return page_checks(owner=request.user, device=form.device, kind=form.kind, members=members, files=files,
                        pool=pool)  # fmt: skip
@@ -278,6 +286,7 @@ __all__ = [
     "MODES",
     "batch_refusal",
     "batch_seeds",
+    "first_member",
     "matrix_prompts",
     "member_label",
     "members_of",

@@ -26,7 +26,14 @@ from hub.parsing import parse_id, parse_int
 from hub.ratelimit import preview_allowed, rate_key
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for, jobs_visible_to
-from jobs.doors.batch import active_batches, batch_groups, page_batch_preview, page_mode, submit_page_batch
+from jobs.doors.batch import (
+    active_batches,
+    batch_groups,
+    first_member,
+    page_batch_preview,
+    page_mode,
+    submit_page_batch,
+)
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
 from jobs.doors.intake import (
     PageRequest,
@@ -171,7 +178,8 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         owner=request.user,
         device=taken.device,
         kind=taken.kind,
-        data=request.POST,
+        # a batch's summary: the first job's estimate (a prompt per line is judged line by line, not whole)
+        data=first_member(request) if page_mode(request.POST) else request.POST,
         files=request.FILES or None,
     )
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields

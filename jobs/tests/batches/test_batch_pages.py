@@ -109,3 +109,28 @@ def test_a_private_batch_is_404_to_another_member(member_client, other_client, d
     batch = Job.objects.first().batch
     assert other_client.post(f"/jobs/batches/{batch}/cancel/").status_code == 404
     assert "Batch of 2" not in text(other_client.get(f"/jobs/?batch={batch}"))
+
+
+def test_the_job_page_links_its_batch(member_client, device):
+    member_client.post("/jobs/new/", form(device, "a\nb"))
+    job = Job.objects.first()
+    page = text(member_client.get(f"/jobs/{job.pk}/"))
+    assert f'href="/jobs/?batch={job.batch}"' in page and "part of a batch" in page
+
+
+def test_a_long_batch_of_lines_is_judged_line_by_line(member_client, device):
+    """50 lines of 100 characters: more than one prompt may hold (4000), each line fine."""
+    lines = "\n".join(f"{i:03d} " + "a quiet harbour at dawn " * 4 for i in range(50))
+    assert len(lines) > 4000
+    summary = text(member_client.post("/jobs/new/admission/", form(device, lines), HTTP_HX_REQUEST="true"))
+    assert "50 jobs" in summary and "Can't queue yet" not in summary
+    response = member_client.post("/jobs/new/", form(device, lines))
+    assert response.status_code == 302
+    assert Job.objects.count() == 50
+
+
+def test_an_unticked_polite_stays_off_in_a_batch(member_client, device):
+    data = form(device, "a\nb")
+    data.pop("polite")
+    member_client.post("/jobs/new/", data)
+    assert set(Job.objects.values_list("polite", flat=True)) == {False}
