@@ -157,6 +157,24 @@ def _asked_too_often(request: HttpRequest, wait: int) -> HttpResponse:
     return response
 
 
+def _summary_form(request: HttpRequest, taken: PageRequest):
+    """The form the summary judges: in batch mode, the batch's first job (a prompt per line is judged line by line,
+    not as one prompt)."""
+    return form_for(
+        owner=request.user,
+        device=taken.device,
+        kind=taken.kind,
+        data=first_member(request) if page_mode(request.POST) else request.POST,
+        files=request.FILES or None,
+    )
+
+
+def _batch_summary(request: HttpRequest, taken: PageRequest, form, ctx: dict) -> None:
+    """In batch mode, once the first job can be judged: how many jobs, when the last is ready, or which is refused."""
+    if page_mode(request.POST) and not ctx["refusal"] and ctx["admission"] is not None:
+        ctx["batch"], ctx["refusal"] = page_batch_preview(request, form, pool=bool(taken.pool))
+
+
 @member_required
 @require_POST
 def job_admission(request: HttpRequest) -> HttpResponse:
@@ -174,14 +192,7 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         refusal = Admission(0.0, None, None, refused=taken.problem, refused_field="kind")
         ctx = {"admission": refusal, "fields_oob": False, "refusal": taken.problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
-    form = form_for(
-        owner=request.user,
-        device=taken.device,
-        kind=taken.kind,
-        # a batch's summary: the first job's estimate (a prompt per line is judged line by line, not whole)
-        data=first_member(request) if page_mode(request.POST) else request.POST,
-        files=request.FILES or None,
-    )
+    form = _summary_form(request, taken)
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
     # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
     # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.
@@ -199,8 +210,7 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         ctx["admission"] = admission_for(form)
     # Another device of the pool can do what the shown device's form refuses: nothing stands in the way.
     ctx["refusal"] = "" if ctx.get("where") else refusal_for(form, ctx["admission"], ctx["skip"])
-    if page_mode(request.POST) and not ctx["refusal"] and ctx["admission"] is not None:
-        ctx["batch"], ctx["refusal"] = page_batch_preview(request, form, pool=bool(taken.pool))
+    _batch_summary(request, taken, form, ctx)
     ctx["fields_oob"] = fields_oob
     if fields_oob:
         ctx["form"] = swapped_fields_form(form)
