@@ -136,13 +136,14 @@ def batch_submit(
             if errors:
                 raise _RolledBack
             Job.objects.filter(pk__in=[j.pk for j in jobs]).update(batch=batch)
-    except _RolledBack:
-        delete(
-            _inputs_of(jobs)
-        )  # the refused batch's inputs: a later job given the same number must not find them
+    except Exception as exc:  # refused, replayed, or anything else (a disk that filled up): nothing stays
+        # the batch's saved inputs go too: a later job given the same number must not find them
+        delete(_inputs_of(jobs))
         if errors:
             raise BatchInvalid(errors, len(checks)) from None
-        return batch_already_submitted(owner=owner, idempotency_key=idempotency_key)
+        if isinstance(exc, _RolledBack):
+            return batch_already_submitted(owner=owner, idempotency_key=idempotency_key)
+        raise
     for job in jobs:
         job.batch = batch
     return jobs

@@ -134,3 +134,46 @@ def test_an_unticked_polite_stays_off_in_a_batch(member_client, device):
     data.pop("polite")
     member_client.post("/jobs/new/", data)
     assert set(Job.objects.values_list("polite", flat=True)) == {False}
+
+
+def _mesh(device, **over):
+    from django.core.files.uploadedfile import SimpleUploadedFile
+
+    from jobs.tests.ui_fixtures import MESH, PNG
+
+    return {
+        "device": device.pk,
+        "kind": "mesh",
+        "model": MESH,
+        "when": "asap",
+        "batch_mode": "seeds",
+        "seed": "3",
+        "batch_count": "3",
+        "image": SimpleUploadedFile("obj.png", PNG, "image/png"),
+        **over,
+    }
+
+
+def _stored(media) -> list:
+    return sorted(p for p in media.rglob("*") if p.is_file()) if media.exists() else []
+
+
+def test_a_batch_with_a_picture_saves_it_for_each_job(member_client, device, media):
+    response = member_client.post("/jobs/new/", _mesh(device))
+    assert response.status_code == 302, text(response)[:2000]
+    jobs = list(Job.objects.order_by("pk"))
+    assert [j.params["seed"] for j in jobs] == [3, 4, 5]
+    assert all(j.params["files"]["image"] for j in jobs)
+    assert len({j.params["files"]["image"] for j in jobs}) == 3
+    assert len(_stored(media)) == 3
+
+
+def test_a_refused_batch_with_a_picture_leaves_no_file(admin_user, member, member_client, device, media):
+    from jobs.quotas import services as quotas
+
+    quotas.quota_set(by=admin_user, user=member, max_queued=2)
+    response = member_client.post("/jobs/new/", _mesh(device))
+    assert response.status_code == 400
+    assert "Job 3" in text(response) and "Jobs in the queue" in text(response)
+    assert not Job.objects.exists()
+    assert [p for p in _stored(media) if "inputs" in p.parts] == []
