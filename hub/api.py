@@ -28,6 +28,7 @@ from hub.api_auth import API_AUTH
 from hub.ratelimit import RateLimited
 from jobs.doors.api import pydantic_errors
 from jobs.doors.api import router as jobs_router
+from jobs.doors.api_batch import router as jobs_batch_router
 from jobs.doors.api_queue import router as jobs_queue_router
 from jobs.queue.admission import RequestInvalid
 
@@ -43,6 +44,7 @@ api = NinjaAPI(
         '`{"detail": "…", "errors": {"field": ["…"]}}`.'
     ),
 )
+api.add_router("", jobs_batch_router)  # before /jobs: its /jobs/batch must not be read as /jobs/{job_id}
 api.add_router("/jobs", jobs_router)
 api.add_router("/devices", devices_router)
 api.add_router("/notify", "notify.api.router")  # notification channels (notify/api.py)

@@ -140,6 +140,9 @@ class Job(models.Model):
     # The idempotency key it was submitted with (hashed with the owner, ``jobs.queue.services.job_submit``): the same
     # form posted twice, or an API call retried, finds this job instead of queuing another. NULL = none given.
     submit_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
+    # The batch it was submitted in (``jobs.queue.batches``): several jobs admitted together, all or nothing, shown
+    # and cancelled as one group. "" = submitted alone.
+    batch = models.CharField(max_length=32, blank=True, default="", db_index=True, editable=False)
 
     class Meta:
         ordering = ["-created"]

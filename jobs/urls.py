@@ -9,6 +9,7 @@ urlpatterns = [
     path("new/", views.job_new, name="jobs-new"),
     path("new/admission/", views.job_admission, name="jobs-admission"),
     path("queue/", views.queue, name="jobs-queue"),
+    path("batches/<slug:batch>/cancel/", views.batch_cancel, name="jobs-batch-cancel"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
     path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),

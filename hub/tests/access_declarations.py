@@ -118,6 +118,8 @@ DECLARATIONS: dict[str, dict] = {
     },
     # a finished job can't be cancelled or retried: a message on the job page (a redirect), not an error
     "jobs-cancel": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    # a batch (jobs.queue.batches) as one: the private job's batch, then the shared job's
+    "jobs-batch-cancel": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-retry": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-share": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-share-link": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
@@ -187,6 +189,14 @@ DECLARATIONS: dict[str, dict] = {
     # the body ({"shared": …}) is validated before anything is looked up: {} is a 422 for everyone
     "api:job_share": {"GET": API_NO, "POST": "401 400 400 400 400", "shared": "same"},
     "api:job_artifact": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    # batches: {} has no jobs (422); a batch is seen as its jobs are; cancelling is the owner's and admins'
+    "api:batch_submit": {"GET": API_NO, "POST": API_SUBMIT_EMPTY},
+    "api:batch_get": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    "api:batch_cancel": {
+        "GET": API_NO,
+        "POST": "401 403 ok 404 ok",
+        "shared": {"POST": "401 403 ok 403 ok"},
+    },
     "api:device_list": {"GET": API_READ, "POST": API_NO},
     "api:device_get": {"GET": API_READ, "POST": API_NO},
     "api:device_capabilities": {"GET": API_READ, "POST": API_NO},
@@ -295,7 +305,7 @@ def variants(pattern) -> tuple[str, ...]:
         return ("private",)
     if "token" in pattern.kwargs:
         return ("link", "foreign") if "artifact_id" in pattern.kwargs else ("link",)
-    if {"job_id", "video_id", "artifact_id"} & set(pattern.kwargs):
+    if {"job_id", "video_id", "artifact_id", "batch", "batch_id"} & set(pattern.kwargs):
         return ("private", "shared")
     return ("private",)
 

@@ -183,6 +183,13 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
     linked_artifact = add_artifact(linked, media_root)
     linked = job_share_link(job=linked, by=owner, enable=True)
 
+    # Each in a batch of its own (``Job.batch``): the batch routes name the private job's or the shared job's.
+    from jobs.models import Job
+
+    for job, prefix in ((private, "p"), (shared, "s"), (queued, "q")):
+        job.batch = f"{prefix}{tag}"
+        Job.objects.filter(pk=job.pk).update(batch=job.batch)
+
     raw_tokens = {}
     for role, user in people.items():
         scopes = ["read"] if role == "viewer" else ["read", "submit"]
@@ -241,6 +248,8 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
     )
     return {
         "job_id": str(job.pk),
+        "batch": job.batch,
+        "batch_id": job.batch,
         "video_id": f"video_{job.pk}",
         "artifact_id": str(artifact.pk),
         "device_id": str(world.device.pk),

@@ -31,11 +31,11 @@ from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, promp
 from jobs.doors.intake import (
     ANY_DEVICE,
     check_again,
+    check_request,
+    check_request_any,
     find_device,
     form_again,
     form_for,
-    submit_request,
-    submit_request_any,
     with_defaults,
 )
 from jobs.files.downloads import artifact_response
@@ -53,7 +53,7 @@ from jobs.kinds.table import api_schemas, form_class_for, schema_for
 from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
-from jobs.queue.admission import RequestInvalid
+from jobs.queue.admission import CheckedRequest, RequestInvalid
 
 router = Router(tags=["jobs"])
 
@@ -123,6 +123,7 @@ def job_out(request: HttpRequest, job: Job) -> dict[str, Any]:
         "finished_at": job.finished_at,
         "error": error,
         "cancel_reason": job.cancel_reason,
+        "batch": job.batch or None,
         "url": _abs(request, reverse("jobs-detail", args=[job.pk])),
         "api_url": _abs(request, reverse("api:job_get", args=[job.pk])),
     }
@@ -283,6 +284,31 @@ def _validated(
     return _typed(schema, data) if (json_body and schema is not None) else data
 
 
+def check_body(
+    request: HttpRequest, data: dict[str, Any], files: dict[str, Any]
+) -> tuple[Device, CheckedRequest]:
+    """A ``POST /api/jobs`` body checked and admitted (not queued): on its device, or on the pool for "any".
+
+    (The batch route checks each of its members with this too: ``jobs.doors.api_batch``.)"""
+    data = dict(data)
+    kind = data.pop("kind", None)
+    device_raw = data.pop("device", None)
+    if not isinstance(kind, str) or kind not in JobKind.values:
+        shown = "missing" if kind is None else repr(kind)[:40]
+        raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
+    device = _device_for_submit(device_raw)
+
+    def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The body as ``on``'s form takes it: its fields checked by name and type, its defaults filled in."""
+        typed = _validated(request, device=on, kind=kind, data=data, files=files)
+        return with_defaults(owner=request.user, device=on, kind=kind, data=typed, files=files), files
+
+    if device is None:
+        return check_request_any(owner=request.user, kind=kind, prepare=prepare)
+    fields, _files = prepare(device)
+    return device, check_request(owner=request.user, device=device, kind=kind, data=fields, files=files)
+
+
 # -- jobs -----------------------------------------------------------------------------------------------------
 @router.post(
     "",
@@ -305,28 +331,10 @@ def submit(request: HttpRequest):
     require_scope(request, SUBMIT)
     check_submit(request)
     data, files = read_body(request, files_allowed=True)
-    kind = data.pop("kind", None)
-    device_raw = data.pop("device", None)
-    if not isinstance(kind, str) or kind not in JobKind.values:
-        shown = "missing" if kind is None else repr(kind)[:40]
-        raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
-    device = _device_for_submit(device_raw)
     key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
-
-    def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The body as ``on``'s form takes it: its fields checked by name and type, its defaults filled in."""
-        typed = _validated(request, device=on, kind=kind, data=data, files=files)
-        return with_defaults(owner=request.user, device=on, kind=kind, data=typed, files=files), files
-
-    if device is None:
-        job, admission = submit_request_any(
-            owner=request.user, kind=kind, prepare=prepare, idempotency_key=key
-        )
-    else:
-        fields, _files = prepare(device)
-        job, admission = submit_request(
-            owner=request.user, device=device, kind=kind, data=fields, files=files, idempotency_key=key
-        )
+    device, checked = check_body(request, data, files)
+    job = services.submit_checked(owner=request.user, device=device, checked=checked, idempotency_key=key)
+    admission = checked.admission
     return Status(
         200 if getattr(job, "idempotent_replay", False) else 201,
         {

@@ -120,6 +120,8 @@ class GalleryFilterForm(forms.Form):
     since = forms.DateField(required=False, label="From", widget=forms.DateInput(attrs={"type": "date"}))
     until = forms.DateField(required=False, label="To", widget=forms.DateInput(attrs={"type": "date"}))
     bookmarked = forms.BooleanField(required=False, label="Bookmarked only")
+    # One batch's jobs (``Job.batch``): the gallery's group, reached from a card's "batch" link.
+    batch = forms.CharField(required=False, max_length=32, widget=forms.HiddenInput)
 
     def __init__(self, data: Any = None, *, user: Any) -> None:
         super().__init__(data, label_suffix="")
@@ -156,6 +158,8 @@ class GalleryFilterForm(forms.Form):
             qs = qs.filter(created__date__lte=d["until"])
         if d.get("bookmarked"):
             qs = qs.filter(bookmarks__user=self.user)
+        if d.get("batch"):
+            qs = qs.filter(batch=d["batch"])
         return qs
 
     @property
@@ -217,6 +221,7 @@ class GalleryCard:
     thumb_width: int = 0
     thumb_height: int = 0
     bookmarked: bool = False
+    batch: str = ""
 
     @classmethod
     def of(cls, job: Job, *, thumb_url: str = "", bookmarked: bool = False) -> GalleryCard:
@@ -237,6 +242,7 @@ class GalleryCard:
             thumb_width=w,
             thumb_height=h,
             bookmarked=bookmarked,
+            batch=job.batch,
         )
 
 

@@ -15,6 +15,7 @@ from devices.selectors import device_list_for
 from hub.parsing import parse_int
 from jobs.core.bookmarks import is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_plan_line
+from jobs.doors.batch import MAX_BATCH, MODES
 from jobs.doors.intake import (
     ANY_DEVICE,
     any_kinds,
@@ -182,6 +183,11 @@ def new_job_context(
         # A double click or a retried POST sends the same token again and queues nothing new; a form that
         # came back with errors keeps its token (nothing was queued under it).
         "submit_token": submit_token_of(request) or new_submit_token(),
+        # the batch mode (jobs.doors.batch): what was chosen survives a refused try
+        "batch_modes": list(MODES.items()),
+        "batch_max": MAX_BATCH,
+        "batch_mode": request.POST.get("batch_mode", "") if request.method == "POST" else "",
+        "batch_count": request.POST.get("batch_count", "") if request.method == "POST" else "",
     }
     if device is not None:
         ctx.update(queue_context(device))

@@ -11,7 +11,7 @@ import datetime as dt
 from django.contrib import messages
 from django.contrib.auth.decorators import login_not_required
 from django.core.exceptions import PermissionDenied, ValidationError
-from django.http import HttpRequest, HttpResponse
+from django.http import Http404, HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils import timezone
@@ -25,7 +25,15 @@ from hub.pagecache import kept_page
 from hub.parsing import parse_id, parse_int
 from hub.ratelimit import preview_allowed, rate_key
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
-from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for
+from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for, jobs_visible_to
+from jobs.doors.batch import (
+    active_batches,
+    batch_groups,
+    first_member,
+    page_batch_preview,
+    page_mode,
+    submit_page_batch,
+)
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
 from jobs.doors.intake import (
     PageRequest,
@@ -58,8 +66,9 @@ from jobs.files.previews import preview_box
 from jobs.kinds.table import style_of
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
-from jobs.queue import services
+from jobs.queue import batches, services
 from jobs.queue.admission import Admission, RequestInvalid
+from jobs.queue.batches import batch_counts
 
 DETAIL = "jobs/detail.html"
 PARTS = "jobs/_fragments.html"
@@ -113,6 +122,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
     form = page_form(request, taken)
     if request.method != "POST":
         return _new_page(request, taken, form)
+    if page_mode(request.POST):
+        return _batch_submitted(request, taken, form)
     job = submit_page_form(request, form, taken.token, pool=bool(taken.pool))
     if job is None:
         keep_uploads(request, form)  # a refused try keeps its uploads: the next one may send none
@@ -123,12 +134,45 @@ def job_new(request: HttpRequest) -> HttpResponse:
     return redirect("jobs-detail", job_id=job.pk)
 
 
+def _batch_submitted(request: HttpRequest, taken: PageRequest, form) -> HttpResponse:
+    """The page's batch mode: every job of the batch queued, or none (each refused job named on the form)."""
+    jobs = submit_page_batch(request, form, taken.token, pool=bool(taken.pool))
+    if jobs is None:
+        keep_uploads(request, form)
+        return _new_page(request, taken, form, status=400)
+    if getattr(jobs[0], "idempotent_replay", False):
+        messages.info(request, "This form was already sent; here is the batch it queued.")
+    else:
+        ready = [j.admission.ready_at for j in jobs if getattr(j, "admission", None) and j.admission.ready_at]
+        last = f"; the last is expected ≈ {timezone.localtime(max(ready)):%H:%M}" if ready else ""
+        messages.success(request, f"Queued a batch of {len(jobs)} jobs{last}.")
+    return redirect(f"{reverse('jobs-gallery')}?batch={jobs[0].batch}")
+
+
 def _asked_too_often(request: HttpRequest, wait: int) -> HttpResponse:
     """The summary only, saying when it comes back (the page asks again then: hub.js); the button is left as it
     was, since nothing about the job was decided."""
     response = render(request, "jobs/new.html#admission", {"asked_too_often": wait}, status=429)
     response["Retry-After"] = str(wait)
     return response
+
+
+def _summary_form(request: HttpRequest, taken: PageRequest):
+    """The form the summary judges: in batch mode, the batch's first job (a prompt per line is judged line by line,
+    not as one prompt)."""
+    return form_for(
+        owner=request.user,
+        device=taken.device,
+        kind=taken.kind,
+        data=first_member(request) if page_mode(request.POST) else request.POST,
+        files=request.FILES or None,
+    )
+
+
+def _batch_summary(request: HttpRequest, taken: PageRequest, form, ctx: dict) -> None:
+    """In batch mode, once the first job can be judged: how many jobs, when the last is ready, or which is refused."""
+    if page_mode(request.POST) and not ctx["refusal"] and ctx["admission"] is not None:
+        ctx["batch"], ctx["refusal"] = page_batch_preview(request, form, pool=bool(taken.pool))
 
 
 @member_required
@@ -148,13 +192,7 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         refusal = Admission(0.0, None, None, refused=taken.problem, refused_field="kind")
         ctx = {"admission": refusal, "fields_oob": False, "refusal": taken.problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
-    form = form_for(
-        owner=request.user,
-        device=taken.device,
-        kind=taken.kind,
-        data=request.POST,
-        files=request.FILES or None,
-    )
+    form = _summary_form(request, taken)
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
     # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
     # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.
@@ -172,6 +210,7 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         ctx["admission"] = admission_for(form)
     # Another device of the pool can do what the shown device's form refuses: nothing stands in the way.
     ctx["refusal"] = "" if ctx.get("where") else refusal_for(form, ctx["admission"], ctx["skip"])
+    _batch_summary(request, taken, form, ctx)
     ctx["fields_oob"] = fields_oob
     if fields_oob:
         ctx["form"] = swapped_fields_form(form)
@@ -314,6 +353,8 @@ def gallery(request: HttpRequest) -> HttpResponse:
     form = GalleryFilterForm(request.GET, user=request.user)
     page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
     ctx = {"form": form, "page": page, "kinds": JobKind.choices}
+    if form.is_valid() and form.cleaned_data.get("batch"):
+        ctx["groups"] = batch_groups(request.user, [form.cleaned_data["batch"]])
     if request.htmx and request.GET.get("cursor"):
         return render(request, "jobs/gallery.html#gallery-more", ctx)  # "Show older": append cards
     if request.htmx:
@@ -347,7 +388,20 @@ def queue(request: HttpRequest) -> HttpResponse:
         for d in shown
     ]
     watch = ",".join(f"queue:{q['device'].pk}" for q in devices if q["pager"]["page"] == 1)
-    return render(request, "jobs/queue.html", {"devices": devices, "watch": watch})
+    ctx = {"devices": devices, "watch": watch, "groups": active_batches(request.user)}
+    return render(request, "jobs/queue.html", ctx)
+
+
+@require_POST
+def batch_cancel(request: HttpRequest, batch: str) -> HttpResponse:
+    """ "Cancel the batch": every job of it still waiting or running (its owner or an admin)."""
+    if not jobs_visible_to(request.user).filter(batch=batch).exists():
+        raise Http404("No such batch.")
+    form = CancelForm(request.POST)
+    form.is_valid()
+    batches.batch_cancel(batch=batch, by=request.user, reason=form.cleaned_data.get("reason", ""))
+    messages.success(request, f"Cancelled the batch ({batch_counts([batch])[batch].text}).")
+    return redirect(_back(request, f"{reverse('jobs-gallery')}?batch={batch}"))
 
 
 def _after_queue_change(request: HttpRequest, device: Device) -> HttpResponse:

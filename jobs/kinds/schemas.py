@@ -272,6 +272,10 @@ class JobOut(Schema):
     finished_at: dt.datetime | None
     error: JobErrorOut | None
     cancel_reason: str
+    batch: str | None = Field(
+        default=None,
+        description="The batch it was submitted in (`POST /api/jobs/batch`); null for a job submitted alone.",
+    )
     url: str = Field(description="The job's page in the hub.")
     api_url: str
 
@@ -288,6 +292,19 @@ class SubmittedOut(JobDetailOut):
     estimate_ready_at: dt.datetime | None = Field(description="Predicted finish at submission.")
     estimate_starts_at: dt.datetime | None = Field(description="Predicted start at submission.")
     warnings: list[str]
+
+
+class BatchOut(Schema):
+    """A batch: its id and its jobs, in the order they were given."""
+
+    batch: str = Field(
+        description="The batch's id: `GET /api/batches/{id}`, `POST /api/batches/{id}/cancel`."
+    )
+    summary: str = Field(description="e.g. “batch of 6: 2 done, 1 running, 3 queued”.")
+    estimate_ready_at: dt.datetime | None = Field(
+        default=None, description="At submission: when the last of its jobs is expected to be ready."
+    )
+    jobs: list[JobDetailOut]
 
 
 class JobListOut(Schema):
