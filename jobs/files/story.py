@@ -27,7 +27,7 @@ import logging
 import os
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from django.urls import reverse
 
@@ -164,10 +164,12 @@ def _tell_file(path: Path, story: dict[str, Any], name: str) -> None:
 
 
 # -- reading -----------------------------------------------------------------------------------------------------
-def read_story(data: bytes) -> dict[str, Any] | None:
+def read_story(source: bytes | BinaryIO) -> dict[str, Any] | None:
     """The hub settings a PNG carries (its ``tiiny-hub`` chunk), or None for a file without them (not a PNG, a
-    PNG from elsewhere, a chunk that is not a JSON object)."""
-    text = formats.png_text(data).get(KEY)
+    PNG from elsewhere, a chunk that is not a JSON object). A file is read chunk by chunk up to its image data."""
+    fh = io.BytesIO(source) if isinstance(source, bytes) else source
+    fh.seek(0)
+    text = formats.png_text_from(fh).get(KEY)
     if text is None:
         return None
     try:

@@ -110,16 +110,27 @@ def _text_of(ctype: bytes, body: bytes) -> tuple[str, str] | None:
     return None
 
 
-def png_text(data: bytes) -> dict[str, str]:
-    """A PNG's text chunks by keyword ({} for anything that is not a PNG)."""
-    try:
-        chunks = png_chunks(data)
-    except StoryError:
+#: The most of a text chunk :func:`png_text_from` reads (a story is a few KB; a bigger chunk is not the hub's).
+TEXT_MAX = 256 * 1024
+
+
+def png_text_from(src: BinaryIO) -> dict[str, str]:
+    """The text chunks before a PNG's image data, by keyword, read chunk by chunk from the file (the image data
+    is never read): {} for anything that is not a PNG."""
+    if src.read(8) != PNG_SIGNATURE:
         return {}
-    found = {}
-    for ctype, body in chunks:
-        if ctype in (b"tEXt", b"iTXt") and (pair := _text_of(ctype, body)) is not None:
-            found[pair[0]] = pair[1]
+    found: dict[str, str] = {}
+    while len(header := src.read(8)) == 8:
+        (length,), ctype = struct.unpack(">I", header[:4]), header[4:]
+        if ctype in (b"IDAT", b"IEND"):
+            break
+        if ctype in (b"tEXt", b"iTXt") and length <= TEXT_MAX:
+            body = src.read(length)
+            if (pair := _text_of(ctype, body)) is not None:
+                found.setdefault(*pair)
+            src.seek(4, 1)  # the CRC
+        else:
+            src.seek(length + 4, 1)
     return found
 
 
