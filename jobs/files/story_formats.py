@@ -319,28 +319,36 @@ def _tags(story: dict[str, Any], human: str) -> bytes:
     return item(b"desc", human) + item(b"\xa9cmt", story_json(story))
 
 
+#: The ilst items the hub writes (a story told before is replaced, not repeated).
+MP4_ITEMS = (b"desc", b"\xa9cmt")
+
+
 def _with_tags(moov: bytes, items: bytes) -> bytes:
-    """``moov`` with ``items`` added to its udta/meta/ilst (each made when missing), every box on the way grown."""
+    """``moov`` with ``items`` in its udta/meta/ilst (each made when missing; in an ilst, the hub's own items of
+    a story told before replaced), every box on the way resized by what changed."""
     start, header, end = 0, _header_len(moov, 0), len(moov)
-    chain = [(start, header)]  # moov and each box found on the way: each grows by what is inserted
+    chain = [(start, header)]  # moov and each box found on the way: each is resized
     for btype in (b"udta", b"meta", b"ilst"):
         body = start + header
         if moov[start + 4 : start + 8] == b"meta" and moov[body + 4 : body + 8] != b"hdlr":
             body += 4  # MP4's meta is a full box (version and flags); QuickTime's is not
         hit = next((box for box in _boxes(moov, body, end) if box[0] == btype), None)
         if hit is None:
-            insert = {b"udta": _box(b"udta", _made_meta(items)), b"meta": _made_meta(items)}.get(
-                btype, _box(b"ilst", items)
-            )
-            break
+            made = {b"udta": _box(b"udta", _made_meta(items)), b"meta": _made_meta(items)}
+            return _replaced(moov, chain, end, end, made.get(btype, _box(b"ilst", items)))
         _t, start, header, end = hit
         chain.append((start, header))
-    else:
-        insert = items
-    grown = bytearray(moov[:end] + insert + moov[end:])
+    kept = b"".join(moov[s:e] for t, s, _h, e in _boxes(moov, start + header, end) if t not in MP4_ITEMS)
+    return _replaced(moov, chain, start + header, end, kept + items)
+
+
+def _replaced(moov: bytes, chain: list[tuple[int, int]], start: int, end: int, new: bytes) -> bytes:
+    """``moov`` with the bytes from ``start`` to ``end`` replaced by ``new``, the boxes of ``chain`` (which hold
+    them) resized by the difference."""
+    out = bytearray(moov[:start] + new + moov[end:])
     for box_start, box_header in chain:
-        _grow(grown, box_start, box_header, len(insert))
-    return bytes(grown)
+        _grow(out, box_start, box_header, len(new) - (end - start))
+    return bytes(out)
 
 
 def _header_len(data: bytes | bytearray, start: int) -> int:

@@ -291,3 +291,38 @@ def test_parents_are_told(member, device, media, hub_url):
         {"job": parent.pk, "url": f"{hub_url}/jobs/{parent.pk}/", "artifact": "image-1.png"}
     ]
     assert f"Parent: {hub_url}/jobs/{parent.pk}/" in story.human_line(told)
+
+
+def test_an_mp4_told_twice_keeps_one_story_and_plays(member, device, media, hub_url, tmp_path):
+    job = make_job(member, device, kind="video", state="running", prompt=PROMPT)
+    mp4 = emu.video_mp4(prompt="x", seconds=1, width=64, height=48, fps=8, audio=False).read_bytes()
+    once = stored_bytes(store.save_artifact(job, kind="video", name="video.mp4", data=mp4, mime="video/mp4"))
+    twice = stored_bytes(
+        store.save_artifact(job, kind="video", name="video.mp4", data=once, mime="video/mp4")
+    )
+    assert twice.count(b"\xa9cmt") == 1 and twice.count(b"desc") == 1 and len(twice) == len(once)
+    path = tmp_path / "twice.mp4"
+    path.write_bytes(twice)
+    assert decodes_cleanly(path) == ""
+    assert json.loads(ffmpeg_metadata(path)["comment"])["job"] == job.pk
+    assert ffmpeg_metadata(path)["encoder"]  # the muxer's own tag is kept beside the hub's
+
+
+def test_a_jpeg_tells_its_settings_in_a_comment(member, device, media, hub_url):
+    job = make_job(member, device, kind="image", state="running", prompt=PROMPT)
+    picture = BytesIO()
+    Image.new("RGB", (32, 24), (200, 80, 20)).save(picture, "JPEG")
+    art = store.save_artifact(job, kind="image", name="image.jpg", data=picture.getvalue(), mime="image/jpeg")
+    with Image.open(BytesIO(stored_bytes(art))) as img:
+        img.load()
+        assert img.size == (32, 24)
+        assert json.loads(img.info["comment"])["prompt"] == PROMPT
+
+
+def test_an_obj_tells_its_settings_in_a_comment_line(member, device, media, hub_url):
+    job = make_job(member, device, kind="mesh", state="running")
+    obj = b"v 0 0 0\nv 1 0 0\nv 0 1 0\nf 1 2 3\n"
+    art = store.save_artifact(job, kind="mesh", name="model.obj", data=obj, mime="text/plain")
+    first, rest = stored_bytes(art).split(b"\n", 1)
+    assert first.startswith(b"# tiiny-hub: ") and json.loads(first[13:])["job"] == job.pk
+    assert rest == obj
