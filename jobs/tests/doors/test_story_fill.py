@@ -117,3 +117,13 @@ def test_viewers_cannot_fill_in(viewer_client, device):
         viewer_client, device, png_with_story({"kind": "image", "prompt": "a kite"}), kind="image"
     )
     assert response.status_code in (302, 403)
+
+
+def test_any_capable_device_is_kept(member_client, device):
+    story = {"kind": "image", "model": IMAGE, "prompt": "a kite", "seed": 3}
+    upload = SimpleUploadedFile("kite.png", png_with_story(story), "image/png")
+    response = member_client.post(URL, {"device": "any", "kind": "video", "settings_file": upload})
+    html = response.content.decode()
+    assert response.status_code == 200 and "Filled in from kite.png" in html
+    assert 'name="device" value="any"' in html and 'name="kind" value="image"' in html
+    assert field_value(html, "seed") == "3"
