@@ -104,7 +104,11 @@ def _text_of(ctype: bytes, body: bytes) -> tuple[str, str] | None:
         _lang, _, rest = rest.partition(b"\x00")
         _translated, _, text = rest.partition(b"\x00")
         try:
-            return keyword.decode("latin-1"), (zlib.decompress(text) if compressed else text).decode("utf-8")
+            if (
+                compressed
+            ):  # never the hub's own; at most TEXT_MAX of it (a small chunk may inflate to gigabytes)
+                text = zlib.decompressobj().decompress(text, TEXT_MAX)
+            return keyword.decode("latin-1"), text.decode("utf-8")
         except (zlib.error, UnicodeDecodeError):
             return None
     return None

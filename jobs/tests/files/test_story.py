@@ -326,3 +326,25 @@ def test_an_obj_tells_its_settings_in_a_comment_line(member, device, media, hub_
     first, rest = stored_bytes(art).split(b"\n", 1)
     assert first.startswith(b"# tiiny-hub: ") and json.loads(first[13:])["job"] == job.pk
     assert rest == obj
+
+
+def test_a_png_that_is_broken_or_a_bomb_reads_as_no_story():
+    import zlib
+
+    from jobs.files.story_formats import PNG_SIGNATURE, _png_chunk
+
+    good = emu.png_bytes(prompt="x", width=16, height=16)
+    bomb = _png_chunk(b"iTXt", b"tiiny-hub\x00\x01\x00\x00\x00" + zlib.compress(b"{" * 50_000_000, 9))
+    cases = [
+        b"",
+        PNG_SIGNATURE,
+        PNG_SIGNATURE + b"\x00\x00",
+        PNG_SIGNATURE + b"\xff\xff\xff\xffiTXt",  # a chunk longer than the file
+        PNG_SIGNATURE + _png_chunk(b"iTXt", b"tiiny-hub\x00\x00\x00\x00\x00[1, 2]"),  # JSON, not an object
+        PNG_SIGNATURE + _png_chunk(b"iTXt", b"tiiny-hub\x00\x00\x00\x00\x00\xff\xfe"),  # not UTF-8
+        PNG_SIGNATURE + bomb,
+        good,
+    ]
+    for data in cases:
+        assert story.read_story(data) is None
+    assert story.read_story(BytesIO(good)) is None
