@@ -153,7 +153,9 @@ def tell(
 
 def _tell_file(path: Path, story: dict[str, Any], name: str) -> None:
     """Rewrite the local file with its story: a copy beside it, renamed over it once whole."""
-    told = path.with_name(f".{path.name}.{os.getpid()}.story")
+    told = path.with_name(
+        f".{path.name}.{os.getpid()}.story.part"
+    )  # a crash leaves a .part: discard_partials
     try:
         with open(path, "rb") as src, open(told, "wb") as out:
             wrote = formats.write(src, out, story, human_line(story), name=name)

@@ -98,7 +98,7 @@ def test_a_png_from_a_download_path_is_told_in_place(member, device, media, hub_
     art = store.save_artifact(job, kind="image", name="image.png", path=download, mime="image/png")
     assert story.read_story(stored_bytes(art))["url"].endswith(f"/jobs/{job.pk}/")
     assert_checksum_is_of_stored(art)
-    assert not list(Path(download.parent).glob(".*.story"))
+    assert not list(Path(download.parent).glob(".*.part"))
 
 
 def riff_chunks(data: bytes) -> dict[bytes, bytes]:
