@@ -25,6 +25,7 @@ from jobs.doors.intake import (
     no_device_can,
     submit_token_of,
 )
+from jobs.files.story import settings_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
@@ -364,8 +365,7 @@ def story_form(
     form_class = form_class_for(device.kind, kind)
     if story is None:
         return form_class(None, None, device=device, user=request.user), NO_STORY
-    params = {k: v for k, v in story.items() if k not in ("kind", "model", "device", "job", "url", "parents")}
-    initial = {**form_class.fields_from_params(params), "model": story.get("model")}
+    initial = {**form_class.fields_from_params(settings_of(story)), "model": story.get("model")}
     form = form_class(initial=initial, device=device, user=request.user)
     note = f"Filled in from {filename}: how it was made. Check the settings, then queue it."
     if story_kind(story) != kind:

@@ -195,7 +195,7 @@ def job_from_file(request: HttpRequest) -> HttpResponse:
         return _new_page(request, taken, None, status=400)
     if taken.problem:  # a kind the chosen device (or any) can't run: the shown kind's form takes what fits
         taken = page_request(request)
-    name = getattr(upload, "name", "") or "the file"
+    name = (getattr(upload, "name", "") or "the file")[:80]
     form, note = story_form(request, taken.device, taken.kind, told, name)
     ctx = new_job_context(request, taken.device, taken.kind, form=form, pool=taken.pool)
     ctx["from_file"] = {"note": note, "filled": told is not None}

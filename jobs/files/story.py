@@ -165,6 +165,11 @@ def _tell_file(path: Path, story: dict[str, Any], name: str) -> None:
         told.unlink(missing_ok=True)
 
 
+def settings_of(story: dict[str, Any]) -> dict[str, Any]:
+    """A story's job settings (the job's parameters it tells, :data:`STORY_PARAMS`), as a form fills them in."""
+    return {key: story[key] for key in STORY_PARAMS if key in story}
+
+
 # -- reading -----------------------------------------------------------------------------------------------------
 def read_story(source: bytes | BinaryIO) -> dict[str, Any] | None:
     """The hub settings a PNG carries (its ``tiiny-hub`` chunk), or None for a file without them (not a PNG, a
@@ -181,4 +186,4 @@ def read_story(source: bytes | BinaryIO) -> dict[str, Any] | None:
     return story if isinstance(story, dict) else None
 
 
-__all__ = ["KEY", "human_line", "job_url", "parents_of", "read_story", "result_story", "tell"]
+__all__ = ["KEY", "human_line", "job_url", "parents_of", "read_story", "result_story", "settings_of", "tell"]
