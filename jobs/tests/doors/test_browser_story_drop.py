@@ -8,6 +8,7 @@ from io import BytesIO
 
 import pytest
 
+from conftest import save_screenshot
 from devices.emulator import media as emu
 from jobs.files import story_formats
 from jobs.tests.doors.test_browser_forms import IDLE, watch_console
@@ -60,6 +61,7 @@ def test_a_dropped_hub_png_fills_the_form(signed_in_page, member, pocket):
     assert page.input_value("#id_width") == "768" and page.input_value("#id_height") == "512"
     assert page.input_value("#id_model") == IMAGE
     assert page.get_attribute("#job-form input[name=kind]", "value") == "image"
+    save_screenshot(page, "new-filled-from-a-picture")
     page.wait_for_function(IDLE, timeout=10000)
 
     # Chosen from the keyboard instead: a picture from elsewhere says it carries nothing.
