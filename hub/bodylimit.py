@@ -49,6 +49,7 @@ UPLOAD_ROUTES = frozenset(
         "jobs-new",  # the new-job form: a picture, start and end images, a voice to clone
         "jobs-again",  # run again with changes: the same form
         "jobs-admission",  # the summary under that form: htmx posts the whole form, its files included
+        "jobs-from-file",  # a picture the hub made, dropped onto that form to fill it in
         "api:job_submit",  # POST /api/jobs: multipart files, or JSON
         "v1:videos",  # POST /v1/videos: input_reference, a multipart file or a base64 data URL
     }

@@ -8,6 +8,7 @@ urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
     path("new/", views.job_new, name="jobs-new"),
     path("new/admission/", views.job_admission, name="jobs-admission"),
+    path("new/from-file/", views.job_from_file, name="jobs-from-file"),
     path("queue/", views.queue, name="jobs-queue"),
     path("batches/<slug:batch>/cancel/", views.batch_cancel, name="jobs-batch-cancel"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),

@@ -100,6 +100,8 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-gallery": {"GET": EVERYONE, "POST": NO},
     "jobs-new": {"GET": EVERYONE, "POST": "login 403 400 400 400"},  # a viewer's page says why not
     "jobs-admission": {"GET": "login 403 405 405 405", "POST": "login 403 ok ok ok"},
+    # Filling the form from a picture: an empty POST (no picture) is told the file carries no settings.
+    "jobs-from-file": {"GET": "login 403 405 405 405", "POST": "login 403 400 400 400"},
     "jobs-queue": {"GET": EVERYONE, "POST": NO},
     "jobs-sparkline": {"GET": EVERYONE, "POST": NO},
     "jobs-queue-pause": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},

@@ -149,7 +149,7 @@ async def test_a_body_within_the_limit_passes_whole():
 
 async def test_an_upload_route_takes_the_upload_limit_from_a_signed_in_person(member):
     session = await sync_to_async(_session_of)(member)
-    for path in ("/jobs/new/", "/jobs/new/admission/", "/jobs/7/again/"):
+    for path in ("/jobs/new/", "/jobs/new/admission/", "/jobs/new/from-file/", "/jobs/7/again/"):
         app, peer = Recorder(), Peer(900 * 1024)
         scope = _scope(path, length=900 * 1024, cookie=f"csrftoken=x; sessionid={session}")
         await BodyLimit(app)(scope, peer.receive, peer.send)

@@ -95,7 +95,7 @@ class PageRequest:
     pool: list[Device] = _field(default_factory=list)
 
 
-def page_request(request: HttpRequest) -> PageRequest:
+def page_request(request: HttpRequest, *, kind: str | None = None) -> PageRequest:
     """The device (``device``: an id or "any"; else the default choice), a kind it can run (``kind``, else its
     first), what was wrong with the request, and the submit token.
 
@@ -104,10 +104,10 @@ def page_request(request: HttpRequest) -> PageRequest:
     never replaced silently by the default: the page says so ("No such device", "Unknown kind “bogus”") and
     offers the valid choices, and a POST queues nothing. On a GET, a known kind the chosen device can't run falls
     back to its first kind without a word: that is what the device picker sends when one switches from a Tiiny's
-    speech form to a TensorSharp server.
+    speech form to a TensorSharp server. ``kind`` stands in for the request's own (a form filled in from a file).
     """
     data = request.POST if request.method == "POST" else request.GET
-    raw_device, raw_kind = data.get("device"), data.get("kind") or ""
+    raw_device, raw_kind = data.get("device"), (data.get("kind") if kind is None else kind) or ""
     if raw_device == ANY_DEVICE or (raw_device in (None, "") and any_by_default(request.user, raw_kind)):
         return _pool_request(request, raw_kind)
     return _pinned_request(request, raw_device, raw_kind)

@@ -26,6 +26,7 @@ from jobs.doors.intake import (
     no_device_can,
     submit_token_of,
 )
+from jobs.files.story import settings_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
@@ -349,6 +350,36 @@ def again_form(request: HttpRequest, job: Job) -> JobForm:
     """The job's form filled in with its settings (its input files are reused: file fields are optional)."""
     initial = form_class_for(job.device.kind, job.kind).fields_from_job(job)
     return form_again(owner=request.user, job=job, data=request.POST or None, initial=initial)
+
+
+# -- a form filled in from a file the hub made (``jobs.files.story``) ---------------------------------------------
+NO_STORY = "This file carries no hub settings: only a picture the hub made (downloaded from a job page) fills in the form."
+
+
+def story_kind(story: dict[str, Any] | None) -> str | None:
+    """The kind of job a file's story was made by, if it is one the hub knows."""
+    kind = (story or {}).get("kind")
+    return kind if kind in JobKind.values else None
+
+
+def story_form(
+    request: HttpRequest, device: Device, kind: str, story: dict[str, Any] | None, filename: str
+) -> tuple[JobForm, str]:
+    """The kind's form (unbound) filled in with a file's story, and a sentence on what was filled in: only the
+    file's own values (it names a job, but nothing is looked up by it). The kind's form maps the settings to its
+    fields (``fields_from_params``, as "run again" does)."""
+    form_class = form_class_for(device.kind, kind)
+    if story is None:
+        return form_class(None, None, device=device, user=request.user), NO_STORY
+    initial = {**form_class.fields_from_params(settings_of(story)), "model": story.get("model")}
+    form = form_class(initial=initial, device=device, user=request.user)
+    note = f"Filled in from {filename}: how it was made. Check the settings, then queue it."
+    if story_kind(story) != kind:
+        told = JobKind(story_kind(story)).label.lower() if story_kind(story) else "unknown"
+        note = f"{filename} is a {told} result, which {device.name} can't make; its prompt and settings are filled in where this form has them."
+    elif story.get("model") not in {m for m, _ in form.fields["model"].choices}:
+        note += f" Its model ({story.get('model')}) isn't on {device.name}; choose one of these."
+    return form, note
 
 
 def param_rows(job: Job) -> list[tuple[str, str]]:

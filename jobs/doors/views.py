@@ -58,11 +58,14 @@ from jobs.doors.pages import (
     new_job_context,
     pool_admission,
     refusal_for,
+    story_form,
+    story_kind,
     swapped_fields_form,
 )
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import input_response, preview_response
 from jobs.files.previews import preview_box
+from jobs.files.story import read_story
 from jobs.kinds.table import style_of
 from jobs.live.fragments import job_context, job_with_related, queue_context, sparkline
 from jobs.models import JobKind
@@ -216,6 +219,26 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         ctx["form"] = swapped_fields_form(form)
     ctx["again_flag"] = bool(request.POST.get("again"))
     return render(request, "jobs/new.html#admission-response", ctx)
+
+
+@member_required
+@require_POST
+def job_from_file(request: HttpRequest) -> HttpResponse:
+    """The new-job form filled in from a file the hub made (a PNG dropped onto the form, or chosen): its kind,
+    model and settings. Only the posted file is read (``jobs.files.story.read_story``); the page comes back whole,
+    for a plain POST, and htmx swaps the form part of it."""
+    upload = request.FILES.get("settings_file")
+    told = read_story(upload) if upload is not None else None
+    taken = page_request(request, kind=story_kind(told))
+    if taken.device is None or not request.user.can_submit:
+        return _new_page(request, taken, None, status=400)
+    if taken.problem:  # a kind the chosen device (or any) can't run: the shown kind's form takes what fits
+        taken = page_request(request)
+    name = (getattr(upload, "name", "") or "the file")[:80]
+    form, note = story_form(request, taken.device, taken.kind, told, name)
+    ctx = new_job_context(request, taken.device, taken.kind, form=form, pool=taken.pool)
+    ctx["from_file"] = {"note": note, "filled": told is not None}
+    return render(request, "jobs/new.html", ctx, status=200 if told is not None else 400)
 
 
 @member_required

@@ -47,6 +47,7 @@ from django.core.files.storage import Storage, default_storage
 from django.db import transaction
 
 from hub.media_storage import UNREACHABLE, StoreUnreachable
+from jobs.files.story import tell
 from jobs.models import Artifact, Job
 
 logger = logging.getLogger("jobs.files.store")
@@ -469,8 +470,13 @@ def save_artifact(
     mime: str | None = None,
 ) -> Artifact:
     """Store a result (``data``, or the local file ``path`` moved in) in the job's folder, checksum it, and record
-    it. Idempotent by name, so a collect step that runs twice (after a crash) leaves one row per file."""
+    it. Idempotent by name, so a collect step that runs twice (after a crash) leaves one row per file.
+
+    The result first gets its story written in (``jobs.files.story.tell``: how it was made, in its format's own
+    metadata); the checksum and size are those of the bytes stored. A story that can't be written costs nothing:
+    the result is stored as it came."""
     stored = result_name(job, name)
+    data, path = tell(job, kind=kind, name=name, data=data, path=path)
     if remote() and (data is not None or path is not None):
         # Checksummed here, before it leaves (reading it back from the bucket would fetch it again); the bucket's
         # size of it is checked after the upload.

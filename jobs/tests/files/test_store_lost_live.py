@@ -13,6 +13,7 @@ from hub.tests.s3 import new_bucket, use_store
 from jobs.queue.outcomes import STORE_WAIT
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import ENGINE_ENV, wait_job, wait_thumbnail
+from jobs.tests.files.media_checks import assert_device_video
 
 pytestmark = pytest.mark.integration
 
@@ -59,13 +60,13 @@ def test_a_lost_store_keeps_the_job_collecting_then_it_finishes_by_itself(
     with tiiny.client() as http:
         served = http.get(f"/v1/videos/{job.remote_id}/content")
     assert served.status_code == 200
-    device_sha = hashlib.sha256(served.content).hexdigest()
 
     server.start()  # the store is back (same port, same buckets)
     wait_job(job, timeout=60, engine=engine)
     video = job.artifacts.get(name="video.mp4")
-    assert video.sha256 == device_sha
-    assert hashlib.sha256(bucket.get(str(video.file))).hexdigest() == device_sha
+    stored = bucket.get(str(video.file))
+    assert hashlib.sha256(stored).hexdigest() == video.sha256
+    assert_device_video(served.content, stored)  # the device's render, with its story in the header
     assert job.events.filter(message="The result store answers again: the result is saved.").exists()
     assert tiiny.counters()["renders_submitted"] == 1
     wait_thumbnail(job)
