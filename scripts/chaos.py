@@ -784,6 +784,9 @@ class Night:
                         self.hour_ready.wait(timeout=120)
                         self.log(f"submitting {sub.label} ({sub.data.get('seconds')} s video) for the stall")
                     self.submit(sub, devices)
+            except BaseException:
+                self.stop.set()  # the submitting stopped early (a test's timeout, an error): so do the faults
+                raise
             finally:
                 for t in threads:
                     t.join(timeout=120 + opts.bound_s)
