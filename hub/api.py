@@ -44,6 +44,7 @@ api = NinjaAPI(
     ),
 )
 api.add_router("/jobs", jobs_router)
+api.add_router("/presets", "jobs.doors.api_presets.router")  # named settings (jobs/doors/api_presets.py)
 api.add_router("/devices", devices_router)
 api.add_router("/notify", "notify.api.router")  # notification channels (notify/api.py)
 api.add_router("", jobs_queue_router)

@@ -16,8 +16,10 @@ from jobs.doors.v1.fields import (
     device_for,
     passthrough,
     pick_model,
+    preset_build,
     read_body,
     size_of,
+    take_preset,
     whole,
 )
 from jobs.doors.v1.waiting import submit_for_wait, wait_for
@@ -40,13 +42,16 @@ def _image_request(request: HttpRequest):
     format."""
     data, files = read_body(request)
     check_fields(data, files, IMAGE_FIELDS)
+    preset = take_preset(request, JobKind.IMAGE, data)
     fmt = data.get("response_format") or "b64_json"
     if fmt not in ("b64_json", "url"):
         raise V1Error(400, "response_format must be b64_json or url.", param="response_format")
     if data.get("output_format") not in (None, "", "png"):
         raise V1Error(400, "The device makes PNG images only.", param="output_format")
     device = device_for(request, data)
-    size = data.get("size") or "1024x1024"
+    # A preset's canvas stands in for OpenAI's default size.
+    default = f"{data['width']}x{data['height']}" if data.get("width") and data.get("height") else "1024x1024"
+    size = data.get("size") or default
     if size == "auto":
         size = "1024x1024"
     width, height = size_of(size)
@@ -79,7 +84,11 @@ def _image_request(request: HttpRequest):
         }
         return form, {}
 
-    return device, build, {"response_format": fmt, "size": f"{width}x{height}"}
+    return (
+        device,
+        preset_build(request, JobKind.IMAGE, preset, build),
+        {"response_format": fmt, "size": f"{width}x{height}"},
+    )
 
 
 def _image_result(request: HttpRequest, job: Job, extra: dict[str, Any]) -> dict[str, Any]:

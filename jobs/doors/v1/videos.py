@@ -26,11 +26,13 @@ from jobs.doors.v1.fields import (
     device_for,
     passthrough,
     pick_model,
+    preset_build,
     queue,
     rate_limit,
     read_body,
     reference_file,
     size_of,
+    take_preset,
     whole,
 )
 from jobs.files import store
@@ -73,6 +75,8 @@ def _video_form_data(
         caps = Capabilities.from_dict(device.capabilities)
         block = (caps.tensorsharp.video if caps.tensorsharp else None) or {}
         cap = caps.video_for(model)
+        if data.get("size") in (None, "") and data.get("width") and data.get("height"):
+            data = {**data, "size": f"{data['width']}x{data['height']}"}  # a preset's canvas
         if data.get("size") in (None, ""):
             raise V1Error(400, "Give the size as WIDTHxHEIGHT, multiples of 32 (e.g. 640x384).", param="size")
         width, height = size_of(data["size"])
@@ -170,11 +174,12 @@ def videos(request: HttpRequest) -> HttpResponse:
     rate_limit(request)
     data, files = read_body(request)
     check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
+    preset = take_preset(request, JobKind.VIDEO, data)
     device, checked = check_on(
         request,
         device_for(request, data),
         JobKind.VIDEO,
-        lambda on: _video_form_data(on, data, files),
+        preset_build(request, JobKind.VIDEO, preset, lambda on: _video_form_data(on, data, files)),
     )
     job = queue(request, device=device, checked=checked)
     job.refresh_from_db()
