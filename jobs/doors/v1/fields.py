@@ -117,6 +117,15 @@ def take_preset(request: HttpRequest, kind: str, data: dict[str, Any]) -> str | 
     return name
 
 
+def canvas_of(data: dict[str, Any]) -> str | None:
+    """The size asked for, else a preset's canvas (its width and height), else None (the route's default)."""
+    if data.get("size") not in (None, ""):
+        return data["size"]
+    if data.get("width") and data.get("height"):
+        return f"{data['width']}x{data['height']}"
+    return None
+
+
 def preset_build(request: HttpRequest, kind: str, name: str | None, build: Build) -> Build:
     """``build`` whose form fields lie over the preset's (the preset's own fields /v1 doesn't translate: cfg,
     frames…); ``build`` itself without a preset."""

@@ -12,6 +12,7 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
     HUB_FIELDS,
+    canvas_of,
     check_fields,
     device_for,
     passthrough,
@@ -49,9 +50,7 @@ def _image_request(request: HttpRequest):
     if data.get("output_format") not in (None, "", "png"):
         raise V1Error(400, "The device makes PNG images only.", param="output_format")
     device = device_for(request, data)
-    # A preset's canvas stands in for OpenAI's default size.
-    default = f"{data['width']}x{data['height']}" if data.get("width") and data.get("height") else "1024x1024"
-    size = data.get("size") or default
+    size = canvas_of(data) or "1024x1024"
     if size == "auto":
         size = "1024x1024"
     width, height = size_of(size)

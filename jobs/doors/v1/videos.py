@@ -21,6 +21,7 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
     HUB_FIELDS,
+    canvas_of,
     check_fields,
     check_on,
     device_for,
@@ -75,8 +76,6 @@ def _video_form_data(
         caps = Capabilities.from_dict(device.capabilities)
         block = (caps.tensorsharp.video if caps.tensorsharp else None) or {}
         cap = caps.video_for(model)
-        if data.get("size") in (None, "") and data.get("width") and data.get("height"):
-            data = {**data, "size": f"{data['width']}x{data['height']}"}  # a preset's canvas
         if data.get("size") in (None, ""):
             raise V1Error(400, "Give the size as WIDTHxHEIGHT, multiples of 32 (e.g. 640x384).", param="size")
         width, height = size_of(data["size"])
@@ -175,6 +174,8 @@ def videos(request: HttpRequest) -> HttpResponse:
     data, files = read_body(request)
     check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
     preset = take_preset(request, JobKind.VIDEO, data)
+    if size := canvas_of(data):
+        data["size"] = size
     device, checked = check_on(
         request,
         device_for(request, data),
