@@ -147,6 +147,13 @@ def _require_change(user: Any, preset: Preset) -> None:
         raise PermissionDenied("Only admins change the household's presets.")
 
 
+def presets_in_effect(user: Any, kind: str) -> list[Preset]:
+    """The ``kind`` presets a name can mean for ``user``: a household preset hidden by one's own of its name."""
+    presets = list(presets_visible_to(user, kind))
+    own = {p.name for p in presets if p.owner_id is not None}
+    return [p for p in presets if p.owner_id is not None or p.name not in own]
+
+
 def find_preset(owner: Any, kind: str, name: str) -> Preset | None:
     """The ``kind`` preset called ``name``: one's own before the household's."""
     found = list(presets_visible_to(owner, kind).filter(name=name))
@@ -336,6 +343,7 @@ __all__ = [
     "preset_update",
     "presets_export",
     "presets_import",
+    "presets_in_effect",
     "presets_visible_to",
     "values_from_form",
     "with_preset",
