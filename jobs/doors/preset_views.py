@@ -103,7 +103,7 @@ def _preset(request: HttpRequest, preset_id: int) -> Preset:
 def preset_rename(request: HttpRequest, preset_id: int) -> HttpResponse:
     preset = _preset(request, preset_id)
     try:
-        svc.preset_update(preset=preset, by=request.user, name=request.POST.get("name"))
+        svc.preset_update(preset=preset, by=request.user, name=request.POST.get("name", ""))
     except RequestInvalid as exc:
         typed = {"id": preset.pk, "name": request.POST.get("name", ""), "error": exc.first()[1]}
         return _page(request, status=400, rename=typed)
