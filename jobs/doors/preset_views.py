@@ -30,13 +30,18 @@ PAGE = "jobs/presets.html"
 IMPORT_MAX_BYTES = 512 * 1024
 
 
+def _shown(value: Any) -> str:
+    return ("on" if value else "off") if isinstance(value, bool) else str(value)
+
+
 def _rows(presets: list[Preset], user: Any) -> list[dict[str, Any]]:
     return [
         {
             "preset": p,
             "kind_label": JobKind(p.kind).label,
             "may_change": svc.may_change(user, p),
-            "settings": ", ".join(f"{k} {v}" for k, v in sorted(p.values.items())) or "the form's defaults",
+            "settings": ", ".join(f"{k} {_shown(v)}" for k, v in sorted(p.values.items()))
+            or "the form's defaults",
         }
         for p in presets
     ]

@@ -77,3 +77,4 @@ def test_save_as_preset_from_the_form(signed_in_page, member, pocket):
     assert preset.values["seconds"] == "5" and "prompt" not in preset.values
     page.goto("/jobs/presets/")
     assert "five seconds" in page.inner_text("#own-presets")
+    save_screenshot(page, "presets-page")
