@@ -33,6 +33,8 @@ PROMPT_FIELDS = frozenset({"prompt", "input", "caption", "lyrics"})
 #: Never kept: a time that will have passed, an admin's one-job exception, and the words of a file not kept.
 NEVER_KEPT = frozenset({"not_before", "lift_limits", "ref_text"})
 NAME_MAX = 80
+#: The longest text any form field takes (a song's lyrics); a field a device fills in (a model) is held to it too.
+TEXT_MAX = 6000
 #: Import's ceiling: a file of presets, not a data dump.
 IMPORT_MAX = 200
 EXPORT_FORMAT = "tiiny-hub-presets/1"
@@ -66,6 +68,8 @@ def _check_value(name: str, value: Any, fields: tuple[forms.Field | None, ...]) 
     """Why ``value`` can't be kept for ``name`` ("" when some device kind's form takes it)."""
     if not isinstance(value, (str, int, float, bool)) or (isinstance(value, float) and value != value):
         return "Give a text, a number or true/false."
+    if isinstance(value, str) and len(value) > TEXT_MAX:
+        return f"At most {TEXT_MAX:,} characters."
     why = ""
     for field in fields:
         if field is None:
@@ -121,7 +125,7 @@ def values_from_form(kind: str, data: Mapping[str, Any], *, keep_prompt: bool = 
 
 
 def presets_visible_to(user: Any, kind: str | None = None) -> QuerySet[Preset]:
-    """One's own presets and the household's (never another person's), the household's first."""
+    """One's own presets and the household's (never another person's), by kind and name."""
     qs = Preset.objects.filter(Q(owner__isnull=True) | Q(owner_id=getattr(user, "pk", None)))
     if kind is not None:
         qs = qs.filter(kind=kind)

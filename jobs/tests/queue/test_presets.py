@@ -48,6 +48,12 @@ def test_a_models_choices_are_judged_at_use_not_at_save(member):
         by=member, kind="video", name="n", values={"model": "nobody/NoSuch", "steps": 99}
     )
     assert preset.values == {"model": "nobody/NoSuch", "steps": 99}
+    with pytest.raises(RequestInvalid) as exc:  # but no value is a dump
+        svc.preset_create(by=member, kind="video", name="m", values={"model": "x" * 7000, "seed": [1]})
+    assert exc.value.errors == {
+        "model": ["At most 6,000 characters."],
+        "seed": ["Give a text, a number or true/false."],
+    }
 
 
 def test_ones_own_preset_wins_over_the_households_of_the_same_name(member, other_member, admin_user):
