@@ -187,10 +187,10 @@ def new_job_context(
     }
     if device is not None:
         ctx.update(queue_context(device))
-    if (
-        request.user.is_authenticated
-    ):  # the preset picker: one's own, and the household's one's own don't hide
-        ctx["presets"] = presets_in_effect(request.user, kind)
+    # The preset picker: one's own presets, and the household's that one's own don't hide.
+    if request.user.is_authenticated:
+        # Read only where the picker is drawn (the template calls it), not for each summary under the form.
+        ctx["presets"] = lambda: presets_in_effect(request.user, kind)
         ctx["preset_name"] = request.GET.get("preset", "")
     if form is not None:
         _arrange(form)

@@ -90,10 +90,7 @@ def preset_save(request: HttpRequest) -> HttpResponse:
         ctx = new_job_context(
             request, taken.device, taken.kind, form=typed_form(request, taken), pool=taken.pool
         )
-        ctx.update(
-            preset_name_typed=data.get("preset_name", ""),
-            presets=svc.presets_in_effect(request.user, taken.kind),
-        )
+        ctx["preset_name_typed"] = data.get("preset_name", "")
         return render(request, "jobs/new.html", ctx, status=400)
     messages.success(request, f"Saved the preset “{preset.name}”; pick it here next time.")
     return redirect(_new_job_url(taken.kind, data.get("device"), preset.name))
