@@ -178,3 +178,42 @@ def test_v1_takes_a_preset_through_extra_body(member, other_member, device, nigh
     assert Job.objects.latest("pk").params["size"] == "832x480"  # the request's own field wins
     err = error_of(api(other_member).post("/v1/videos", {"prompt": "a fox", "preset": "night"}), 400)
     assert err["param"] == "preset" and err["code"] == "preset_not_found"
+
+
+@pytest.mark.parametrize(
+    ("url", "body"),
+    [
+        ("/v1/images/generations", {"prompt": "a fox", "preset": "nope"}),
+        ("/v1/audio/speech", {"input": "hello", "voice": "serena", "preset": "nope"}),
+    ],
+)
+def test_v1_images_and_speech_name_an_unknown_preset(member, device, url, body):
+    from jobs.tests.doors.test_v1 import api, error_of
+
+    response = api(member).post(url, json.dumps(body), content_type="application/json")
+    err = error_of(response, 400)
+    assert err["param"] == "preset" and err["code"] == "preset_not_found"
+    assert not Job.objects.exists()
+
+
+def test_v1_images_take_a_presets_canvas_steps_and_model(member, device):
+    from django.test import RequestFactory
+
+    from jobs.doors.v1.images import _image_request
+    from jobs.tests.ui_fixtures import IMAGE
+
+    preset_create(
+        by=member,
+        kind="image",
+        name="poster",
+        values={"model": IMAGE, "width": 768, "height": 1024, "steps": 6},
+    )
+    body = {"prompt": "a fox", "preset": "poster", "device": str(device.pk)}
+    request = RequestFactory().post(
+        "/v1/images/generations", json.dumps(body), content_type="application/json"
+    )
+    request.user = member
+    named, build, extra = _image_request(request)
+    form, _files = build(named)
+    assert extra["size"] == "768x1024"
+    assert (form["model"], form["width"], form["height"], form["steps"]) == (IMAGE, 768, 1024, 6)
