@@ -14,6 +14,7 @@ from jobs.tests.ui_fixtures import VIDEO
 pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 
 ENABLED = "() => { const b = document.getElementById('job-submit'); return b && !b.disabled; }"
+IDLE = "() => !document.querySelector('.htmx-request')"
 NO_SIDE_SCROLL = "() => document.documentElement.scrollWidth <= window.innerWidth"
 
 
@@ -70,7 +71,10 @@ def test_save_as_preset_from_the_form(signed_in_page, member, pocket):
     page.fill("#id_prompt", "not kept")
     page.click("#save-preset summary")
     page.fill("#preset-name", "five seconds")
-    page.click("#preset-save")
+    page.wait_for_function(IDLE, timeout=15000)  # the summary the typing asked for has come back
+    with page.expect_navigation():
+        page.click("#preset-save")
+    assert "preset=five+seconds" in page.url, page.url
     page.wait_for_selector("#pick-preset option[value='five seconds'][selected]", state="attached")
     assert page.input_value("#id_seconds") == "5"
     preset = off_loop(lambda: Preset.objects.get())
@@ -78,3 +82,9 @@ def test_save_as_preset_from_the_form(signed_in_page, member, pocket):
     page.goto("/jobs/presets/")
     assert "five seconds" in page.inner_text("#own-presets")
     save_screenshot(page, "presets-page")
+    page.set_viewport_size({"width": 390, "height": 844})  # a phone: nothing sideways, every action reachable
+    assert page.evaluate(NO_SIDE_SCROLL)
+    page.focus("#rename-" + str(preset.pk))
+    page.keyboard.press("Tab")
+    assert page.evaluate("() => document.activeElement.textContent.trim()") == "Rename"
+    save_screenshot(page, "presets-page-phone")
