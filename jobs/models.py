@@ -314,6 +314,41 @@ class Bookmark(models.Model):
         return f"{self.user_id} ★ {self.job_id}"
 
 
+class Preset(models.Model):
+    """Named settings for one kind: a person's own (``owner``) or the household's (``owner`` NULL, made and changed
+    by admins only). ``values`` holds the kind's form fields without files (and without the prompt unless the
+    person chose to keep it), validated at save and again at use (``jobs.queue.presets``). A person's own preset
+    of a name wins over the household's of the same name."""
+
+    owner = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.CASCADE, related_name="presets"
+    )
+    kind = models.CharField(max_length=10, choices=JobKind.choices)
+    name = models.CharField(max_length=80)
+    values = models.JSONField(default=dict, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        ordering = ["kind", "name"]
+        constraints = [
+            models.UniqueConstraint(fields=["owner", "kind", "name"], name="jobs_preset_owner_uniq"),
+            # NULL owners are distinct to SQL's UNIQUE: the household's names need their own constraint.
+            models.UniqueConstraint(
+                fields=["kind", "name"],
+                condition=models.Q(owner__isnull=True),
+                name="jobs_preset_household_uniq",
+            ),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.kind})"
+
+    @property
+    def household(self) -> bool:
+        return self.owner_id is None
+
+
 # -- quotas and fair use (``jobs.quotas.services``) ------------------------------------------------------------------------
 #: A person's override that means "no limit for them", whatever the household default says.
 UNLIMITED = -1

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import views
+from jobs.doors import preset_views, views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
@@ -11,6 +11,13 @@ urlpatterns = [
     path("new/from-file/", views.job_from_file, name="jobs-from-file"),
     path("queue/", views.queue, name="jobs-queue"),
     path("batches/<slug:batch>/cancel/", views.batch_cancel, name="jobs-batch-cancel"),
+    path("presets/", preset_views.presets, name="jobs-presets"),
+    path("presets/save/", preset_views.preset_save, name="jobs-presets-save"),
+    path("presets/import/", preset_views.presets_import, name="jobs-presets-import"),
+    path("presets/export/", preset_views.presets_export, name="jobs-presets-export"),
+    path("presets/<int:preset_id>/rename/", preset_views.preset_rename, name="jobs-preset-rename"),
+    path("presets/<int:preset_id>/delete/", preset_views.preset_delete, name="jobs-preset-delete"),
+    path("presets/<int:preset_id>/export/", preset_views.preset_export, name="jobs-preset-export"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
     path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),

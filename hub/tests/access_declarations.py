@@ -136,6 +136,15 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-preview": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
     # a finished job's box is empty (200): it takes itself off the page
     "jobs-preview-box": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    # -- presets (jobs.doors.preset_views): one's own and the household's; another person's preset (the world's is
+    # the owner's) is "not found" for everyone else, admins too. Viewers see the page but keep no presets.
+    "jobs-presets": {"GET": EVERYONE, "POST": NO},
+    "jobs-presets-export": {"GET": EVERYONE, "POST": NO},
+    "jobs-presets-save": {"GET": "login 403 405 405 405", "POST": "login 403 400 400 400"},  # {}: no name
+    "jobs-presets-import": {"GET": "login 403 405 405 405", "POST": "login 403 400 400 400"},  # {}: no file
+    "jobs-preset-rename": {"GET": "login 403 405 405 405", "POST": "login 403 400 404 404"},  # {}: no name
+    "jobs-preset-delete": {"GET": "login 403 ok 404 404", "POST": "login 403 ok 404 404"},
+    "jobs-preset-export": {"GET": "login 404 ok 404 404", "POST": NO},
     # -- quotas and usage (jobs.doors.quota_views): everyone's own usage page; results deleted by their owner or an
     # admin (a confirmation page, then the POST); the limit forms of the People page are admins' only
     "usage": {"GET": EVERYONE, "POST": NO},
@@ -233,6 +242,20 @@ DECLARATIONS: dict[str, dict] = {
     # a webhook has no address to confirm: 422 with the message
     "api:notify_channel_confirm_resend": {"GET": API_NO, "POST": "401 403 400 404 404"},
     "api:notify_channel_deliveries": {"GET": API_OWN_CHANNEL, "POST": API_NO},
+    # presets: one's own and the household's (the world's is the owner's: nobody else's, not even an admin's)
+    "api:preset_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
+    "api:preset_create": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
+    "api:preset_export": {"GET": API_READ, "POST": API_NO},
+    "api:preset_import": {"GET": API_NO, "POST": API_SUBMIT_EMPTY},
+    **{
+        name: {
+            "GET": API_OWN_CHANNEL,
+            "POST": API_NO,
+            "PATCH": API_CHANGE_CHANNEL,
+            "DELETE": API_CHANGE_CHANNEL,
+        }
+        for name in ("api:preset_get", "api:preset_update", "api:preset_delete")
+    },  # one route, three names; PATCH {} changes nothing
     # -- /v1 (OpenAI's shapes) ----------------------------------------------------------------------------
     "v1:videos": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
     "v1:video": {

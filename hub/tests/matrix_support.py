@@ -131,6 +131,7 @@ class World:
     # which roles may see each marker (everything else must never contain it)
     allowed: dict[str, frozenset[str]]
     notify_channel: Any = None  # the owner's webhook channel (notify/): its URL and secret are never shown
+    preset: Any = None  # the owner's own preset (jobs.queue.presets): nobody else sees it, not even an admin
 
     def __repr__(self) -> str:
         # Never the markers or the raw tokens: hypothesis and pytest print fixtures in their reports.
@@ -209,6 +210,10 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
         url=markers["webhook url"],
         secret=markers["webhook secret"],
     )
+    from jobs.queue.presets import preset_create
+
+    markers["private preset name"] = f"privmark-preset-{tag}"
+    preset = preset_create(by=owner, kind="video", name=markers["private preset name"], values={"steps": 4})
     trusted = frozenset({"owner", "admin"})
     allowed = {
         "private prompt": trusted,
@@ -216,6 +221,7 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
         "private share token": trusted,
         "queued prompt": trusted,
         "device address": frozenset({"admin"}),
+        "private preset name": frozenset({"owner"}),
     }
     # Nobody sees a device key or a raw API token after it was created.
     allowed.update({what: frozenset() for what in markers if what not in allowed})
@@ -234,6 +240,7 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
         markers=markers,
         allowed=allowed,
         notify_channel=notify_channel,
+        preset=preset,
     )
 
 
@@ -257,6 +264,7 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
         "user_id": str(world.people["other"].pk),
         "token_id": str(world.spare_token.pk),
         "channel_id": str(world.notify_channel.pk),
+        "preset_id": str(world.preset.pk),
         "model_id": VIDEO,
         "rest": "no-such-route",
         "name": "image",  # an input's name (the world's jobs were made without inputs)

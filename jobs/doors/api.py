@@ -54,6 +54,7 @@ from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
 from jobs.queue.admission import CheckedRequest, RequestInvalid
+from jobs.queue.presets import with_preset
 
 router = Router(tags=["jobs"])
 
@@ -293,14 +294,17 @@ def check_body(
     data = dict(data)
     kind = data.pop("kind", None)
     device_raw = data.pop("device", None)
+    preset = data.pop("preset", None)
     if not isinstance(kind, str) or kind not in JobKind.values:
         shown = "missing" if kind is None else repr(kind)[:40]
         raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
     device = _device_for_submit(device_raw)
 
     def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
-        """The body as ``on``'s form takes it: its fields checked by name and type, its defaults filled in."""
+        """The body as ``on``'s form takes it: its fields checked by name and type, a preset's values under them
+        (the body's fields win), its defaults filled in."""
         typed = _validated(request, device=on, kind=kind, data=data, files=files)
+        typed = with_preset(owner=request.user, kind=kind, name=preset, data=typed)
         return with_defaults(owner=request.user, device=on, kind=kind, data=typed, files=files), files
 
     if device is None:
@@ -322,7 +326,9 @@ def submit(request: HttpRequest):
 
     `device` left out (or `"any"`): any capable device, the pool of every device that can do exactly this
     request; the job runs on whichever frees first (`pinned` false, `pool` in the answer). A device id pins the
-    job to that device. The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what a device
+    job to that device. `preset` names one of your presets or the household's (yours wins on a shared name): its
+    values are the defaults, the body's fields override them; an unknown preset is a 422 naming `preset`.
+    The fields are the submit form's (`GET /api/devices/{id}/capabilities` says what a device
     offers); fields left out take the form's defaults, as the page pre-fills them.
     A request the device would turn down is a 422 naming the field and the reason, in the page's words; one no
     device of the pool can do names each device's reason.

@@ -479,12 +479,14 @@ def typed_form(request: HttpRequest, taken: PageRequest) -> JobForm:
     )
 
 
-def page_form(request: HttpRequest, taken: PageRequest) -> JobForm:
-    """The kind's form: unbound for a GET; for a POST bound with this try's uploads, where a refused try's kept
-    uploads stand in for a file the browser couldn't send again."""
+def page_form(
+    request: HttpRequest, taken: PageRequest, *, initial: Mapping[str, Any] | None = None
+) -> JobForm:
+    """The kind's form: unbound for a GET (filled with ``initial``: a preset's values); for a POST bound with this
+    try's uploads, where a refused try's kept uploads stand in for a file the browser couldn't send again."""
     form_class = form_class_for(taken.device.kind, taken.kind)
     if request.method != "POST":
-        return form_class(None, None, device=taken.device, user=request.user)
+        return form_class(None, None, device=taken.device, user=request.user, initial=dict(initial or {}))
     files = uploads_for_try(request, form_class)
     return form_class(request.POST or None, files or None, device=taken.device, user=request.user)
 

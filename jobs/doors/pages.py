@@ -6,6 +6,7 @@ import datetime as dt
 from typing import Any
 
 from django import forms
+from django.contrib import messages
 from django.http import HttpRequest
 from django.utils import timezone
 
@@ -31,7 +32,8 @@ from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.models import Job, JobKind
-from jobs.queue.admission import Admission, earliest_of, form_admission
+from jobs.queue.admission import Admission, RequestInvalid, earliest_of, form_admission
+from jobs.queue.presets import PROMPT_FIELDS, presets_in_effect, with_preset
 from jobs.queue.services import share_link_url
 
 KIND_HINTS = {
@@ -192,6 +194,11 @@ def new_job_context(
     }
     if device is not None:
         ctx.update(queue_context(device))
+    # The preset picker: one's own presets, and the household's that one's own don't hide.
+    if request.user.is_authenticated:
+        # Read only where the picker is drawn (the template calls it), not for each summary under the form.
+        ctx["presets"] = lambda: presets_in_effect(request.user, kind)
+        ctx["preset_name"] = request.GET.get("preset", "")
     if form is not None:
         _arrange(form)
         model = _current_model(form)
@@ -208,6 +215,18 @@ def new_job_context(
         # File inputs: what the page kept from the last try, or that the file must be chosen again.
         _mark_uploads(form)
     return ctx
+
+
+def preset_initial(request: HttpRequest, kind: str) -> dict[str, Any]:
+    """What the new-job form starts with when a preset is picked (``?preset=<name>``): its values under the text
+    already typed (the prompt goes along with the pick, ``templates/jobs/new.html``), so picking one never loses
+    what was written; then the person may change any field. An unknown preset: a message, the form's defaults."""
+    typed = {k: request.GET[k] for k in PROMPT_FIELDS if request.GET.get(k)}
+    try:
+        return with_preset(owner=request.user, kind=kind, name=request.GET.get("preset"), data=typed)
+    except RequestInvalid as exc:
+        messages.error(request, exc.first()[1])
+        return typed
 
 
 def _choice_context(request: HttpRequest, device: Device | None, pool: list[Device]) -> dict[str, Any]:

@@ -57,6 +57,7 @@ from jobs.doors.pages import (
     job_spark,
     new_job_context,
     pool_admission,
+    preset_initial,
     refusal_for,
     story_form,
     story_kind,
@@ -122,7 +123,7 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return _new_page(request, taken, typed_form(request, taken), status=400)
     if queued := already_queued(request.user, taken.token):
         return _already_queued(request, queued)
-    form = page_form(request, taken)
+    form = page_form(request, taken, initial=preset_initial(request, taken.kind))
     if request.method != "POST":
         return _new_page(request, taken, form)
     if page_mode(request.POST):

@@ -148,6 +148,13 @@ _DEVICE_FIELD = {
 }
 
 
+_PRESET_FIELD = {
+    "type": "string",
+    "description": "A preset's name (`GET /api/presets`): yours, else the household's. Its values are the "
+    "defaults; the body's own fields override them. An unknown name is a 422 naming `preset`.",
+}
+
+
 def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) -> dict[str, Any]:
     """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas (``(device kind, job kind,
     schema)``, as ``jobs.kinds.table.api_schemas`` lists them), JSON or multipart."""
@@ -158,6 +165,7 @@ def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) ->
         js["properties"] = {
             "device": _DEVICE_FIELD,
             "kind": {"type": "string", "enum": [kind]},
+            "preset": _PRESET_FIELD,
             **js.get("properties", {}),
         }
         js["required"] = ["kind"]
@@ -170,6 +178,7 @@ def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) ->
         "properties": {
             "device": _DEVICE_FIELD,
             "kind": {"type": "string"},
+            "preset": _PRESET_FIELD,
             **{f: {"type": "string", "format": "binary"} for f in FILE_FIELDS},
         },
         "required": ["kind"],

@@ -26,9 +26,12 @@ from jobs.doors.intake import (
 from jobs.doors.v1.errors import V1Error
 from jobs.models import Job, JobKind
 from jobs.queue.admission import CheckedRequest, RequestInvalid
+from jobs.queue.presets import with_preset
 from jobs.queue.services import submit_checked
 
-HUB_FIELDS = {"device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits"}
+HUB_FIELDS = {
+    "device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits", "preset",
+}  # fmt: skip
 
 
 def read_body(request: HttpRequest) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -97,6 +100,43 @@ def device_for(request: HttpRequest, data: dict[str, Any]) -> Device | None:
         names = ", ".join(Device.objects.order_by("name").values_list("name", flat=True)) or "none"
         raise V1Error(400, f"No device {ref!r}. Devices: {names}.", param="device", code="device_not_found")
     return device
+
+
+def take_preset(request: HttpRequest, kind: str, data: dict[str, Any]) -> str | None:
+    """``extra_body={"preset": "<name>"}``: the preset's values fill OpenAI's fields the request leaves out (the
+    model, seed, steps…; ``jobs.queue.presets.with_preset``), in place; its name, for ``preset_build``."""
+    name = data.pop("preset", None)
+    if name in (None, ""):
+        return None
+    try:
+        merged = with_preset(owner=request.user, kind=kind, name=name, data=data)
+    except RequestInvalid as exc:
+        raise V1Error(400, exc.first()[1], param="preset", code="preset_not_found") from None
+    data.clear()
+    data.update(merged)
+    return name
+
+
+def canvas_of(data: dict[str, Any]) -> str | None:
+    """The size asked for, else a preset's canvas (its width and height), else None (the route's default)."""
+    if data.get("size") not in (None, ""):
+        return data["size"]
+    if data.get("width") and data.get("height"):
+        return f"{data['width']}x{data['height']}"
+    return None
+
+
+def preset_build(request: HttpRequest, kind: str, name: str | None, build: Build) -> Build:
+    """``build`` whose form fields lie over the preset's (the preset's own fields /v1 doesn't translate: cfg,
+    frames…); ``build`` itself without a preset."""
+    if name is None:
+        return build
+
+    def built(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
+        form, upload = build(on)
+        return with_preset(owner=request.user, kind=kind, name=name, data=form), upload
+
+    return built
 
 
 class DeviceCant(RequestInvalid):

@@ -12,12 +12,15 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
     HUB_FIELDS,
+    canvas_of,
     check_fields,
     device_for,
     passthrough,
     pick_model,
+    preset_build,
     read_body,
     size_of,
+    take_preset,
     whole,
 )
 from jobs.doors.v1.waiting import submit_for_wait, wait_for
@@ -40,13 +43,14 @@ def _image_request(request: HttpRequest):
     format."""
     data, files = read_body(request)
     check_fields(data, files, IMAGE_FIELDS)
+    preset = take_preset(request, JobKind.IMAGE, data)
     fmt = data.get("response_format") or "b64_json"
     if fmt not in ("b64_json", "url"):
         raise V1Error(400, "response_format must be b64_json or url.", param="response_format")
     if data.get("output_format") not in (None, "", "png"):
         raise V1Error(400, "The device makes PNG images only.", param="output_format")
     device = device_for(request, data)
-    size = data.get("size") or "1024x1024"
+    size = canvas_of(data) or "1024x1024"
     if size == "auto":
         size = "1024x1024"
     width, height = size_of(size)
@@ -79,7 +83,11 @@ def _image_request(request: HttpRequest):
         }
         return form, {}
 
-    return device, build, {"response_format": fmt, "size": f"{width}x{height}"}
+    return (
+        device,
+        preset_build(request, JobKind.IMAGE, preset, build),
+        {"response_format": fmt, "size": f"{width}x{height}"},
+    )
 
 
 def _image_result(request: HttpRequest, job: Job, extra: dict[str, Any]) -> dict[str, Any]:

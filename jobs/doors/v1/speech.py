@@ -9,7 +9,16 @@ from django.http import HttpRequest, HttpResponse
 
 from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error
-from jobs.doors.v1.fields import HUB_FIELDS, check_fields, device_for, passthrough, pick_model, read_body
+from jobs.doors.v1.fields import (
+    HUB_FIELDS,
+    check_fields,
+    device_for,
+    passthrough,
+    pick_model,
+    preset_build,
+    read_body,
+    take_preset,
+)
 from jobs.doors.v1.waiting import submit_for_wait, wait_for
 from jobs.files.downloads import artifact_bytes
 from jobs.models import Artifact, Job, JobKind
@@ -31,6 +40,7 @@ SPEECH_TYPES = {"wav": "audio/wav", "mp3": "audio/mpeg"}
 def _speech_request(request: HttpRequest):
     data, files = read_body(request)
     check_fields(data, files, SPEECH_FIELDS, objects={"voice"})
+    preset = take_preset(request, JobKind.SPEECH, data)
     fmt = data.get("response_format") or "mp3"  # OpenAI's default
     if fmt not in SPEECH_TYPES:
         raise V1Error(
@@ -55,7 +65,7 @@ def _speech_request(request: HttpRequest):
         }
         return form, {}
 
-    return device, build, {"response_format": fmt}
+    return device, preset_build(request, JobKind.SPEECH, preset, build), {"response_format": fmt}
 
 
 def _speech_bytes(job: Job) -> tuple[bytes, str]:

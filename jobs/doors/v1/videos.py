@@ -21,16 +21,19 @@ from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
     HUB_FIELDS,
+    canvas_of,
     check_fields,
     check_on,
     device_for,
     passthrough,
     pick_model,
+    preset_build,
     queue,
     rate_limit,
     read_body,
     reference_file,
     size_of,
+    take_preset,
     whole,
 )
 from jobs.files import store
@@ -170,11 +173,14 @@ def videos(request: HttpRequest) -> HttpResponse:
     rate_limit(request)
     data, files = read_body(request)
     check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
+    preset = take_preset(request, JobKind.VIDEO, data)
+    if size := canvas_of(data):
+        data["size"] = size
     device, checked = check_on(
         request,
         device_for(request, data),
         JobKind.VIDEO,
-        lambda on: _video_form_data(on, data, files),
+        preset_build(request, JobKind.VIDEO, preset, lambda on: _video_form_data(on, data, files)),
     )
     job = queue(request, device=device, checked=checked)
     job.refresh_from_db()

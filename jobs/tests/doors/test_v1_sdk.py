@@ -105,6 +105,26 @@ def test_a_refused_size_is_answered_in_openais_error_shape(client):
     assert not Job.objects.exists()
 
 
+def test_a_preset_through_extra_body_fills_what_the_call_leaves_out(client, pocket, member, other_member):
+    from devices.models import Device
+    from jobs.queue.presets import preset_create
+
+    Device.objects.filter(pk=pocket.pk).update(queue_paused=True)  # nothing starts: it stays queued
+    preset_create(
+        by=member, kind="video", name="tall", values={"model": VIDEO, "size": "480x832", "seconds": 2}
+    )
+    preset_create(by=other_member, kind="video", name="otto's", values={"model": VIDEO})
+    video = client.videos.create(prompt="a heron", extra_body={"preset": "tall"})
+    assert (video.model, video.size, video.seconds) == (VIDEO, "480x832", "2")
+    wide = client.videos.create(prompt="a heron", size="832x480", extra_body={"preset": "tall"})
+    assert (wide.size, wide.seconds) == ("832x480", "2")  # the call's own size wins
+    for name in ("nope", "otto's"):  # another person's preset is exactly like a missing one
+        with pytest.raises(openai.BadRequestError) as caught:
+            client.videos.create(prompt="p", extra_body={"preset": name})
+        assert caught.value.param == "preset" and caught.value.code == "preset_not_found"
+    assert Job.objects.count() == 2
+
+
 def test_models_list_names_the_devices_own_models(client):
     models = {m.id: m.model_extra.get("kind") for m in client.models.list()}
     assert models[VIDEO] == "video" and models[IMAGE] == "image" and models[TTS] == "speech"
