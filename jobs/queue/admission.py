@@ -289,6 +289,9 @@ class CheckedRequest:
     #: "any device": the ids of every device that admitted exactly this request (the same model and parameters);
     #: the job waits in the pool for whichever frees first (``jobs.queue.pool``). Empty: pinned to its device.
     pool: list[int] = field(default_factory=list)
+    #: file inputs taken from other jobs' results (``jobs.core.links.ResultRef`` by field, checked by
+    #: ``jobs.queue.chains.check_refs``): the job is held until they are there (``chains.hold``).
+    refs: dict[str, Any] = field(default_factory=dict)
 
 
 def form_admission(form: Any) -> Admission:
