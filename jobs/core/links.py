@@ -12,6 +12,7 @@ and which a kind produces, and the reads and the one cascade that need no device
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 from dataclasses import dataclass
 from typing import Any
@@ -20,7 +21,7 @@ from django.db import transaction
 from django.utils import timezone
 
 from jobs.core.transitions import job_note, job_transition
-from jobs.models import Artifact, Job, JobKind, JobLink, JobState
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Artifact, Job, JobKind, JobLink, JobState
 
 logger = logging.getLogger("jobs")
 
@@ -35,6 +36,15 @@ class ResultRef:
 
     def __str__(self) -> str:
         return f"job {self.job_id}" + (f" ({self.artifact})" if self.artifact else "")
+
+
+@dataclass(frozen=True)
+class StepRef:
+    """In a chain queued in one go (``jobs.doors.intake.submit_chain``): the result of its step ``step`` (0-based,
+    an earlier one), ``artifact`` as in ``ResultRef``."""
+
+    step: int
+    artifact: str | None = None
 
 
 #: What each file input takes: the artifact kinds that fit it.
@@ -124,6 +134,56 @@ def unreleased_parents(child_id: int) -> list[Job]:
     return list(Job.objects.filter(pk__in=[i for i in ids if i is not None]).order_by("pk"))
 
 
+def release_estimate(parents: list[Job], *, now: dt.datetime) -> dt.datetime | None:
+    """When a child of ``parents`` may be released by the plans: the last of their predicted finishes (now for
+    one done; for one not planned yet, now and its estimate). None while a parent has failed or was cancelled (it
+    waits for a retry nobody has planned)."""
+    out = now
+    for parent in parents:
+        if parent.state == JobState.DONE:
+            continue
+        if parent.state not in PENDING_STATES + ACTIVE_STATES:
+            return None
+        finish = parent.predicted_finish or now + dt.timedelta(seconds=float(parent.estimate_s or 0.0))
+        out = max(out, finish)
+    return out
+
+
+def held_on(
+    device_ids: list[int] | set[int] | None, *, now: dt.datetime, pinned: bool | None = None
+) -> list[Job]:
+    """The held jobs waiting in these devices' lanes that the plans can place, each with ``release_at`` (its
+    parents' last predicted finish: ``opens_at`` holds it until then) and ``parent_ids`` (the jobs it waits for;
+    the planner moves its release to where it places them). A child whose parent failed is left out: nothing
+    says when it will run. ``device_ids`` None: every lane; ``pinned`` narrows them to the pinned ones or the
+    pool's."""
+    rows = Job.objects.filter(state=JobState.HELD).order_by()
+    if device_ids is not None:
+        rows = rows.filter(device_id__in=list(device_ids))
+    if pinned is not None:
+        rows = rows.filter(pinned=pinned)
+    held = list(rows.select_related("owner"))
+    if not held:
+        return []
+    links = JobLink.objects.filter(child__in=held, released_at__isnull=True).values_list(
+        "child_id", "parent_id"
+    )
+    waits: dict[int, list[int]] = {}
+    for child_id, parent_id in links:
+        if parent_id is not None:
+            waits.setdefault(child_id, []).append(parent_id)
+    parents = Job.objects.in_bulk({pk for ids in waits.values() for pk in ids})
+    out = []
+    for job in held:
+        ids = sorted(waits.get(job.pk, []))
+        release = release_estimate([parents[pk] for pk in ids if pk in parents], now=now) if ids else now
+        if release is None:
+            continue
+        job.release_at, job.parent_ids = release, ids
+        out.append(job)
+    return out
+
+
 # -- the cascade ---------------------------------------------------------------------------------------------------
 def cancel_children(parent_id: int, reason: str) -> list[int]:
     """Cancel every child still waiting for ``parent_id``'s result, and theirs, down the chain, each with
@@ -185,11 +245,14 @@ __all__ = [
     "MEDIA_WORDS",
     "PRODUCES",
     "ResultRef",
+    "StepRef",
     "cancel_children",
     "children_of",
     "describe",
     "fits",
     "fitting_artifact",
+    "held_on",
+    "release_estimate",
     "job_title",
     "note_parent_failed",
     "parents_of",

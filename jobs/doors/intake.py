@@ -265,11 +265,12 @@ def check_request(
     if "model" in data:
         data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
     uploads, refs = chains.split_files(files)
-    if refs:
-        chains.check_refs(owner=owner, refs=refs)
+    parents = chains.check_refs(owner=owner, refs=refs) if refs else {}
     form = form_for(
         owner=owner, device=device, kind=kind, data=data, files={**uploads, **chains.stand_ins(refs)}
     )
+    if parents:
+        form.chained = chains.chained(parents)  # admission plans it after its parents (``form_admission``)
     if unknown := [name for name in refs if name not in form.fields]:
         raise RequestInvalid({name: [f"This form has no file field {name!r}."] for name in unknown})
     try:

@@ -36,6 +36,7 @@ from jobs.core.links import (
     cancel_children,
     fits,
     fitting_artifact,
+    release_estimate,
     takes,
     unreleased_parents,
     waits_message,
@@ -47,7 +48,7 @@ from jobs.files.store import save_input
 from jobs.kinds import fitting
 from jobs.models import HELD_STATES, Artifact, Job, JobLink, JobState
 from jobs.queue import enqueue
-from jobs.queue.admission import RequestInvalid
+from jobs.queue.admission import Chained, RequestInvalid
 
 logger = logging.getLogger("jobs.queue.chains")
 S = JobState
@@ -101,6 +102,21 @@ def check_refs(*, owner: Any, refs: Mapping[str, ResultRef]) -> dict[str, Job]:
     if errors:
         raise RequestInvalid(errors)
     return parents
+
+
+def chained(parents: Mapping[str, Job]) -> Chained:
+    """What admission plans for a child of ``parents``: released at their last predicted finish; a failed parent
+    is said (the child waits for its retry)."""
+    now = timezone.now()
+    unique = list({p.pk: p for p in parents.values()}.values())
+    warnings = [
+        f"Job {p.pk} failed: this job waits until it is retried and succeeds."
+        for p in unique
+        if p.state in (S.FAILED, S.INTERRUPTED)
+    ]
+    pending = [p for p in unique if p.state != S.DONE]
+    release = release_estimate(pending, now=now) if pending else now
+    return Chained(release, tuple(sorted(p.pk for p in pending)), warnings)
 
 
 def _valid_id(value: Any) -> bool:
@@ -316,6 +332,7 @@ def rehold(child_id: int) -> None:
 __all__ = [
     "GONE_STATES",
     "ReleaseRefused",
+    "chained",
     "check_refs",
     "hold",
     "release_children",

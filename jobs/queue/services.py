@@ -188,11 +188,7 @@ def job_submit(
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
     uploads, refs = chains.split_files(upload_files)
-    if refs:
-        try:
-            chains.check_refs(owner=owner, refs=refs)
-        except RequestInvalid as exc:
-            raise ValidationError(exc.errors) from None
+    parents = _parents(owner, refs)
     schedule = {"when": when, "not_before": not_before, "polite": polite, "shared": shared}
     asked = dict(
         owner=owner,
@@ -203,6 +199,7 @@ def job_submit(
         not_before=not_before,
         polite=polite,
         lift_limits=lift_limits,
+        after=chains.chained(parents) if parents else None,
     )
     # "Any device" of ``pool`` (with ``device``): those that admit it; the job starts where it is ready first.
     candidates = list(dict.fromkeys([device, *pool])) if pool else [device]
@@ -216,6 +213,14 @@ def job_submit(
     if pool:
         checked.pool = [d.pk for d, _a in fit]
     return _queue_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
+
+
+def _parents(owner: Any, refs: dict[str, Any]) -> dict[str, Job]:
+    """``chains.check_refs`` for code with no form: its refusal as a ``ValidationError`` by field."""
+    try:
+        return chains.check_refs(owner=owner, refs=refs) if refs else {}
+    except RequestInvalid as exc:
+        raise ValidationError(exc.errors) from None
 
 
 def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None) -> Job:

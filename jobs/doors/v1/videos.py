@@ -44,7 +44,7 @@ LIST_LIMIT_MAX = 100
 VIDEO_PREFIX = "video_"
 
 
-VIDEO_FIELDS = {"model", "prompt", "size", "seconds", "input_reference"} | HUB_FIELDS
+VIDEO_FIELDS = {"model", "prompt", "size", "seconds", "input_reference", "start_image"} | HUB_FIELDS
 
 
 def fps(job_or_device) -> int:
@@ -167,7 +167,7 @@ def videos(request: HttpRequest) -> HttpResponse:
         return _video_list(request)
     rate_limit(request)
     data, files = read_body(request)
-    check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
+    check_fields(data, files, VIDEO_FIELDS, objects={"input_reference", "start_image"})
     device, checked = check_on(
         request,
         device_for(request, data),

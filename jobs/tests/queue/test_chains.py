@@ -236,3 +236,169 @@ def test_a_cancelled_child_retried_waits_again(paused, member, media):
     render(parent, media)
     child.refresh_from_db()
     assert child.state == JobState.QUEUED
+
+
+# -- the plan -------------------------------------------------------------------------------------------------------
+def planned(device) -> dict[int, tuple]:
+    from jobs.queue.eta import plan_device
+
+    plan_device(device.pk)
+    return {
+        job.pk: (job.predicted_start, job.predicted_finish, job.plan_position)
+        for job in Job.objects.filter(device=device)
+    }
+
+
+def test_a_child_is_planned_at_its_parents_finish_and_never_before(device, member):
+    parent = image_job(member, device)
+    child = child_of(member, device, parent)
+    later = image_job(member, device, "a later picture")
+    plan = planned(device)
+    # Released at its parent's finish, the older child goes before the job queued after it, as dispatch will.
+    assert plan[child.pk][0] == plan[parent.pk][1]
+    assert plan[later.pk][0] == plan[child.pk][1]
+    assert [plan[pk][2] for pk in (parent.pk, child.pk, later.pk)] == [1, 2, 3]
+
+
+def test_the_device_fills_with_other_work_while_a_parent_renders_elsewhere(device, kitchen, member):
+    from jobs.queue.eta import plan_device
+
+    parent = image_job(member, kitchen)
+    Job.objects.filter(pk=parent.pk).update(estimate_s=3600.0)  # an hour on the other device
+    plan_device(kitchen.pk)
+    parent.refresh_from_db()
+    child = child_of(member, device, parent)
+    other = job_submit(
+        owner=member,
+        device=device,
+        kind="video",
+        model_id=VIDEO,
+        params={"prompt": "work meanwhile", "size": "832x480", "seconds": 2, "steps": 4},
+    )
+    plan = planned(device)
+    assert plan[other.pk][0] < plan[child.pk][0]  # the ready job runs first, though queued after the child
+    assert plan[child.pk][0] == parent.predicted_finish  # the child starts at its release, not before
+
+
+def test_the_admission_of_a_child_counts_its_parents_finish(device, kitchen, member):
+    from jobs.queue.eta import plan_device
+
+    parent = image_job(member, kitchen)
+    Job.objects.filter(pk=parent.pk).update(estimate_s=3600.0)
+    plan_device(kitchen.pk)
+    parent.refresh_from_db()
+    checked = check_request(
+        owner=member,
+        device=device,
+        kind="video",
+        data=VIDEO_FIELDS,
+        files={"start_image": ResultRef(parent.pk)},
+    )
+    assert checked.admission.starts_at == parent.predicted_finish
+    assert checked.admission.ready_at > parent.predicted_finish
+
+
+# -- REST --------------------------------------------------------------------------------------------------------
+def test_rest_takes_a_result_as_a_file_field_and_names_parents_and_children(paused, member, client):
+    import json
+
+    client.force_login(member)
+    parent = image_job(member, paused)
+    body = {"kind": "video", "device": paused.pk, **VIDEO_FIELDS, "start_image": {"from_job": parent.pk}}
+    answer = client.post("/api/jobs", data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 201, answer.content
+    got = answer.json()
+    assert got["state"] == "held" and got["state_label"] == "Waits for another job"
+    assert got["parents"] == [{"job": parent.pk, "field": "start_image", "artifact": "", "released": False}]
+    assert got["estimate_starts_at"] is not None
+    shown = client.get(f"/api/jobs/{parent.pk}").json()
+    assert shown["children"] == [
+        {"job": got["id"], "field": "start_image", "artifact": "", "released": False}
+    ]
+    listed = client.get("/api/jobs?state=waiting").json()
+    assert got["id"] in [j["id"] for j in listed["items"]]
+
+
+def test_rest_refuses_a_bad_reference_on_its_field(paused, member, client):
+    import json
+
+    client.force_login(member)
+    for ref, words in (
+        ({"from_job": "twelve"}, "must be a job's id"),
+        ({"from_job": 10**9}, "There is no job"),
+        ({"from_job": 1, "junk": 1}, "Unknown key"),
+    ):
+        body = {"kind": "video", "device": paused.pk, **VIDEO_FIELDS, "start_image": ref}
+        answer = client.post("/api/jobs", data=json.dumps(body), content_type="application/json")
+        assert answer.status_code == 422, answer.content
+        assert words in json.dumps(answer.json()), answer.json()
+
+
+def test_v1_takes_a_result_through_extra_body(paused, member):
+    import json
+
+    from jobs.tests.doors.test_v1 import api
+
+    parent = image_job(member, paused)
+    client = api(member)
+    body = {"model": VIDEO, "prompt": "the lighthouse, animated", "size": "832x480", "seconds": 2,
+            "device": paused.pk, "input_reference": {"from_job": parent.pk}}  # fmt: skip
+    answer = client.post("/v1/videos", data=json.dumps(body), content_type="application/json")
+    assert answer.status_code == 200, answer.content
+    child = Job.objects.get(pk=int(answer.json()["id"].removeprefix("video_")))
+    assert child.state == JobState.HELD and answer.json()["status"] == "queued"
+    body["input_reference"] = {"from_job": 10**9}
+    refused = client.post("/v1/videos", data=json.dumps(body), content_type="application/json")
+    assert refused.status_code == 400 and "There is no job" in refused.json()["error"]["message"]
+
+
+# -- a chain in one go --------------------------------------------------------------------------------------------
+IMAGE_FIELDS = {"model": IMAGE, "prompt": "a lighthouse at dusk", "size": "512x512", "steps": 8}
+MESH_FIELDS = {"model": "tencent/Hunyuan3D-2.1"}
+
+
+def three_steps(device):
+    from jobs.doors.chaining import ChainStep, StepRef
+
+    return [
+        ChainStep("image", IMAGE_FIELDS, device=device),
+        ChainStep("video", VIDEO_FIELDS, {"start_image": StepRef(0)}, device=device),
+        ChainStep("mesh", MESH_FIELDS, {"image": StepRef(0)}, device=device),
+    ]
+
+
+def test_a_chain_is_queued_in_one_go_and_says_when_its_last_step_is_expected(device, member):
+    from jobs.doors.chaining import submit_chain
+
+    queued = submit_chain(owner=member, steps=three_steps(device), idempotency_key="k1")
+    image, video, mesh = queued.jobs
+    assert [j.state for j in queued.jobs] == [JobState.QUEUED, JobState.HELD, JobState.HELD]
+    assert [(link.job_id, link.field) for link in parents_of(video)] == [(image.pk, "start_image")]
+    assert [(link.job_id, link.field) for link in parents_of(mesh)] == [(image.pk, "image")]
+    # Each step is planned after the image it takes; the last expected is what the form says.
+    assert queued.admissions[1].starts_at >= queued.admissions[0].ready_at
+    assert queued.admissions[2].starts_at >= queued.admissions[0].ready_at
+    assert queued.ready_at == queued.admissions[-1].ready_at
+    again = submit_chain(owner=member, steps=three_steps(device), idempotency_key="k1")
+    assert [j.pk for j in again.jobs] == [j.pk for j in queued.jobs]
+    assert Job.objects.count() == 3
+
+
+def test_a_chain_over_a_quota_queues_nothing_and_names_the_step(device, member):
+    from jobs.doors.chaining import ChainRefused, submit_chain
+    from jobs.models import HouseholdQuota
+
+    HouseholdQuota.objects.update_or_create(pk=1, defaults={"max_queued": 2})
+    with pytest.raises(ChainRefused) as exc:
+        submit_chain(owner=member, steps=three_steps(device))
+    assert exc.value.step == 2 and exc.value.summary().startswith("Step 3:")
+    assert not Job.objects.exists() and not JobLink.objects.exists()
+
+
+def test_a_step_may_only_use_an_earlier_steps_result(device, member):
+    from jobs.doors.chaining import ChainRefused, ChainStep, StepRef, submit_chain
+
+    steps = [ChainStep("video", VIDEO_FIELDS, {"start_image": StepRef(0)}, device=device)]
+    with pytest.raises(ChainRefused) as exc:
+        submit_chain(owner=member, steps=steps)
+    assert "earlier step" in exc.value.errors["start_image"][0]
