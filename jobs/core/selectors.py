@@ -13,8 +13,9 @@ from django.http import Http404
 from django.utils import timezone
 
 from devices.models import Device
+from jobs.core.links import held_on
 from jobs.core.scheduler import order_with_reasons, snapshot_for
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, clamp_datetime, waiting_on
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState, clamp_datetime, waiting_on
 
 
 def jobs_visible_to(user: Any) -> QuerySet[Job]:
@@ -80,7 +81,7 @@ def queue_plan(device: Any) -> list[Job]:
     """The device's active job(s) then waiting jobs, in the order the scheduler will run them, each with the
     ``predicted_start``/``predicted_finish`` that ``jobs.queue.eta.plan_device`` stored last."""
     device_id = getattr(device, "pk", device)
-    waiting = waiting_on(device_id)
+    waiting = waiting_on(device_id) + held_on([device_id], now=timezone.now())  # held: at their release
     return _active_on(device_id) + (_in_run_order(device, waiting) if waiting else [])
 
 
@@ -135,7 +136,7 @@ def waiting_plan_rows(device: Any) -> list[PlanRow]:
     device_id = getattr(device, "pk", device)
     rows = [
         PlanRow(values)
-        for values in Job.objects.filter(device_id=device_id, state__in=WAITING_STATES)
+        for values in Job.objects.filter(device_id=device_id, state__in=PENDING_STATES)
         .order_by()  # as waiting_on: the index's few rows, not the device's history by date
         .values_list(*PlanRow.FIELDS)
     ]
@@ -197,7 +198,7 @@ class PagePlan:
         none = {"n": 0, "unplanned": 0, "end": None}
         stats = {
             row.pop("device_id"): row
-            for row in Job.objects.filter(device_id__in=ids, state__in=WAITING_STATES)
+            for row in Job.objects.filter(device_id__in=ids, state__in=PENDING_STATES)
             .order_by()
             .values("device_id")
             .annotate(**_WAITING_STATS)
@@ -243,7 +244,7 @@ class PagePlan:
         return out
 
     def _waiting(self) -> QuerySet[Job]:
-        return Job.objects.filter(device_id=self.device_id, state__in=WAITING_STATES)
+        return Job.objects.filter(device_id=self.device_id, state__in=PENDING_STATES)
 
 
 def plan_jobs(rows: list[PlanRow]) -> list[Job | None]:
@@ -413,14 +414,14 @@ def with_pool_devices(jobs: Iterable[Any], known: Mapping[int, Any]) -> dict[int
 def job_plan_line(job: Job, *, viewer: Any = None) -> PlanLine | None:
     """The job page's line for a waiting ``job`` (None once it no longer waits): the job ahead of it in its lane
     by the stored plan (or the running one), and its pool's devices; at most three reads."""
-    if job.state not in WAITING_STATES:
+    if job.state not in PENDING_STATES:
         return None
     if job.plan_position is None:  # not placed yet (its replan is on its way): nothing known ahead of it
         ahead = None
     elif job.plan_position > 1:
         ahead = (
             Job.objects.select_related("owner")
-            .filter(device_id=job.device_id, state__in=WAITING_STATES, plan_position=job.plan_position - 1)
+            .filter(device_id=job.device_id, state__in=PENDING_STATES, plan_position=job.plan_position - 1)
             .first()
         )
     else:
