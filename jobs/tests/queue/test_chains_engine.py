@@ -99,7 +99,7 @@ def test_every_child_runs_once_while_the_worker_is_killed_around_its_parents_end
     assert kills == 3
     for parent, child in chains:
         link = JobLink.objects.get(child=child)
-        assert link.released_at is not None and link.used == "image-1.png"
+        assert link.parent_id == parent.pk and link.released_at is not None and link.used == "image-1.png"
         assert child.events.filter(message__startswith="Ready").count() == 1  # released once
         assert child.events.filter(state=JobState.HELD).count() == 1  # and never held again
     assert tiiny.counters()["renders_submitted"] == len(chains)  # each video sent to the device once
