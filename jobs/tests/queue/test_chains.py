@@ -191,17 +191,19 @@ def test_a_failed_parent_keeps_the_child_waiting_and_a_successful_retry_releases
 
 
 def test_cancelling_a_parent_cancels_the_chain_below_it(paused, member):
+    from jobs.tests.ui_fixtures import make_job
+
     image = image_job(member, paused)
-    video = child_of(member, paused, image)
-    # a third step waiting on the second (an edit of … is not a video's; use the image field of a 3D job? the
-    # chain only needs a held child of a held child: a second video from the same picture's video is refused, so
-    # a second child of the image stands in for breadth, and the link below is made by hand for depth)
-    second = child_of(member, paused, image)
+    video, second = child_of(member, paused, image), child_of(member, paused, image)
+    # A third step waiting on the video (as an edit of a picture waits on its picture): the cascade goes down.
+    below = make_job(member, paused, kind="mesh", state=JobState.HELD)
+    JobLink.objects.create(child=below, parent=video, parent_number=video.pk, field="image")
     job_cancel(job=image, by=member)
-    for job in (video, second):
+    for job in (video, second, below):
         job.refresh_from_db()
         assert job.state == JobState.CANCELLED
-        assert f"job {image.pk}, whose result it waited for, was cancelled" in job.cancel_reason
+    assert f"job {image.pk}, whose result it waited for, was cancelled" in video.cancel_reason
+    assert f"Job {video.pk}, which it waited for, was cancelled" in below.cancel_reason
 
 
 def test_a_deleted_parent_cancels_its_waiting_children(paused, member, media):
@@ -402,3 +404,51 @@ def test_a_step_may_only_use_an_earlier_steps_result(device, member):
     with pytest.raises(ChainRefused) as exc:
         submit_chain(owner=member, steps=steps)
     assert "earlier step" in exc.value.errors["start_image"][0]
+
+
+# -- the pages show a held job ------------------------------------------------------------------------------------
+def test_the_pages_show_a_held_job_and_where_it_waits(device, member, client):
+    from django.urls import reverse
+
+    from jobs.queue.eta import plan_device
+
+    client.force_login(member)
+    parent = image_job(member, device)
+    child = child_of(member, device, parent)
+    plan_device(device.pk)
+    page = client.get(reverse("jobs-detail", args=[child.pk]))
+    assert page.status_code == 200
+    assert (
+        "Waits for another job" in page.content.decode()
+        and f"Waits for job {parent.pk}" in page.content.decode()
+    )
+    queue = client.get(reverse("jobs-queue"))
+    assert (
+        queue.status_code == 200
+        and f"waits for the result of job {parent.pk}" in queue.content.decode().lower()
+    )
+    gallery = client.get(reverse("jobs-gallery") + "?state=waiting")
+    assert gallery.status_code == 200 and f"/jobs/{child.pk}/" in gallery.content.decode()
+
+
+def test_deleting_a_parents_results_cancels_a_child_still_waiting_for_them(paused, member, media):
+    from jobs.quotas.services import results_delete
+
+    parent = image_job(member, paused)
+    child = child_of(member, paused, parent)
+    Job.objects.filter(pk=parent.pk).update(state=JobState.DONE)  # as if its release had not run yet
+    add_artifact(parent, media, kind="image", name="image-1.png", mime="image/png", data=png())
+    parent.refresh_from_db()
+    results_delete(job=parent, by=member)
+    child.refresh_from_db()
+    assert child.state == JobState.CANCELLED and "were deleted" in child.cancel_reason
+
+
+def test_a_result_the_child_cannot_use_cancels_it_with_the_reason(paused, member, media):
+    parent = image_job(member, paused)
+    child = child_of(member, paused, parent)
+    render(parent, media, b"\x89PNG\r\n\x1a\n but cut short")
+    parent.refresh_from_db()
+    child.refresh_from_db()
+    assert parent.state == JobState.DONE  # the parent's end stands whatever its children make of it
+    assert child.state == JobState.CANCELLED and "image-1.png" in child.cancel_reason
