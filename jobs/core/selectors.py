@@ -13,7 +13,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from devices.models import Device
-from jobs.core.links import held_on
+from jobs.core.links import Link, children_of, held_on, parents_of
 from jobs.core.scheduler import order_with_reasons, snapshot_for
 from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState, clamp_datetime, waiting_on
 
@@ -70,6 +70,20 @@ def job_by_share_token(token: str) -> Job:
     if job is None:
         raise Http404("No such job.")
     return job
+
+
+def job_links(viewer: Any, job: Job) -> tuple[list[Link], list[Link]]:
+    """(parents, children) of ``job`` as ``viewer`` may see them: the jobs whose results it takes as inputs and
+    those that take its results (``jobs.core.links``), only those ``viewer`` may view; a parent deleted outright
+    keeps its number (it was theirs to use). The job page and the API show these."""
+    parents, children = parents_of(job), children_of(job)
+    ids = {link.job_id for link in parents + children if link.job_id is not None}
+    if not ids:
+        return parents, children
+    visible = set(jobs_visible_to(viewer).filter(pk__in=ids).values_list("pk", flat=True))
+    gone = ids - set(Job.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    shown = visible | gone
+    return [p for p in parents if p.job_id in shown], [c for c in children if c.job_id in shown]
 
 
 def running_job(device: Any) -> Job | None:

@@ -26,8 +26,8 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
-from jobs.core.links import Link, children_of, parents_of
-from jobs.core.selectors import job_for, jobs_visible_to
+from jobs.core.links import Link
+from jobs.core.selectors import job_for, job_links, jobs_visible_to
 from jobs.doors.chaining import result_refs
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.doors.intake import (
@@ -164,18 +164,13 @@ def job_detail_out(request: HttpRequest, job: Job) -> dict[str, Any]:
 
 def links_out(viewer: Any, job: Job) -> dict[str, list[dict[str, Any]]]:
     """``parents`` (the jobs whose results it takes as inputs) and ``children`` (those that take its results), each
-    ``{"job", "field", "artifact", "released"}``; only the jobs ``viewer`` may see (a parent deleted since keeps its
-    number: it was theirs to use)."""
-    parents, children = parents_of(job), children_of(job)
-    ids = {link.job_id for link in parents + children if link.job_id is not None}
-    visible = set(jobs_visible_to(viewer).filter(pk__in=ids).values_list("pk", flat=True))
-    gone = ids - set(Job.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    ``{"job", "field", "artifact", "released"}``, as ``viewer`` may see them (``jobs.core.selectors.job_links``)."""
+    parents, children = job_links(viewer, job)
 
     def shown(links: list[Link]) -> list[dict[str, Any]]:
         return [
             {"job": link.job_id, "field": link.field, "artifact": link.artifact, "released": link.released}
             for link in links
-            if link.job_id in visible or link.job_id in gone
         ]
 
     return {"parents": shown(parents), "children": shown(children)}

@@ -452,3 +452,16 @@ def test_a_result_the_child_cannot_use_cancels_it_with_the_reason(paused, member
     child.refresh_from_db()
     assert parent.state == JobState.DONE  # the parent's end stands whatever its children make of it
     assert child.state == JobState.CANCELLED and "image-1.png" in child.cancel_reason
+
+
+def test_a_shared_result_may_be_used_and_its_user_stays_private(paused, member, other_member, admin_user):
+    from jobs.core.selectors import job_links
+    from jobs.queue.services import job_set_shared
+
+    parent = image_job(member, paused)
+    job_set_shared(job=parent, by=member, shared=True)
+    theirs = child_of(other_member, paused, parent)
+    assert theirs.state == JobState.HELD
+    assert job_links(member, parent) == ([], [])  # another person's private job is not named to the owner
+    assert [c.job_id for c in job_links(admin_user, parent)[1]] == [theirs.pk]
+    assert [p.job_id for p in job_links(other_member, theirs)[0]] == [parent.pk]
