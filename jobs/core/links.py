@@ -232,6 +232,16 @@ def note_parent_failed(parent: Job) -> None:
         )
 
 
+def note_parent_retried(parent_id: int) -> None:
+    """A parent queued again: each child still waiting for it says what it waits for again."""
+    for child_id in JobLink.objects.filter(
+        parent_id=parent_id, released_at__isnull=True, child__state=JobState.HELD
+    ).values_list("child_id", flat=True):
+        message = waits_message(unreleased_parents(child_id))
+        job_note(child_id, f"Job {parent_id} was queued again. {message}", only_in=[JobState.HELD],
+                 phase=message[:100])  # fmt: skip
+
+
 def describe(value: Any) -> str:
     """How a file input's value is named in messages: a reference as "job 12", an upload by its name."""
     if isinstance(value, ResultRef):
@@ -255,6 +265,7 @@ __all__ = [
     "release_estimate",
     "job_title",
     "note_parent_failed",
+    "note_parent_retried",
     "parents_of",
     "takes",
     "unreleased_parents",

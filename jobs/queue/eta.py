@@ -20,7 +20,7 @@ from jobs.core.changes import Changes, plan_changed
 from jobs.core.links import held_on
 from jobs.core.scheduler import base_key, earliest_start, held_after, order_with_reasons, snapshot_for
 from jobs.kinds.table import seed_seconds, shape_of
-from jobs.models import ACTIVE_STATES, PENDING_STATES, WAITING_STATES, Job, JobLink, RenderStat, waiting_on
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobLink, RenderStat, waiting_on
 
 logger = logging.getLogger("jobs")
 
@@ -87,11 +87,11 @@ def learn(job: Any) -> None:
         stat.samples += 1
         stat.save()
     alike = Job.objects.filter(
-        device_id=job.device_id, kind=job.kind, model_id=job.model_id, state__in=WAITING_STATES
+        device_id=job.device_id, kind=job.kind, model_id=job.model_id, state__in=PENDING_STATES
     ).only("pk", "kind", "model_id", "params")
     same = [w.pk for w in alike if shape_of(job.device.kind, w.kind, w.model_id, w.params) == shape]
     if same:
-        Job.objects.filter(pk__in=same, state__in=WAITING_STATES).update(estimate_s=stat.mean_s)
+        Job.objects.filter(pk__in=same, state__in=PENDING_STATES).update(estimate_s=stat.mean_s)
 
 
 # -- a running job's time left ----------------------------------------------------------------------------------

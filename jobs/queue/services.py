@@ -28,7 +28,7 @@ from django.utils import timezone
 from devices.models import Device
 from devices.services import device_set_queue_paused
 from hub.disk import is_disk_full
-from jobs.core.links import cancel_children
+from jobs.core.links import cancel_children, note_parent_retried
 from jobs.core.scheduler import opens_at, snapshot_for
 from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
@@ -374,6 +374,7 @@ def job_retry(*, job: Job, by: Any) -> Job:
         if job.state not in WAITING_STATES:
             raise ValidationError("Only failed, cancelled or interrupted jobs can be retried.")
     else:
+        note_parent_retried(job.pk)  # its waiting children say what they wait for again
         _dispatch_on_commit(job.device_id)
         _replan_on_commit(job.device_id)
     job.refresh_from_db()

@@ -185,6 +185,8 @@ def test_a_failed_parent_keeps_the_child_waiting_and_a_successful_retry_releases
     assert child.state == JobState.HELD
     assert "failed (The device ran out of memory)" in child.events.order_by("-seq").first().message
     job_retry(job=parent, by=member)
+    child.refresh_from_db()
+    assert child.phase == f"Waits for job {parent.pk}, “a lighthouse at dusk”."
     render(parent, media)
     child.refresh_from_db()
     assert child.state == JobState.QUEUED
