@@ -26,6 +26,7 @@ class JobKind(models.TextChoices):
 
 class JobState(models.TextChoices):
     QUEUED = "queued", "Queued"
+    HELD = "held", "Waits for another job"
     SCHEDULED = "scheduled", "Waiting for its time"
     PREPARING = "preparing", "Loading the model"
     SUBMITTED = "submitted", "Sent to the device"
@@ -37,11 +38,16 @@ class JobState(models.TextChoices):
     INTERRUPTED = "interrupted", "Interrupted"
 
 
+#: Ready to run: what dispatch picks from and the plan orders (a held job is not ready: see ``HELD_STATES``).
 WAITING_STATES = (JobState.QUEUED, JobState.SCHEDULED)
+#: Waiting for another job's result (``JobLink``, ``jobs.queue.chains``): never picked, planned after its parent.
+HELD_STATES = (JobState.HELD,)
+#: Not started yet, held or ready: what quotas count as queued and the pages list as waiting.
+PENDING_STATES = HELD_STATES + WAITING_STATES
 ACTIVE_STATES = (JobState.PREPARING, JobState.SUBMITTED, JobState.RUNNING, JobState.COLLECTING)
 FINAL_STATES = (JobState.DONE, JobState.FAILED, JobState.CANCELLED)
 # Which states allow which action: decided here once; services enforce it, templates and hub.js read it.
-CANCELLABLE_STATES = WAITING_STATES + ACTIVE_STATES
+CANCELLABLE_STATES = PENDING_STATES + ACTIVE_STATES
 RETRYABLE_STATES = (JobState.FAILED, JobState.CANCELLED, JobState.INTERRUPTED)
 
 
@@ -194,7 +200,12 @@ class Job(models.Model):
 
     @property
     def is_waiting(self) -> bool:
-        return self.state in WAITING_STATES
+        """Not started yet: ready (queued, scheduled) or held for another job's result."""
+        return self.state in PENDING_STATES
+
+    @property
+    def is_held(self) -> bool:
+        return self.state in HELD_STATES
 
     @property
     def can_cancel(self) -> bool:
@@ -207,6 +218,34 @@ class Job(models.Model):
     def may_run_on(self, device_id: int) -> bool:
         """Whether ``device_id`` may run this job: its own device, or, for a pool job, any device of its pool."""
         return device_id == self.device_id or (not self.pinned and device_id in (self.pool or []))
+
+
+class JobLink(models.Model):
+    """One file input of ``child`` taken from ``parent``'s result (``jobs.core.links.ResultRef``): the child is
+    held (``JobState.HELD``) until the parent's result is stored, then released in the same transaction with the
+    result copied in as its input (``jobs.queue.chains``). ``released_at`` set = the input is there."""
+
+    child = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="parent_links")
+    # A parent deleted outright leaves its number (``parent_number``) so the child's story can name it; its
+    # waiting children are cancelled (``jobs.core.links.cancel_children``; reconcile catches any left).
+    parent = models.ForeignKey(Job, null=True, on_delete=models.SET_NULL, related_name="child_links")
+    parent_number = models.PositiveBigIntegerField()
+    field = models.CharField(max_length=20)  # start_image, end_image, image, ref_audio
+    artifact = models.CharField(
+        max_length=200, blank=True, default=""
+    )  # the name asked for; "" = first that fits
+    used = models.CharField(max_length=200, blank=True, default="")  # the parent's artifact it was given
+    released_at = models.DateTimeField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["child", "field"]
+        constraints = [models.UniqueConstraint(fields=["child", "field"], name="jobs_link_field_uniq")]
+        # Release and the cascade: "the children of this parent still waiting".
+        indexes = [models.Index(fields=["parent", "released_at"], name="jobs_link_parent_idx")]
+
+    def __str__(self) -> str:
+        return f"#{self.child_id}.{self.field} ← #{self.parent_number}"
 
 
 class JobEvent(models.Model):

@@ -33,7 +33,7 @@ from devices.models import Device
 from hub.disk import disk_space
 from jobs.core.changes import Changes
 from jobs.live.fragments import job_title
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState
 from notify import confirm, crypto, senders, targets
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
 from notify.selectors import (
@@ -400,7 +400,7 @@ def _queue_empty_after(job_id: int) -> None:
     if device_id is None:
         return
     busy = Job.objects.filter(
-        device_id=device_id, state__in=[*WAITING_STATES, *ACTIVE_STATES, JobState.INTERRUPTED]
+        device_id=device_id, state__in=[*PENDING_STATES, *ACTIVE_STATES, JobState.INTERRUPTED]
     )
     if not busy.exists():
         notify_event(Event.QUEUE_EMPTY, device_id=device_id, key=f"{Event.QUEUE_EMPTY}:{device_id}:{job_id}")

@@ -90,6 +90,9 @@ class Options:
     freeze: bool = False  # also SIGSTOP the device for a while (less than an hour of its time)
     bound_s: float = 45.0  # every job final within this long after the last fault ended
     write_results: bool = False
+    # Chains (issue 35): videos that start from one of the night's pictures, queued while it still waits; the
+    # faults hit around the moment a picture's result is stored and its video released.
+    chains: int = 3
 
     @classmethod
     def make(cls, *, seed: int | None = None, long: bool = False) -> Options:
@@ -109,6 +112,7 @@ class Options:
             freeze=True,
             bound_s=150.0,
             write_results=True,
+            chains=6,
         )
 
 
@@ -127,6 +131,7 @@ class Submission:
     tries: int = 0
     problems: list[str] = field(default_factory=list)
     hold: bool = False  # sent only once the device-hour stall waits for a render (the last fault)
+    parent: Submission | None = None  # a chain's child: its start image is this submission's result
 
     @property
     def label(self) -> str:
@@ -222,8 +227,26 @@ def plan_night(opts: Options, rng: random.Random) -> list[Submission]:
     # A long video last, so a render is still under way when the device stalls for an hour (the last fault).
     last = next(s for s in subs if s.kind == "video" and s.device == "tiiny" and s.data.get("seconds") == 7)
     last.at, last.hold = opts.submit_window_s, True
+    subs += _chained(opts, rng, subs, text)
     subs.sort(key=lambda s: (s.at, s.n))
     return subs
+
+
+def _chained(opts: Options, rng: random.Random, subs: list[Submission], text: Any) -> list[Submission]:
+    """A video of each of the first ``opts.chains`` Tiiny pictures, queued a moment after its picture (through
+    either door): it waits for the picture's result and starts from it."""
+    images = [s for s in subs if s.kind == "image" and s.device == "tiiny"][: opts.chains]
+    out = []
+    for k, parent in enumerate(images):
+        n = len(subs) + len(out) + 1
+        tag = f"c{opts.seed}-{n}"
+        data = {"model": VIDEO, "prompt": f"{text()}, animated [{tag}]", "size": "832x480", "seconds": 2}
+        data["steps"] = 4
+        child = Submission(n, tag, parent.owner, "tiiny", "video", data, parent=parent)
+        child.at = min(parent.at + rng.uniform(0.1, 1.0), opts.submit_window_s)
+        child.via = "service" if k % 2 else "rest"
+        out.append(child)
+    return out
 
 
 # -- processes ---------------------------------------------------------------------------------------------------
@@ -399,6 +422,7 @@ class Summary:
     settled_s: float | None = None
     night_s: float = 0.0
     violations: list[str] = field(default_factory=list)
+    chains: dict[str, int] = field(default_factory=dict)  # each chain's video: what became of it
 
     @property
     def ok(self) -> bool:
@@ -655,6 +679,10 @@ class Night:
         files = {k: SimpleUploadedFile(f"{k}.png", v, "image/png") for k, v in sub.files.items()}
         user = self.users[sub.owner]
         data = {**sub.data, "polite": False}
+        if isinstance(data.get("start_image"), dict):  # a chain's child: the picture's result, not an upload
+            from jobs.core.links import ResultRef
+
+            files["start_image"] = ResultRef(int(data.pop("start_image")["from_job"]))
         # The page's own retry guard, where this checkout has it (an idempotency key per submission).
         keyed = "idempotency_key" in inspect.signature(submit_checked).parameters
         for attempt in range(4):  # a person who sees an error page tries again, after looking at the queue
@@ -678,7 +706,8 @@ class Night:
                     return
                 time.sleep(0.5)
                 for f in files.values():
-                    f.seek(0)
+                    if hasattr(f, "seek"):
+                        f.seek(0)
 
     def _find(self, sub: Submission) -> int | None:
         """The job a submission queued, if any: by the tag in its prompt (3D has none: by its seed)."""
@@ -783,6 +812,11 @@ class Night:
                     if sub.hold:
                         self.hour_ready.wait(timeout=120)
                         self.log(f"submitting {sub.label} ({sub.data.get('seconds')} s video) for the stall")
+                    if sub.parent is not None:
+                        if sub.parent.job_id is None:
+                            sub.problems.append("its picture was never queued: not sent")
+                            continue
+                        sub.data["start_image"] = {"from_job": sub.parent.job_id}
                     self.submit(sub, devices)
             except BaseException:
                 self.stop.set()  # the submitting stopped early (a test's timeout, an error): so do the faults
@@ -819,8 +853,8 @@ class Night:
         deadline = healed_at + self.opts.bound_s
         settled = None
         while time.monotonic() < deadline:
-            open_jobs = Job.objects.filter(pk__in=ids).exclude(state__in=FINAL_STATES).count()
-            if open_jobs == 0:
+            open_jobs = Job.objects.filter(pk__in=ids).exclude(state__in=FINAL_STATES)
+            if not set(open_jobs.values_list("pk", flat=True)) - _waits_for_failed(ids):
                 settled = time.monotonic() - healed_at
                 break
             time.sleep(0.25)
@@ -858,8 +892,12 @@ class Night:
                 summary.duplicate_jobs.append(f"{sub.label}: {copies} jobs for one submission")
         summary.jobs = len(jobs)
         summary.states = dict(Counter(j.state for j in jobs.values()))
+        patient = _waits_for_failed(
+            list(jobs)
+        )  # a chain's child waits for its failed picture's retry: by design
+        self.chain_verdict(summary, subs, jobs)
         for j in jobs.values():
-            if j.state not in FINAL_STATES:
+            if j.state not in FINAL_STATES and j.pk not in patient:
                 summary.stuck.append(f"job {j.pk} {j.kind} is {j.state} ({j.phase})")
             elif j.state == "failed":
                 summary.failed_reasons[j.error_code or "?"] = (
@@ -950,6 +988,33 @@ class Night:
         if len(jobs) < 30 and self.opts.tiiny_jobs >= 30:
             v.append(f"only {len(jobs)} jobs were queued")
 
+    def chain_verdict(self, summary: Summary, subs: list[Submission], jobs: dict[int, Any]) -> None:
+        """Each chain's video: released exactly once when its picture is done (one "Ready" event, its input
+        there), waiting when its picture failed, cancelled when its picture was; never released twice."""
+        from jobs.models import JobLink
+
+        for sub in subs:
+            child = jobs.get(sub.job_id) if sub.parent is not None else None
+            parent = jobs.get(sub.parent.job_id) if child is not None and sub.parent.job_id else None
+            if child is None or parent is None:
+                continue
+            ready = child.events.filter(message__startswith="Ready").count()
+            link = JobLink.objects.filter(child_id=child.pk).first()
+            if parent.state == "done":
+                fine = ready == 1 and link is not None and link.released_at is not None
+                outcome = "released once" if fine else f"released {ready} times"
+            elif parent.state in ("failed", "interrupted"):
+                fine = ready == 0 and child.state == "held"
+                outcome = "waits for its failed picture" if fine else f"{child.state} with a failed picture"
+            else:
+                fine = ready == 0 and child.state == "cancelled"
+                outcome = f"{child.state} with a {parent.state} picture"
+            summary.chains[outcome] = summary.chains.get(outcome, 0) + 1
+            if not fine:
+                summary.violations.append(
+                    f"chain: job {child.pk} {outcome} (picture job {parent.pk} {parent.state})"
+                )
+
     def idle_gap(self, device_id: int, job_ids: list[int]) -> tuple[float, float]:
         """The longest stretch, outside fault windows (each plus a grace for leases and reconcile to act),
         in which the device had jobs waiting and none active: time the hub itself lost."""
@@ -1019,6 +1084,20 @@ class Night:
 # -- reporting --------------------------------------------------------------------------------------------------
 
 
+def _waits_for_failed(job_ids: list[int]) -> set[int]:
+    """The held jobs among ``job_ids`` whose awaited picture failed: they wait for its retry, by design."""
+    from jobs.models import JobLink
+
+    return set(
+        JobLink.objects.filter(
+            child_id__in=job_ids,
+            child__state="held",
+            released_at__isnull=True,
+            parent__state__in=("failed", "interrupted"),
+        ).values_list("child_id", flat=True)
+    )
+
+
 def _mark(ok: bool) -> str:
     return "ok  " if ok else "FAIL"
 
@@ -1055,6 +1134,9 @@ def render(summary: Summary) -> str:
         + ", ".join(f"{k} {v}" for k, v in s.peaks.items()),
         f"  [{_mark(not s.downloads_bad)}] downloads: {s.downloads_ok} files through the web server, sha256 "
         f"matches the Artifact row; {len(s.downloads_bad)} bad",
+        f"  [{_mark(not any(v.startswith('chain:') for v in s.violations))}] chains (a video of a picture, "
+        "queued while the picture waited): "
+        + (", ".join(f"{outcome} {n}" for outcome, n in sorted(s.chains.items())) or "none"),
         f"  cut off by the device after an hour: {s.generation_timeout or 'none (each render ended in its hour)'}; "
         "longest idle Tiiny with work "
         f"waiting, outside faults: {s.idle_gap_s:.1f} s (at {s.idle_gap_at:.0f} s)",

@@ -101,6 +101,10 @@ def opens_at(job: Any, snap: DeviceSnapshot) -> dt.datetime:
         t = job.not_before
     if job.retry_after and job.retry_after > t:
         t = job.retry_after
+    # A job waiting for another's result (``jobs.core.links.held_on``): released at its parent's predicted finish.
+    release = getattr(job, "release_at", None)
+    if release is not None and release > t:
+        t = release
     return t
 
 
@@ -270,6 +274,9 @@ def _jump_reason(jumped: list[Any], head_held: bool) -> str:
 
 
 def _later_reason(job: Any, snap: DeviceSnapshot) -> str:
+    if (release := getattr(job, "release_at", None)) is not None and release > snap.now:
+        waits = ", ".join(f"job {pk}" for pk in getattr(job, "parent_ids", None) or ())
+        return f"waits for the result of {waits}" if waits else "waits for another job's result"
     if job.retry_after and job.retry_after > snap.now:
         return "waits to try again (the device was busy or away)"
     if job.when == "tonight":

@@ -13,8 +13,9 @@ from django.http import Http404
 from django.utils import timezone
 
 from devices.models import Device
+from jobs.core.links import Link, children_of, held_on, parents_of
 from jobs.core.scheduler import order_with_reasons, snapshot_for
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, JobState, clamp_datetime, waiting_on
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState, clamp_datetime, waiting_on
 
 
 def jobs_visible_to(user: Any) -> QuerySet[Job]:
@@ -71,6 +72,20 @@ def job_by_share_token(token: str) -> Job:
     return job
 
 
+def job_links(viewer: Any, job: Job) -> tuple[list[Link], list[Link]]:
+    """(parents, children) of ``job`` as ``viewer`` may see them: the jobs whose results it takes as inputs and
+    those that take its results (``jobs.core.links``), only those ``viewer`` may view; a parent deleted outright
+    keeps its number (it was theirs to use). The job page and the API show these."""
+    parents, children = parents_of(job), children_of(job)
+    ids = {link.job_id for link in parents + children if link.job_id is not None}
+    if not ids:
+        return parents, children
+    visible = set(jobs_visible_to(viewer).filter(pk__in=ids).values_list("pk", flat=True))
+    gone = ids - set(Job.objects.filter(pk__in=ids).values_list("pk", flat=True))
+    shown = visible | gone
+    return [p for p in parents if p.job_id in shown], [c for c in children if c.job_id in shown]
+
+
 def running_job(device: Any) -> Job | None:
     device_id = getattr(device, "pk", device)
     return Job.objects.filter(device_id=device_id, state__in=ACTIVE_STATES).order_by("started_at").first()
@@ -80,7 +95,7 @@ def queue_plan(device: Any) -> list[Job]:
     """The device's active job(s) then waiting jobs, in the order the scheduler will run them, each with the
     ``predicted_start``/``predicted_finish`` that ``jobs.queue.eta.plan_device`` stored last."""
     device_id = getattr(device, "pk", device)
-    waiting = waiting_on(device_id)
+    waiting = waiting_on(device_id) + held_on([device_id], now=timezone.now())  # held: at their release
     return _active_on(device_id) + (_in_run_order(device, waiting) if waiting else [])
 
 
@@ -135,7 +150,7 @@ def waiting_plan_rows(device: Any) -> list[PlanRow]:
     device_id = getattr(device, "pk", device)
     rows = [
         PlanRow(values)
-        for values in Job.objects.filter(device_id=device_id, state__in=WAITING_STATES)
+        for values in Job.objects.filter(device_id=device_id, state__in=PENDING_STATES)
         .order_by()  # as waiting_on: the index's few rows, not the device's history by date
         .values_list(*PlanRow.FIELDS)
     ]
@@ -197,7 +212,7 @@ class PagePlan:
         none = {"n": 0, "unplanned": 0, "end": None}
         stats = {
             row.pop("device_id"): row
-            for row in Job.objects.filter(device_id__in=ids, state__in=WAITING_STATES)
+            for row in Job.objects.filter(device_id__in=ids, state__in=PENDING_STATES)
             .order_by()
             .values("device_id")
             .annotate(**_WAITING_STATS)
@@ -243,7 +258,7 @@ class PagePlan:
         return out
 
     def _waiting(self) -> QuerySet[Job]:
-        return Job.objects.filter(device_id=self.device_id, state__in=WAITING_STATES)
+        return Job.objects.filter(device_id=self.device_id, state__in=PENDING_STATES)
 
 
 def plan_jobs(rows: list[PlanRow]) -> list[Job | None]:
@@ -413,14 +428,14 @@ def with_pool_devices(jobs: Iterable[Any], known: Mapping[int, Any]) -> dict[int
 def job_plan_line(job: Job, *, viewer: Any = None) -> PlanLine | None:
     """The job page's line for a waiting ``job`` (None once it no longer waits): the job ahead of it in its lane
     by the stored plan (or the running one), and its pool's devices; at most three reads."""
-    if job.state not in WAITING_STATES:
+    if job.state not in PENDING_STATES:
         return None
     if job.plan_position is None:  # not placed yet (its replan is on its way): nothing known ahead of it
         ahead = None
     elif job.plan_position > 1:
         ahead = (
             Job.objects.select_related("owner")
-            .filter(device_id=job.device_id, state__in=WAITING_STATES, plan_position=job.plan_position - 1)
+            .filter(device_id=job.device_id, state__in=PENDING_STATES, plan_position=job.plan_position - 1)
             .first()
         )
     else:

@@ -26,7 +26,9 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
-from jobs.core.selectors import job_for, jobs_visible_to
+from jobs.core.links import Link
+from jobs.core.selectors import job_for, job_links, jobs_visible_to
+from jobs.doors.chaining import result_refs
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.doors.intake import (
     ANY_DEVICE,
@@ -49,7 +51,7 @@ from jobs.kinds.schemas import (
     SubmittedOut,
     submit_body_openapi,
 )
-from jobs.kinds.table import api_schemas, form_class_for, schema_for
+from jobs.kinds.table import api_schemas, file_fields_of, form_class_for, schema_for
 from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
@@ -142,6 +144,7 @@ def job_detail_out(request: HttpRequest, job: Job) -> dict[str, Any]:
     events = list(job.events.all())[-EVENTS_SHOWN:]
     return {
         **job_out(request, job),
+        **links_out(request.user, job),
         "eta": eta_for(job),
         "events": [{"seq": e.seq, "at": e.at, "state": e.state, "message": e.message} for e in events],
         "artifacts": [
@@ -159,6 +162,20 @@ def job_detail_out(request: HttpRequest, job: Job) -> dict[str, Any]:
             for a in job.artifacts.all()
         ],
     }
+
+
+def links_out(viewer: Any, job: Job) -> dict[str, list[dict[str, Any]]]:
+    """``parents`` (the jobs whose results it takes as inputs) and ``children`` (those that take its results), each
+    ``{"job", "field", "artifact", "released"}``, as ``viewer`` may see them (``jobs.core.selectors.job_links``)."""
+    parents, children = job_links(viewer, job)
+
+    def shown(links: list[Link]) -> list[dict[str, Any]]:
+        return [
+            {"job": link.job_id, "field": link.field, "artifact": link.artifact, "released": link.released}
+            for link in links
+        ]
+
+    return {"parents": shown(parents), "children": shown(children)}
 
 
 # -- reading a request body -------------------------------------------------------------------------------------
@@ -298,6 +315,8 @@ def check_body(
     if not isinstance(kind, str) or kind not in JobKind.values:
         shown = "missing" if kind is None else repr(kind)[:40]
         raise _invalid("kind", f"Give the job's kind ({shown}): one of {', '.join(JobKind.values)}.")
+    # A file field may name another job's result: {"from_job": 12, "artifact": "image-1.png"} (a chain).
+    files = {**files, **result_refs(data, FILE_FIELDS)}
     device = _device_for_submit(device_raw)
 
     def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
@@ -318,7 +337,7 @@ def check_body(
     "",
     url_name="job_submit",
     response={201: SubmittedOut, 200: SubmittedOut, **SUBMIT_ERRORS},
-    openapi_extra=submit_body_openapi(api_schemas()),
+    openapi_extra=submit_body_openapi(api_schemas(), file_fields_of),
     summary="Submit a job",
 )
 def submit(request: HttpRequest):

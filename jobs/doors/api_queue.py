@@ -27,7 +27,7 @@ from jobs.core.scheduler import blocked_reason, snapshot_for
 from jobs.core.selectors import can_view, job_for, plan_line, queue_plan, running_job, with_pool_devices
 from jobs.kinds.schemas import PlanOut, PoolPlanOut, UsageOut
 from jobs.live.fragments import job_title, public_label
-from jobs.models import QUOTA_FIELDS, WAITING_STATES, Job
+from jobs.models import PENDING_STATES, QUOTA_FIELDS, Job
 from jobs.queue import services
 from jobs.quotas import services as quotas
 from jobs.quotas.per_device import DeviceTimes, device_times
@@ -137,7 +137,7 @@ def plan_out(
     device.refresh_from_db()  # a control just changed the row (paused flag) behind this instance
     blocked = blocked_reason(snapshot_for(device.pk))
     running = running_job(device)
-    waiting = [j for j in queue_plan(device) if j.state in WAITING_STATES]
+    waiting = [j for j in queue_plan(device) if j.state in PENDING_STATES]
     devices = with_pool_devices(waiting, {**(devices or {}), device.pk: device})
     first = 1 if running else 0
     rows = []

@@ -25,11 +25,11 @@ from jobs.core.bookmarks import bookmarked_ids
 from jobs.core.selectors import jobs_visible_to
 from jobs.files.thumbnails import THUMB_SIZE
 from jobs.live.fragments import job_title
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Artifact, Job, JobKind, JobState
 
 PAGE_SIZE = 24
 STATE_GROUPS = {
-    "waiting": list(WAITING_STATES),
+    "waiting": list(PENDING_STATES),
     "running": list(ACTIVE_STATES),
     "done": [JobState.DONE],
     "failed": [JobState.FAILED, JobState.INTERRUPTED],

@@ -49,7 +49,7 @@ from jobs.doors.stash import (  # the page's state between tries, re-exported: t
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind, When
-from jobs.queue import services
+from jobs.queue import chains, services
 from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form, earliest_of
 from jobs.quotas.services import LIFT_ADMINS_ONLY
 
@@ -250,6 +250,9 @@ def check_request(
     Fields the API caller leaves out take the form's defaults: ``when`` is "asap" and ``polite`` is on.
     Raises ``RequestInvalid`` (by field) or ``PermissionDenied``; for a ``pinned`` request, a value the device
     lacks is named with the device (``named_refusal``; the pool names each device itself).
+
+    A file may be another job's result (``jobs.core.links.ResultRef``) instead of an upload: checked by
+    ``jobs.queue.chains.check_refs`` and carried in ``CheckedRequest.refs`` (the job waits for it).
     """
     _require_submitter(owner)
     data = data.copy() if isinstance(data, QueryDict) else dict(data)  # a page's multiple choices stay lists
@@ -261,11 +264,23 @@ def check_request(
         raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
     if "model" in data:
         data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
-    form = form_for(owner=owner, device=device, kind=kind, data=data, files=files or {})
+    uploads, refs = chains.split_files(files)
+    parents = chains.check_refs(owner=owner, refs=refs) if refs else {}
+    form = form_for(
+        owner=owner, device=device, kind=kind, data=data, files={**uploads, **chains.stand_ins(refs)}
+    )
+    if parents:
+        form.chained = chains.chained(parents)  # admission plans it after its parents (``form_admission``)
+    if unknown := [name for name in refs if name not in form.fields]:
+        raise RequestInvalid({name: [f"This form has no file field {name!r}."] for name in unknown})
     try:
-        return check_form(form)
+        checked = check_form(form)
     except RequestInvalid as exc:
         raise (named_refusal(exc, device=device, data=data) if pinned else exc) from None
+    for name in refs:
+        checked.upload_files.pop(name, None)
+    checked.refs = dict(refs)
+    return checked
 
 
 #: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").

@@ -12,7 +12,7 @@ pair's); their field names are the form's field names, because the same form val
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, Literal
 
 from ninja import Schema
@@ -155,9 +155,28 @@ _PRESET_FIELD = {
 }
 
 
-def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) -> dict[str, Any]:
+#: A file field of a JSON body: another job's result (``jobs.doors.intake.result_refs``).
+_FROM_JOB = {
+    "type": "object",
+    "description": "Another job's result as this input (a chain): the job waits until that result is stored, then "
+    "takes it, fitted to what the device takes (a video's canvas). `artifact`: the result's name; left out, the "
+    "job's first result that fits (a picture for an image field, a recording for `ref_audio`).",
+    "properties": {
+        "from_job": {"type": "integer", "minimum": 1},
+        "artifact": {"type": "string", "minLength": 1, "maxLength": 200},
+    },
+    "required": ["from_job"],
+    "additionalProperties": False,
+}
+
+
+def submit_body_openapi(
+    pairs: Iterable[tuple[str, str, type[CommonFields]]],
+    files_of: Callable[[str, str], Iterable[str]] = lambda _device_kind, _kind: (),
+) -> dict[str, Any]:
     """The request body of ``POST /api/jobs`` for the docs: one of the pairs' schemas (``(device kind, job kind,
-    schema)``, as ``jobs.kinds.table.api_schemas`` lists them), JSON or multipart."""
+    schema)``, as ``jobs.kinds.table.api_schemas`` lists them), JSON or multipart. ``files_of``: the file fields
+    of a pair's form, which a JSON body may fill with another job's result (``{"from_job": …}``)."""
     variants = []
     for device_kind, kind, schema in pairs:
         js = schema.model_json_schema()
@@ -167,6 +186,7 @@ def submit_body_openapi(pairs: Iterable[tuple[str, str, type[CommonFields]]]) ->
             "kind": {"type": "string", "enum": [kind]},
             "preset": _PRESET_FIELD,
             **js.get("properties", {}),
+            **{f: _FROM_JOB for f in files_of(device_kind, kind)},
         }
         js["required"] = ["kind"]
         variants.append(js)
@@ -249,7 +269,8 @@ class JobOut(Schema):
     id: int
     kind: str
     state: str = Field(
-        description="queued, scheduled, preparing, submitted, running, collecting, done, failed, cancelled, interrupted"
+        description="held (waits for another job's result), queued, scheduled, preparing, submitted, running, "
+        "collecting, done, failed, cancelled, interrupted"
     )
     state_label: str
     device: int = Field(
@@ -289,10 +310,26 @@ class JobOut(Schema):
     api_url: str
 
 
+class LinkOut(Schema):
+    job: int = Field(description="The other job's id.")
+    field: str = Field(
+        description="The file input the result feeds: start_image, end_image, image, ref_audio."
+    )
+    artifact: str = Field(
+        description='The result\'s name: the one given to the child, or asked for; "" = its first that fits.'
+    )
+    released: bool = Field(description="True once the child has the result as its input.")
+
+
 class JobDetailOut(JobOut):
     eta: EtaOut | None
     events: list[EventOut]
     artifacts: list[ArtifactOut]
+    parents: list[LinkOut] = Field(
+        description="The jobs whose results this job takes as inputs (a chain): it waits (`held`) until they are "
+        "stored."
+    )
+    children: list[LinkOut] = Field(description="The jobs that take this job's results as inputs.")
 
 
 class SubmittedOut(JobDetailOut):

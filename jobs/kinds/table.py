@@ -180,6 +180,14 @@ def api_schemas() -> list[tuple[str, str, type[schemas.CommonFields]]]:
     return [(s.device_kind, str(s.kind), s.api_schema) for s in SPECS if s.api_schema is not None]
 
 
+def file_fields_of(device_kind: str, kind: str) -> list[str]:
+    """The file inputs a pair's form may take (its upload fields; some only for some models)."""
+    from django.forms import FileField
+
+    form_class = form_class_for(device_kind, kind)
+    return [name for name, f in form_class.base_fields.items() if isinstance(f, FileField)]
+
+
 def shape_of(device_kind: str, kind: str, model_id: str, params: dict[str, Any]) -> str:
     """The key that groups renders of comparable cost (what ``RenderStat`` learns under)."""
     return spec_for(device_kind, kind).estimate.shape(model_id, params)
@@ -191,6 +199,7 @@ def seed_seconds(device_kind: str, kind: str, model_id: str, params: dict[str, A
 
 
 __all__ = [
+    "file_fields_of",
     "Estimate",
     "KindSpec",
     "SPECS",

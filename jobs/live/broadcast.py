@@ -36,7 +36,7 @@ from django.core.cache import cache
 from devices.models import Device
 from hub import live
 from jobs.live import fragments
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job
 
 logger = logging.getLogger("jobs.live.broadcast")
 
@@ -151,7 +151,7 @@ def plan_variants(device) -> list[PlanVariant]:
         get_user_model()
         .objects.filter(
             jobs__device_id=device.pk,
-            jobs__state__in=WAITING_STATES + ACTIVE_STATES,
+            jobs__state__in=PENDING_STATES + ACTIVE_STATES,
             jobs__shared=False,
             jobs__hidden_at__isnull=True,
         )
@@ -215,7 +215,7 @@ def _plan_lines(device_id: int) -> None:
     """The plan line of each waiting job of the lane whose page is open (``job:<id>``): a replan moves its times,
     the pool moves it to this lane (its old lane's push no longer lists it; this one does)."""
     waiting = list(
-        Job.objects.filter(device_id=device_id, state__in=WAITING_STATES)
+        Job.objects.filter(device_id=device_id, state__in=PENDING_STATES)
         .order_by()
         .values_list("pk", flat=True)[:PLAN_LINE_PAGES]
     )

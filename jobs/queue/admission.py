@@ -69,6 +69,16 @@ class RequestInvalid(Exception):
         return " ".join(parts) or "The request is not valid."
 
 
+@dataclass(frozen=True)
+class Chained:
+    """What admission knows of a chain's child: when its parents are expected to finish (None: not known, e.g.
+    a parent failed and waits for a retry), which they are, and what to tell the person about them."""
+
+    release_at: dt.datetime | None
+    parent_ids: tuple[int, ...]
+    warnings: list[str] = field(default_factory=list)
+
+
 @dataclass
 class _Probe:
     """A not-yet-saved job as the scheduler and the planner see it: it sorts after every job already waiting."""
@@ -87,6 +97,9 @@ class _Probe:
     bypassed: int = 0
     pk: int = 2**62
     shared: bool = False
+    #: a chain's child: its parents' last predicted finish, and which they are (``jobs.core.links.held_on``)
+    release_at: dt.datetime | None = None
+    parent_ids: tuple[int, ...] | None = None
 
 
 def _refused(why: str, field_name: str) -> Admission:
@@ -214,11 +227,13 @@ def admit(
     not_before: dt.datetime | None = None,
     polite: bool = True,
     lift_limits: bool = False,
+    after: Chained | None = None,
 ) -> Admission:
     """Estimate, predicted start and ready times, warnings, and a refusal (with the field it concerns).
 
     The owner's quotas are part of it (``jobs.quotas.services.quota_check``): over a limit is a refusal naming the
-    limit, the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``)."""
+    limit, the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``).
+    ``after``: a chain's child, planned as released at its parents' predicted finish (``Chained``)."""
     try:
         spec = spec_for(device.kind, kind)
     except ValueError as exc:
@@ -242,8 +257,10 @@ def admit(
         created=now,
         estimate_s=est,
     )
+    if after is not None:
+        probe.release_at, probe.parent_ids = after.release_at or now, after.parent_ids
     snap = snapshot_for(device.pk, now=now)
-    warnings = _warnings(snap, probe)
+    warnings = _warnings(snap, probe) + (after.warnings if after is not None else [])
     starts, ready = _planned(device.pk, now, probe)
     lifted = quota.lifted if refused is None else []
     warnings.extend(f"Over a limit, lifted for this job: {why}" for why in lifted)
@@ -289,6 +306,9 @@ class CheckedRequest:
     #: "any device": the ids of every device that admitted exactly this request (the same model and parameters);
     #: the job waits in the pool for whichever frees first (``jobs.queue.pool``). Empty: pinned to its device.
     pool: list[int] = field(default_factory=list)
+    #: file inputs taken from other jobs' results (``jobs.core.links.ResultRef`` by field, checked by
+    #: ``jobs.queue.chains.check_refs``): the job is held until they are there (``chains.hold``).
+    refs: dict[str, Any] = field(default_factory=dict)
 
 
 def form_admission(form: Any) -> Admission:
@@ -304,6 +324,7 @@ def form_admission(form: Any) -> Admission:
         not_before=schedule["not_before"],
         polite=schedule["polite"],
         lift_limits=bool(form.cleaned_data.get("lift_limits")),
+        after=getattr(form, "chained", None),  # set by the intake for a request with a job's result as input
     )
 
 
@@ -328,6 +349,7 @@ def check_form(form: Any) -> CheckedRequest:
 __all__ = [
     "MAX_NOT_BEFORE",
     "Admission",
+    "Chained",
     "CheckedRequest",
     "RequestInvalid",
     "admit",

@@ -17,9 +17,10 @@ from django.utils import timezone
 from devices.loads import device_load_costs
 from devices.models import Device
 from jobs.core.changes import Changes, plan_changed
-from jobs.core.scheduler import earliest_start, held_after, order_with_reasons, snapshot_for
+from jobs.core.links import held_on
+from jobs.core.scheduler import base_key, earliest_start, held_after, order_with_reasons, snapshot_for
 from jobs.kinds.table import seed_seconds, shape_of
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, RenderStat, waiting_on
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobLink, RenderStat, waiting_on
 
 logger = logging.getLogger("jobs")
 
@@ -86,11 +87,11 @@ def learn(job: Any) -> None:
         stat.samples += 1
         stat.save()
     alike = Job.objects.filter(
-        device_id=job.device_id, kind=job.kind, model_id=job.model_id, state__in=WAITING_STATES
+        device_id=job.device_id, kind=job.kind, model_id=job.model_id, state__in=PENDING_STATES
     ).only("pk", "kind", "model_id", "params")
     same = [w.pk for w in alike if shape_of(job.device.kind, w.kind, w.model_id, w.params) == shape]
     if same:
-        Job.objects.filter(pk__in=same, state__in=WAITING_STATES).update(estimate_s=stat.mean_s)
+        Job.objects.filter(pk__in=same, state__in=PENDING_STATES).update(estimate_s=stat.mean_s)
 
 
 # -- a running job's time left ----------------------------------------------------------------------------------
@@ -197,10 +198,13 @@ def plan(
         out.append((job, start, done))
         cursor = max(cursor, done)
         loaded = held_after(snap, loaded, job.model_id)
-    waiting = waiting_on(device_id)
+    waiting = waiting_on(device_id) + held_on([device_id], now=now)
     if extra is not None:
         waiting.append(extra)
-    for job, why in order_with_reasons(snap, waiting):
+    pending = order_with_reasons(snap, waiting)
+    finishes: dict[int, dt.datetime] = {}  # this plan's finishes: a child here is released at its parent's
+    while pending:
+        job, why = pending.pop(_next_in(pending, cursor, snap, finishes))
         job.planned_reason = why
         est = job.estimate_s or estimate(
             device_id=device_id,
@@ -211,12 +215,42 @@ def plan(
         )
         if job.model_id not in loaded:
             est += load_costs.get(job.model_id, LOAD_SECONDS)
-        start = min(max(cursor, earliest_start(job, snap)), horizon)
+        start = min(max(cursor, _opens(job, snap, finishes)), horizon)
         finish = _later(start, est, horizon)
         out.append((job, start, finish))
+        finishes[job.pk] = finish
         cursor = finish
         loaded = held_after(snap, loaded, job.model_id)
     return out
+
+
+def _opens(job: Any, snap: Any, finishes: dict[int, dt.datetime]) -> dt.datetime:
+    """When ``job`` may start: ``earliest_start``, and for a child, after its parents' finishes in this plan."""
+    t = earliest_start(job, snap)
+    for pk in getattr(job, "parent_ids", None) or ():
+        if pk in finishes and finishes[pk] > t:
+            t = finishes[pk]
+    return t
+
+
+def _next_in(pending: list[tuple[Any, str]], cursor: dt.datetime, snap: Any, finishes: dict) -> int:
+    """Which of ``pending`` (in the scheduler's order) the device runs next at ``cursor``: the first that may
+    start by then; a child released by then goes before it where the scheduler's base order would put it (once
+    released, it is a waiting job like any other); none may start: the one that may start first. So the device
+    never idles for a child while other work could run, and a child never starts before its release."""
+    chains = any(getattr(job, "parent_ids", None) is not None for job, _why in pending)
+    if not chains:
+        return 0  # the scheduler's order holds as it is (its later jobs come in the order they open)
+    opens = [_opens(job, snap, finishes) for job, _why in pending]
+    first = next((i for i, t in enumerate(opens) if t <= cursor), None)
+    if first is None:
+        return min(range(len(pending)), key=lambda i: opens[i])
+    head = base_key(pending[first][0], snap)
+    for i, (job, _why) in enumerate(pending):
+        if i != first and getattr(job, "parent_ids", None) is not None and opens[i] <= cursor:
+            if base_key(job, snap) < head:
+                return i
+    return first
 
 
 #: The plan looks this far ahead at most. Nothing admitted waits longer (``jobs.queue.admission.MAX_NOT_BEFORE`` is
@@ -260,11 +294,23 @@ def _drifted(collected: Changes) -> set[int]:
     return {device for job, device in moved.items() if job not in jobs or finish_drifted(jobs[job], now=now)}
 
 
-def plan_device(device_id: int) -> None:
+def plan_device(device_id: int, *, _seen: frozenset[int] = frozenset()) -> None:
     """Recompute and store every queued job's predicted start/finish; the queue goes out once, after commit,
-    through the one sender (``jobs.core.changes.plan_changed``; an identical plan is not sent again)."""
-    store_plan(device_id)
+    through the one sender (``jobs.core.changes.plan_changed``; an identical plan is not sent again). Where a
+    finish moved, the devices of the jobs waiting for those results are planned again (their release moved)."""
+    if store_plan(device_id):
+        for other in _children_devices(device_id) - _seen - {device_id}:
+            plan_device(other, _seen=_seen | {device_id})
     plan_changed(device_id)
+
+
+def _children_devices(device_id: int) -> set[int]:
+    """The devices where jobs wait for a result of one of ``device_id``'s planned jobs."""
+    return set(
+        JobLink.objects.filter(
+            parent__device_id=device_id, released_at__isnull=True, child__state__in=PENDING_STATES
+        ).values_list("child__device_id", flat=True)
+    )
 
 
 def store_plan(device_id: int) -> int:
@@ -276,7 +322,7 @@ def store_plan(device_id: int) -> int:
     moved = False
     position = 0
     for job, start, finish in plan(device_id):
-        if job.state in WAITING_STATES:
+        if job.state in PENDING_STATES:
             position += 1
             place, why = position, job.planned_reason[:reason_chars]
         else:  # the running job has no place in line (nor one to come back to, should it be requeued)

@@ -23,7 +23,7 @@ from django.db import transaction
 from devices.models import Device
 from jobs.core.transitions import job_note
 from jobs.kinds.table import form_class_for, kinds_for
-from jobs.models import WAITING_STATES, Job, When
+from jobs.models import PENDING_STATES, Job, When
 from jobs.queue.admission import limit_refusal
 
 
@@ -53,7 +53,7 @@ def refit(device_id: int) -> set[int]:
         return set()
     changed: set[int] = set()
     waiting = (
-        Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by("pk")
+        Job.objects.filter(state__in=PENDING_STATES, pinned=False).select_related("owner").order_by("pk")
     )
     for job in waiting:
         # The job's request never changes: only its pool is read again, under its lock.
@@ -73,7 +73,7 @@ def _refit_one(job_id: int, device: Device, *, can: bool) -> bool:
     changes at once each see the other's)."""
     with transaction.atomic():
         job = (
-            Job.objects.select_for_update().filter(pk=job_id, state__in=WAITING_STATES, pinned=False).first()
+            Job.objects.select_for_update().filter(pk=job_id, state__in=PENDING_STATES, pinned=False).first()
         )
         if job is None:
             return False

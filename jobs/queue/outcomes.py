@@ -18,10 +18,11 @@ from devices import errors
 from hub.disk import disk_space, is_store_unreachable, size_text
 from hub.media_storage import UNREACHABLE
 from jobs.core.changes import job_ticked, job_waits_for_disk
+from jobs.core.links import note_parent_failed
 from jobs.core.transitions import job_note, job_set, job_transition
 from jobs.files.store import discard_partials
 from jobs.models import ACTIVE_STATES, Job, JobState
-from jobs.queue import enqueue
+from jobs.queue import chains, enqueue
 from jobs.queue.device_watch import device_state_from, watch_device
 from jobs.queue.dispatch import end_job, trace
 from jobs.queue.eta import learn
@@ -51,18 +52,23 @@ def _error_fields(exc: errors.DeviceError | None, human: str = "") -> dict[str, 
 
 
 def finish_done(job: Job) -> bool:
+    """COLLECTING → DONE, and in the same transaction the jobs waiting for its result get it and become ready
+    (``jobs.queue.chains.release_children``): a worker killed in between leaves neither done."""
     now = timezone.now()
-    ok = job_transition(
-        job.pk,
-        from_states=[S.COLLECTING],
-        to=S.DONE,
-        message="Done.",
-        progress=100.0,
-        phase="Done",
-        finished_at=now,
-        device_seconds=device_seconds(job, now),
-        next_poll_at=None,
-    )
+    with transaction.atomic():
+        ok = job_transition(
+            job.pk,
+            from_states=[S.COLLECTING],
+            to=S.DONE,
+            message="Done.",
+            progress=100.0,
+            phase="Done",
+            finished_at=now,
+            device_seconds=device_seconds(job, now),
+            next_poll_at=None,
+        )
+        if ok:
+            chains.release_children(job)
     trace(job.pk, "done_transition")
     if ok:
         job.refresh_from_db()
@@ -93,6 +99,8 @@ def fail(job: Job, exc: errors.DeviceError | None, *, human: str = "", data: dic
         **fields,
     )
     if ok:
+        job.refresh_from_db()
+        note_parent_failed(job)  # its waiting children keep waiting, and say why
         end_job(job)
     return ok
 
@@ -158,7 +166,7 @@ def _requeue_interrupted(job: Job) -> None:
 
 def _fail_interrupted(job: Job) -> None:
     now = timezone.now()
-    job_transition(
+    if job_transition(
         job.pk,
         from_states=[S.INTERRUPTED],
         to=S.FAILED,
@@ -167,7 +175,9 @@ def _fail_interrupted(job: Job) -> None:
         error_code="interrupted",
         error_human="The render was interrupted twice.",
         device_seconds=device_seconds(job, now),
-    )
+    ):
+        job.refresh_from_db()
+        note_parent_failed(job)
 
 
 def handle_error(job: Job, exc: errors.DeviceError, *, where: str) -> None:

@@ -43,6 +43,7 @@ from django.utils import timezone
 from devices.loads import device_load_costs
 from devices.models import Device
 from jobs.core.changes import replan
+from jobs.core.links import held_on
 from jobs.core.scheduler import (
     DeviceSnapshot,
     base_key,
@@ -53,7 +54,7 @@ from jobs.core.scheduler import (
     snapshot_for,
 )
 from jobs.kinds.table import style_of
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Job, LostRender
+from jobs.models import ACTIVE_STATES, PENDING_STATES, WAITING_STATES, Job, LostRender
 from jobs.queue import enqueue
 from jobs.queue.balance import Slot, ends_of, even_out
 from jobs.queue.eta import LOAD_SECONDS, Estimator, remaining_seconds
@@ -207,6 +208,8 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
     pool_jobs = list(
         Job.objects.filter(state__in=WAITING_STATES, pinned=False).select_related("owner").order_by()
     )
+    # Children waiting for a result: placed like any job that may start at its parent's predicted finish.
+    pool_jobs += held_on(None, now=now, pinned=False)
     if not pool_jobs:
         return {}
     device_ids = {pk for job in pool_jobs for pk in (job.pool or [])} | {job.device_id for job in pool_jobs}
@@ -214,6 +217,7 @@ def assign(now: dt.datetime | None = None) -> dict[int, Move]:
     if not lanes:
         return {}
     pinned = list(Job.objects.filter(state__in=WAITING_STATES, pinned=True, device_id__in=lanes).order_by())
+    pinned += held_on(set(lanes), now=now, pinned=True)
     seconds_on = _Estimates(set(lanes))
     step = _Stepper(lanes, seconds_on)
     slots = _plan(_in_order(pool_jobs + pinned, lanes, now), lanes, step, now)
@@ -296,7 +300,7 @@ def rebalance(now: dt.datetime | None = None) -> set[int]:
     was read. Returns the devices whose lanes changed; their plans are recomputed with this change's pushes."""
     changed: set[int] = set()
     for job_id, move in assign(now).items():
-        moved = Job.objects.filter(pk=job_id, device_id=move.old, state__in=WAITING_STATES).update(
+        moved = Job.objects.filter(pk=job_id, device_id=move.old, state__in=PENDING_STATES).update(
             device_id=move.new, estimate_s=move.estimate_s
         )
         if moved:

@@ -11,7 +11,9 @@ Celery work it finds due (``jobs.queue.enqueue``) and returning how much it sent
 5. ``give_up_lost_renders``: a pool job whose device has been away mid-render for ``JOBS_DEVICE_LOST_S``: re-queued
    for another device (``jobs.queue.pool``).
 6. ``pool.rebalance``: each waiting pool job in the lane of the device where it would finish first.
-7. ``start_idle_queues``: a device with waiting jobs and nothing running: dispatch it (or, while it is away,
+7. ``chains.release_ready``: a child still held whose parent is done (a release a store failure left undone) is
+   released; one whose parent was cancelled or deleted is cancelled (``jobs.queue.chains``).
+8. ``start_idle_queues``: a device with waiting jobs and nothing running: dispatch it (or, while it is away,
    have the poller watch for its return).
 """
 
@@ -28,7 +30,7 @@ from django.utils import timezone
 from devices.models import Device
 from jobs.kinds.table import style_of
 from jobs.models import ACTIVE_STATES, WAITING_STATES, DeviceLease, Job, LostRender
-from jobs.queue import enqueue, pool
+from jobs.queue import chains, enqueue, pool
 from jobs.queue.device_watch import watch_device
 from jobs.queue.dispatch import release_device
 from jobs.queue.engine import POLLING_STATES, schedule_poll
@@ -58,6 +60,7 @@ def reconcile(now: dt.datetime | None = None) -> dict[str, int]:
     counts["lost"] = give_up_lost_renders(active, now)
     counts["unlost"] = stop_lost_renders_on_return(now)
     counts["moved"] = len(pool.rebalance(now))  # the pool's jobs in the lanes where they finish first
+    counts["chained"] = chains.release_ready()
     counts["dispatched"] = start_idle_queues(leases, busy, now)
     return counts
 

@@ -28,6 +28,7 @@ from django.utils import timezone
 from devices.models import Device
 from devices.services import device_set_queue_paused
 from hub.disk import is_disk_full
+from jobs.core.links import cancel_children, note_parent_retried
 from jobs.core.scheduler import opens_at, snapshot_for
 from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
@@ -35,6 +36,7 @@ from jobs.files.store import delete, save_input
 from jobs.kinds.table import style_of
 from jobs.models import (
     ACTIVE_STATES,
+    PENDING_STATES,
     RETRYABLE_STATES,
     WAITING_STATES,
     Job,
@@ -44,8 +46,8 @@ from jobs.models import (
     When,
 )
 from jobs.models import new_share_token as _new_token
-from jobs.queue import enqueue
-from jobs.queue.admission import CheckedRequest, admit, earliest_of, uploads_refused
+from jobs.queue import chains, enqueue
+from jobs.queue.admission import CheckedRequest, RequestInvalid, admit, earliest_of, uploads_refused
 from jobs.queue.eta import plan_device
 from jobs.queue.stops import stop_sent, stop_unsent
 from jobs.quotas.services import lift_message
@@ -124,6 +126,17 @@ def _save_uploads(job: Job, files: dict[str, Any]) -> dict[str, str]:
     return saved
 
 
+def _hold(job: Job, refs: dict[str, Any]) -> str:
+    """``chains.hold`` for the job being queued; a disk that fills up while a parent's result is copied in
+    refuses the request as an upload would (``RequestInvalid``; the caller's transaction drops the row)."""
+    try:
+        return chains.hold(job, refs)
+    except OSError as exc:
+        if not is_disk_full(exc):
+            raise
+        raise uploads_refused(exc) from None
+
+
 def _require_submitter(owner: Any) -> None:
     if not getattr(owner, "can_submit", False):
         raise PermissionDenied("Viewers can watch but not submit jobs.")
@@ -163,7 +176,10 @@ def job_submit(
 ) -> Job:
     """Queue a job from its parameters (the way in for code with no form: scripts, tests, the bench). Admits it
     once (``jobs.queue.admission.admit``) and refuses whatever that refuses, so nothing can queue what the device
-    would turn down; then as ``submit_checked`` (the same ``idempotency_key`` again returns the job it queued)."""
+    would turn down; then as ``submit_checked`` (the same ``idempotency_key`` again returns the job it queued).
+
+    A file of ``upload_files`` may be another job's result (``jobs.core.links.ResultRef``): checked by
+    ``jobs.queue.chains.check_refs``; the job is held until that result is stored."""
     _require_submitter(owner)
     if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
         return queued
@@ -171,6 +187,8 @@ def job_submit(
         raise ValidationError({"kind": f"Unknown kind {kind!r}."})
     if not model_id:
         raise ValidationError({"model_id": "Choose a model."})
+    uploads, refs = chains.split_files(upload_files)
+    parents = _parents(owner, refs)
     schedule = {"when": when, "not_before": not_before, "polite": polite, "shared": shared}
     asked = dict(
         owner=owner,
@@ -181,6 +199,7 @@ def job_submit(
         not_before=not_before,
         polite=polite,
         lift_limits=lift_limits,
+        after=chains.chained(parents) if parents else None,
     )
     # "Any device" of ``pool`` (with ``device``): those that admit it; the job starts where it is ready first.
     candidates = list(dict.fromkeys([device, *pool])) if pool else [device]
@@ -190,10 +209,18 @@ def job_submit(
         admission = admitted[0][1]
         raise ValidationError({admission.refused_field or "__all__": admission.refused})
     device, admission = earliest_of(fit)
-    checked = CheckedRequest(kind, model_id, params, upload_files or {}, schedule, admission)
+    checked = CheckedRequest(kind, model_id, params, uploads, schedule, admission, refs=refs)
     if pool:
         checked.pool = [d.pk for d, _a in fit]
     return _queue_job(owner=owner, device=device, checked=checked, idempotency_key=idempotency_key)
+
+
+def _parents(owner: Any, refs: dict[str, Any]) -> dict[str, Job]:
+    """``chains.check_refs`` for code with no form: its refusal as a ``ValidationError`` by field."""
+    try:
+        return chains.check_refs(owner=owner, refs=refs) if refs else {}
+    except RequestInvalid as exc:
+        raise ValidationError(exc.errors) from None
 
 
 def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None) -> Job:
@@ -241,6 +268,8 @@ def _queue_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_
         job.state = S.SCHEDULED if waits else S.QUEUED
         job.save(update_fields=["params", "state"])
         message = "Queued." if not waits else f"Waiting for its time ({job.get_when_display().lower()})."
+        if checked.refs and (held := _hold(job, checked.refs)):
+            message = held
         if not job.pinned:
             names = list(
                 Device.objects.filter(pk__in=job.pool).order_by("name").values_list("name", flat=True)
@@ -284,7 +313,7 @@ def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
         "next_poll_at": None,
     }
     if job_transition(
-        job.pk, from_states=WAITING_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
+        job.pk, from_states=PENDING_STATES, to=S.CANCELLED, message=f"Cancelled by {who}.{why}", **fields
     ):
         _replan_on_commit(job.device_id)
     elif job_transition(
@@ -299,6 +328,17 @@ def job_cancel(*, job: Job, by: Any, reason: str = "") -> Job:
         job.refresh_from_db()
         if job.state not in (S.CANCELLED,):
             raise ValidationError("This job has already finished.")
+    cancel_children(job.pk, f"job {job.pk}, whose result it waited for, was cancelled.")
+    job.refresh_from_db()
+    return job
+
+
+def job_hide(*, job: Job, by: Any, message: str = "Deleted through the API (hidden).") -> Job:
+    """A finished job deleted (``/v1``'s videos.delete): kept for fair share and the record, listed nowhere; the
+    jobs still waiting for its result are cancelled, down the chain."""
+    _require_manage(job, by)
+    job_note(job.pk, message, hidden_at=timezone.now())
+    cancel_children(job.pk, f"job {job.pk}, whose result it waited for, was deleted.")
     job.refresh_from_db()
     return job
 
@@ -308,6 +348,8 @@ def job_retry(*, job: Job, by: Any) -> Job:
     _require_manage(job, by)
     if not by.can_submit:
         raise PermissionDenied("Viewers cannot queue jobs.")
+    if job.parent_links.filter(released_at__isnull=True).exists():
+        return _retry_held(job, by)
     ok = job_transition(
         job.pk,
         from_states=RETRYABLE_STATES,
@@ -332,7 +374,36 @@ def job_retry(*, job: Job, by: Any) -> Job:
         if job.state not in WAITING_STATES:
             raise ValidationError("Only failed, cancelled or interrupted jobs can be retried.")
     else:
+        note_parent_retried(job.pk)  # its waiting children say what they wait for again
         _dispatch_on_commit(job.device_id)
+        _replan_on_commit(job.device_id)
+    job.refresh_from_db()
+    return job
+
+
+def _retry_held(job: Job, by: Any) -> Job:
+    """Retry of a child cancelled before its input came: held again for its parents (released at once from a
+    parent already done); refused when a parent can't give its result any more."""
+    with transaction.atomic():
+        gone = chains.gone_parents(job)
+        if gone:
+            raise ValidationError(f"It can't run: {gone}")
+        if not job_transition(
+            job.pk,
+            from_states=RETRYABLE_STATES,
+            to=S.HELD,
+            message=f"Queued again by {by.username}.",
+            finished_at=None,
+            cancel_reason="",
+            error_code="",
+            error_human="",
+            phase="Waiting",
+        ):
+            job.refresh_from_db()
+            if job.state not in PENDING_STATES:
+                raise ValidationError("Only failed, cancelled or interrupted jobs can be retried.")
+            return job
+        chains.rehold(job.pk)
         _replan_on_commit(job.device_id)
     job.refresh_from_db()
     return job
@@ -440,6 +511,7 @@ def queue_move(*, job: Job, by: Any, direction: str) -> None:
 
 __all__ = [
     "job_cancel",
+    "job_hide",
     "job_retry",
     "job_run_again",
     "job_set_shared",

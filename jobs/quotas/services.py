@@ -37,12 +37,13 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from jobs.core.links import cancel_children
 from jobs.core.transitions import job_note
 from jobs.models import (
     ACTIVE_STATES,
+    PENDING_STATES,
     QUOTA_FIELDS,
     UNLIMITED,
-    WAITING_STATES,
     Artifact,
     DeviceUse,
     HouseholdQuota,
@@ -256,7 +257,7 @@ def usage_of_many(user_ids: list[int], *, now: dt.datetime | None = None) -> dic
         usage = usages[owner]
         usage.day_s += _overlap(start, end, usage.day_start, now)
         usage.week_s += _overlap(start, end, usage.week_start, now)
-    queued = Job.objects.filter(owner_id__in=list(usages), state__in=(*WAITING_STATES, *ACTIVE_STATES))
+    queued = Job.objects.filter(owner_id__in=list(usages), state__in=(*PENDING_STATES, *ACTIVE_STATES))
     for owner, state, estimate, started, finish in queued.values_list(
         "owner_id", "state", "estimate_s", "started_at", "predicted_finish"
     ):
@@ -494,6 +495,8 @@ def results_delete(*, job: Job, by: Any) -> int:
             f"Results deleted by {who}: {len(artifacts)} file(s), {freed / MB:.1f} MB freed.",
             data={"freed_bytes": freed, "files": [n.rsplit("/", 1)[-1] for n in names]},
         )
+        # The jobs that still wait for a result of it (a release left undone) can't have it any more.
+        cancel_children(job.pk, f"the results of job {job.pk}, which it waited for, were deleted.")
         # The files through the artifacts' storage (the store's, ``jobs.files.store``; quotas don't import files).
         storage = artifacts[0].file.storage
 

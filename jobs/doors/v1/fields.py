@@ -15,6 +15,8 @@ from django.http import HttpRequest
 
 from devices.models import Device
 from hub.ratelimit import rate_key, submit_allowed
+from jobs.core.links import ResultRef
+from jobs.doors.chaining import result_refs
 from jobs.doors.intake import (
     ANY_DEVICE,
     check_request,
@@ -238,10 +240,30 @@ def whole(value: Any, param: str) -> int:
     return int(number)
 
 
+def from_job(data: dict[str, Any], name: str) -> ResultRef | None:
+    """``{"from_job": 12, "artifact": "image-1.png"}`` in field ``name`` (what ``extra_body`` adds to the body):
+    another job's result as the input (a chain, ``jobs.doors.intake.result_refs``); None for anything else."""
+    value = data.get(name)
+    if not (isinstance(value, dict) and "from_job" in value):
+        return None
+    try:
+        return result_refs({name: dict(value)}, [name])[name]
+    except RequestInvalid as exc:
+        raise V1Error(400, exc.first()[1], param=name) from None
+
+
 def reference_file(data: dict[str, Any], files: dict[str, Any]):
-    """``input_reference`` as an uploaded file: a multipart file, or ``{"image_url": "data:…;base64,…"}``."""
+    """``input_reference`` as an uploaded file: a multipart file, ``{"image_url": "data:…;base64,…"}``, or
+    another job's result, ``{"from_job": 12}`` (``from_job``; ``start_image`` takes the same, for ``extra_body``)."""
     if "input_reference" in files:
         return files["input_reference"]
+    for name in ("input_reference", "start_image"):
+        if (ref := from_job(data, name)) is not None:
+            return ref
+    if isinstance(data.get("start_image"), (dict, str)):
+        raise V1Error(
+            400, 'start_image takes another job\'s result: {"from_job": <id>}.', param="start_image"
+        )
     ref = data.get("input_reference")
     if ref in (None, ""):
         return None

@@ -11,12 +11,10 @@ from typing import Any
 
 from django.core.exceptions import ValidationError
 from django.http import FileResponse, HttpRequest, HttpResponse, JsonResponse
-from django.utils import timezone
 
 from devices.capabilities import Capabilities
 from hub.parsing import parse_id, parse_int_or_none
 from jobs.core.selectors import can_manage, jobs_visible_to
-from jobs.core.transitions import job_note
 from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import V1Error, not_found
 from jobs.doors.v1.fields import (
@@ -38,8 +36,8 @@ from jobs.doors.v1.fields import (
 )
 from jobs.files import store
 from jobs.files.downloads import artifact_response
-from jobs.models import ACTIVE_STATES, WAITING_STATES, Artifact, Job, JobKind, JobState
-from jobs.queue.services import job_cancel
+from jobs.models import ACTIVE_STATES, CANCELLABLE_STATES, Artifact, Job, JobKind, JobState
+from jobs.queue.services import job_cancel, job_hide
 
 log = logging.getLogger("jobs.doors.v1")
 
@@ -49,7 +47,7 @@ LIST_LIMIT_MAX = 100
 VIDEO_PREFIX = "video_"
 
 
-VIDEO_FIELDS = {"model", "prompt", "size", "seconds", "input_reference"} | HUB_FIELDS
+VIDEO_FIELDS = {"model", "prompt", "size", "seconds", "input_reference", "start_image"} | HUB_FIELDS
 
 
 def fps(job_or_device) -> int:
@@ -172,7 +170,7 @@ def videos(request: HttpRequest) -> HttpResponse:
         return _video_list(request)
     rate_limit(request)
     data, files = read_body(request)
-    check_fields(data, files, VIDEO_FIELDS, objects={"input_reference"})
+    check_fields(data, files, VIDEO_FIELDS, objects={"input_reference", "start_image"})
     preset = take_preset(request, JobKind.VIDEO, data)
     if size := canvas_of(data):
         data["size"] = size
@@ -224,14 +222,15 @@ def video(request: HttpRequest, video_id: str) -> HttpResponse:
         return JsonResponse(_video_object(job))
     if not can_manage(request.user, job):
         raise V1Error(403, "You can only delete your own videos.", code="permission_denied")
-    if job.state in WAITING_STATES or job.state in ACTIVE_STATES:
+    if job.state in CANCELLABLE_STATES:
         try:
             job_cancel(job=job, by=request.user, reason="Deleted through the API.")
         except ValidationError:  # it finished in the meantime: hide it instead
-            job_note(job.pk, "Deleted through the API (hidden).", hidden_at=timezone.now())
+            job_hide(job=job, by=request.user)
     else:
-        # Finished: the row stays (fair share, the record) but no list or gallery shows it any more.
-        job_note(job.pk, "Deleted through the API (hidden).", hidden_at=timezone.now())
+        # Finished: the row stays (fair share, the record) but no list or gallery shows it any more; the jobs
+        # still waiting for its result are cancelled.
+        job_hide(job=job, by=request.user)
     return JsonResponse({"id": video_id, "object": "video.deleted", "deleted": True})
 
 

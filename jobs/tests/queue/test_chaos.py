@@ -55,7 +55,8 @@ def test_a_short_chaos_night_loses_nothing(alone, tmp_path):
         opts, redis_url=settings.REDIS_URL, run_dir=Path(settings.DATA_DIR) / "run", workdir=tmp_path
     )
     report = chaos.render(summary)
-    assert summary.jobs == opts.tiiny_jobs + opts.ts_jobs, report
+    assert summary.jobs == opts.tiiny_jobs + opts.ts_jobs + opts.chains, report
+    assert sum(summary.chains.values()) == opts.chains, report  # every chain's video judged (chain_verdict)
     assert summary.lost == [] and summary.duplicate_jobs == [], report
     assert summary.duplicates == [], report
     assert summary.stuck == [] and summary.settled_s is not None, report

@@ -216,6 +216,7 @@ def test_a_round_runs_every_sweep_and_a_device_stopping_a_render_counts_as_busy(
         "lost": 0,
         "unlost": 0,
         "moved": 0,
+        "chained": 0,
         "dispatched": 0,
     }
     assert [task for task, _args, _options in sent] == ["recover_job", "cancel_on_device"]
