@@ -36,7 +36,8 @@ def story_json(story: dict[str, Any]) -> str:
 
 def write(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str, *, name: str = "") -> bool:
     """Copy ``src`` to ``out`` with the story written in; False (nothing written to ``out``) for a format
-    without a writer."""
+    without a writer. ``out`` is read back and rewritten in place for MP4 and MP3 (a ``BytesIO``, or a file
+    opened ``w+b``)."""
     head = src.read(16)
     src.seek(0)
     writer = _writer_for(head, name)
