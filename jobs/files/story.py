@@ -8,10 +8,11 @@ address, a key or a share token. :func:`tell` writes it into the bytes the store
 - PNG: an iTXt ``parameters`` chunk (one human line, as other image tools write it) and an iTXt ``tiiny-hub``
   chunk (the JSON), before the first IDAT;
 - JPEG: a COM segment with the JSON;
-- MP4/MOV: ``moov/udta/meta/ilst`` ``desc`` (the human line) and ``©cmt`` (the JSON); the media data is copied
-  byte for byte, never re-encoded (the chunk offsets are moved by the size the header grew);
+- MP4/MOV: ``moov/udta/meta/ilst`` ``desc`` (the human line) and ``©cmt`` (the JSON), written by mutagen; the
+  media data is copied byte for byte, never re-encoded (mutagen moves the chunk offsets by what the header grew);
+  a fragmented MP4 is kept as it came;
 - WAV: a ``LIST``/``INFO`` chunk (``INAM`` the prompt, ``ICMT`` the JSON, ``ISFT`` the hub);
-- MP3: ID3v2 ``TIT2`` and ``COMM`` frames;
+- MP3: ID3v2.3 ``TIT2`` and ``COMM`` (described ``tiiny-hub``) frames, written by mutagen;
 - GLB: ``asset.extras["tiiny-hub"]`` in the JSON chunk (the BIN chunk untouched, 4-byte alignment kept);
   OBJ: a comment line.
 
@@ -157,7 +158,7 @@ def _tell_file(path: Path, story: dict[str, Any], name: str) -> None:
         f".{path.name}.{os.getpid()}.story.part"
     )  # a crash leaves a .part: discard_partials
     try:
-        with open(path, "rb") as src, open(told, "wb") as out:
+        with open(path, "rb") as src, open(told, "w+b") as out:
             wrote = formats.write(src, out, story, human_line(story), name=name)
         if wrote:
             os.replace(told, path)

@@ -3,7 +3,8 @@
 Each writer reads the file from ``src`` and writes the whole file with its story to ``out``; :func:`write` picks
 one by the file's first bytes (the name only for OBJ, a text format) and answers False for a format it has no
 writer for. A file a writer can't make sense of raises :class:`StoryError` (the caller keeps the file as it came).
-Only the standard library: the formats' own layouts, nothing decoded or re-encoded.
+The formats' own layouts by hand (PNG, JPEG, WAV, GLB, OBJ) or through mutagen (MP4, MP3), nothing decoded or
+re-encoded.
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import struct
 import zlib
 from collections.abc import Callable
 from typing import Any, BinaryIO
+
+from mutagen import MutagenError
+from mutagen.id3 import COMM, TIT2, Encoding
+from mutagen.mp3 import MP3
+from mutagen.mp4 import MP4, AtomError, Atoms
 
 KEY = "tiiny-hub"
 SOFTWARE = "Tiiny Hub"
@@ -30,7 +36,8 @@ def story_json(story: dict[str, Any]) -> str:
 
 def write(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str, *, name: str = "") -> bool:
     """Copy ``src`` to ``out`` with the story written in; False (nothing written to ``out``) for a format
-    without a writer."""
+    without a writer. ``out`` is read back and rewritten in place for MP4 and MP3 (a ``BytesIO``, or a file
+    opened ``w+b``)."""
     head = src.read(16)
     src.seek(0)
     writer = _writer_for(head, name)
@@ -202,53 +209,6 @@ def _wav(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> Non
     out.write(b"RIFF" + struct.pack("<I", 4 + len(body)) + b"WAVE" + body)
 
 
-# -- MP3 ---------------------------------------------------------------------------------------------------------
-def _syncsafe(n: int) -> bytes:
-    return bytes(((n >> 21) & 0x7F, (n >> 14) & 0x7F, (n >> 7) & 0x7F, n & 0x7F))
-
-
-def _unsyncsafe(b: bytes) -> int:
-    return (b[0] << 21) | (b[1] << 14) | (b[2] << 7) | b[3]
-
-
-def _id3_frame(fid: bytes, body: bytes, version: int) -> bytes:
-    size = _syncsafe(len(body)) if version == 4 else struct.pack(">I", len(body))
-    return fid + size + b"\x00\x00" + body
-
-
-def _id3_frames(tag: bytes, version: int) -> bytes:
-    """The frames of an ID3v2.3/2.4 tag's body, without its padding (and without a story told before)."""
-    kept, pos = b"", 0
-    while pos + 10 <= len(tag) and tag[pos : pos + 4].isalnum():
-        raw = tag[pos + 4 : pos + 8]
-        size = _unsyncsafe(raw) if version == 4 else struct.unpack(">I", raw)[0]
-        frame = tag[pos : pos + 10 + size]
-        if not (frame[:4] == b"COMM" and KEY.encode() in frame[:40]):
-            kept += frame
-        pos += 10 + size
-    return kept
-
-
-def _mp3(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> None:
-    data = src.read()
-    version, frames, audio = 3, b"", data
-    if data[:3] == b"ID3":
-        version, flags = data[3], data[5]
-        if version not in (3, 4) or flags:
-            raise StoryError(f"an ID3v2.{version} tag with flags {flags:#x}: not rewritten")
-        end = 10 + _unsyncsafe(data[6:10])
-        frames, audio = _id3_frames(data[10:end], version), data[end:]
-    # Text encoding 3 (UTF-8) is ID3v2.4's; v2.3 has 1 (UTF-16 with a BOM).
-    enc, codec = (b"\x03", "utf-8") if version == 4 else (b"\x01", "utf-16")
-    term = b"\x00" if version == 4 else b"\x00\x00"
-    title = str(story.get("prompt") or story.get("input") or story.get("caption") or "")[:200]
-    if title and b"TIT2" not in frames:
-        frames += _id3_frame(b"TIT2", enc + title.encode(codec), version)
-    comm = enc + b"eng" + KEY.encode(codec) + term + story_json(story).encode(codec)
-    frames += _id3_frame(b"COMM", comm, version)
-    out.write(b"ID3" + bytes((version, 0, 0)) + _syncsafe(len(frames)) + frames + audio)
-
-
 # -- GLB, OBJ ----------------------------------------------------------------------------------------------------
 def _glb(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> None:
     data = src.read()
@@ -272,155 +232,49 @@ def _obj(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> Non
     shutil.copyfileobj(src, out, CHUNK)
 
 
-# -- MP4 ---------------------------------------------------------------------------------------------------------
-#: Boxes that only hold other boxes, on the way to the chunk offsets and the tags.
-MP4_CONTAINERS = {b"moov", b"trak", b"mdia", b"minf", b"stbl", b"edts", b"udta", b"ilst"}
+# -- MP4, MP3: mutagen ---------------------------------------------------------------------------------------------
+#: Top-level boxes of a fragmented MP4: ``mfra`` holds absolute offsets mutagen does not move, so it stays untold.
+MP4_FRAGMENTED = {b"moof", b"mfra", b"sidx"}
 
 
-def _boxes(data: bytes, start: int, end: int) -> list[tuple[bytes, int, int, int]]:
-    """(type, start, header length, end) of each box between ``start`` and ``end``."""
-    found, pos = [], start
-    while pos + 8 <= end:
-        size, btype = struct.unpack(">I4s", data[pos : pos + 8])
-        header = 8
-        if size == 1:
-            size, header = struct.unpack(">Q", data[pos + 8 : pos + 16])[0], 16
-        elif size == 0:
-            size = end - pos
-        if size < header or pos + size > end:
-            raise StoryError(f"an MP4 box {btype!r} runs past its parent")
-        found.append((btype, pos, header, pos + size))
-        pos += size
-    return found
-
-
-def _box(btype: bytes, body: bytes) -> bytes:
-    return struct.pack(">I4s", 8 + len(body), btype) + body
-
-
-def _top_level(src: BinaryIO) -> list[tuple[bytes, int, int]]:
-    """(type, start, end) of the file's top-level boxes, read by their headers only (the media is not read)."""
-    src.seek(0, 2)
-    total, pos, found = src.tell(), 0, []
-    while pos + 8 <= total:
-        src.seek(pos)
-        size, btype = struct.unpack(">I4s", src.read(8))
-        if size == 1:
-            size = struct.unpack(">Q", src.read(8))[0]
-        elif size == 0:
-            size = total - pos
-        if size < 8 or pos + size > total:
-            raise StoryError(f"an MP4 box {btype!r} runs past the end of the file")
-        found.append((btype, pos, pos + size))
-        pos += size
-    return found
-
-
-def _tags(story: dict[str, Any], human: str) -> bytes:
-    def item(tag: bytes, text: str) -> bytes:
-        return _box(tag, _box(b"data", struct.pack(">II", 1, 0) + text.encode("utf-8")))
-
-    return item(b"desc", human) + item(b"\xa9cmt", story_json(story))
-
-
-#: The ilst items the hub writes (a story told before is replaced, not repeated).
-MP4_ITEMS = (b"desc", b"\xa9cmt")
-
-
-def _with_tags(moov: bytes, items: bytes) -> bytes:
-    """``moov`` with ``items`` in its udta/meta/ilst (each made when missing; in an ilst, the hub's own items of
-    a story told before replaced), every box on the way resized by what changed."""
-    start, header, end = 0, _header_len(moov, 0), len(moov)
-    chain = [(start, header)]  # moov and each box found on the way: each is resized
-    for btype in (b"udta", b"meta", b"ilst"):
-        body = start + header
-        if moov[start + 4 : start + 8] == b"meta" and moov[body + 4 : body + 8] != b"hdlr":
-            body += 4  # MP4's meta is a full box (version and flags); QuickTime's is not
-        hit = next((box for box in _boxes(moov, body, end) if box[0] == btype), None)
-        if hit is None:
-            made = {b"udta": _box(b"udta", _made_meta(items)), b"meta": _made_meta(items)}
-            return _replaced(moov, chain, end, end, made.get(btype, _box(b"ilst", items)))
-        _t, start, header, end = hit
-        chain.append((start, header))
-    kept = b"".join(moov[s:e] for t, s, _h, e in _boxes(moov, start + header, end) if t not in MP4_ITEMS)
-    return _replaced(moov, chain, start + header, end, kept + items)
-
-
-def _replaced(moov: bytes, chain: list[tuple[int, int]], start: int, end: int, new: bytes) -> bytes:
-    """``moov`` with the bytes from ``start`` to ``end`` replaced by ``new``, the boxes of ``chain`` (which hold
-    them) resized by the difference."""
-    out = bytearray(moov[:start] + new + moov[end:])
-    for box_start, box_header in chain:
-        _grow(out, box_start, box_header, len(new) - (end - start))
-    return bytes(out)
-
-
-def _header_len(data: bytes | bytearray, start: int) -> int:
-    return 16 if struct.unpack(">I", data[start : start + 4])[0] == 1 else 8
-
-
-def _made_meta(items: bytes) -> bytes:
-    hdlr = _box(b"hdlr", b"\x00" * 8 + b"mdirappl" + b"\x00" * 9)
-    return _box(b"meta", b"\x00" * 4 + hdlr + _box(b"ilst", items))
-
-
-def _grow(buf: bytearray, start: int, header: int, delta: int) -> None:
-    if header == 16:
-        size = struct.unpack(">Q", buf[start + 8 : start + 16])[0]
-        buf[start + 8 : start + 16] = struct.pack(">Q", size + delta)
-        return
-    size = struct.unpack(">I", buf[start : start + 4])[0] + delta
-    if size > 0xFFFFFFFF:
-        raise StoryError("the MP4 header would outgrow its 32-bit size")
-    buf[start : start + 4] = struct.pack(">I", size)
-
-
-def _shift_offsets(moov: bytearray, start: int, end: int, after: int, delta: int) -> None:
-    """Move every chunk offset (stco, co64) at or past ``after`` by ``delta``: the media data moved."""
-    for btype, box_start, header, box_end in _boxes(moov, start, end):
-        if btype in MP4_CONTAINERS:
-            _shift_offsets(moov, box_start + header, box_end, after, delta)
-        elif btype in (b"stco", b"co64"):
-            wide = btype == b"co64"
-            fmt, width = (">Q", 8) if wide else (">I", 4)
-            count = struct.unpack(">I", moov[box_start + header + 4 : box_start + header + 8])[0]
-            pos = box_start + header + 8
-            if pos + count * width > box_end:
-                raise StoryError(f"an MP4 {btype.decode()} table runs past its box")
-            for i in range(count):
-                at = pos + i * width
-                offset = struct.unpack(fmt, moov[at : at + width])[0]
-                if offset >= after:
-                    if not wide and offset + delta > 0xFFFFFFFF:
-                        raise StoryError("a chunk offset would outgrow stco's 32 bits")
-                    moov[at : at + width] = struct.pack(fmt, offset + delta)
+def _tag_copy(src: BinaryIO, out: BinaryIO, tag: Callable[[BinaryIO], None]) -> None:
+    """Copy ``src`` to ``out`` and let ``tag`` write into the copy (mutagen edits a file in place: ``out`` is
+    opened for reading and writing); a file mutagen refuses is a :class:`StoryError`."""
+    shutil.copyfileobj(src, out, CHUNK)
+    out.seek(0)
+    try:
+        tag(out)
+    except (MutagenError, AtomError) as error:
+        raise StoryError(f"mutagen refused the file: {error}") from error
 
 
 def _mp4(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> None:
-    top = _top_level(src)
-    if any(t in (b"moof", b"mfra", b"sidx") for t, _s, _e in top):
-        raise StoryError("a fragmented MP4: its offsets are not rewritten")
-    moovs = [(s, e) for t, s, e in top if t == b"moov"]
-    if len(moovs) != 1:
-        raise StoryError("an MP4 without exactly one moov box")
-    start, end = moovs[0]
-    src.seek(start)
-    moov = src.read(end - start)
-    new = bytearray(_with_tags(moov, _tags(story, human)))
-    delta = len(new) - len(moov)
-    # Media data after the moov moves by what it grew (faststart files); media before it stays where it was.
-    _shift_offsets(new, _header_len(new, 0), len(new), end, delta)
-    src.seek(0)
-    _copy(src, out, start)
-    out.write(new)
-    src.seek(end)
-    shutil.copyfileobj(src, out, CHUNK)
+    def tag(fh: BinaryIO) -> None:
+        if any(atom.name in MP4_FRAGMENTED for atom in Atoms(fh).atoms):
+            raise StoryError("a fragmented MP4: its offsets are not rewritten")
+        fh.seek(0)
+        video = MP4(fh)
+        if video.tags is None:
+            video.add_tags()
+        video.tags["desc"] = [human]  # a story told before is replaced, the muxer's own items kept
+        video.tags["©cmt"] = [story_json(story)]
+        fh.seek(0)
+        video.save(fh)
+
+    _tag_copy(src, out, tag)
 
 
-def _copy(src: BinaryIO, out: BinaryIO, n: int) -> None:
-    while n > 0:
-        piece = src.read(min(CHUNK, n))
-        if not piece:
-            raise StoryError("the MP4 ended early")
-        out.write(piece)
-        n -= len(piece)
+def _mp3(src: BinaryIO, out: BinaryIO, story: dict[str, Any], human: str) -> None:
+    def tag(fh: BinaryIO) -> None:
+        audio = MP3(fh)
+        if audio.tags is None:
+            audio.add_tags()
+        title = str(story.get("prompt") or story.get("input") or story.get("caption") or "")[:200]
+        if title and "TIT2" not in audio.tags:
+            audio.tags.add(TIT2(encoding=Encoding.UTF8, text=[title]))
+        # One COMM per description and language: a story told before is replaced.
+        audio.tags.add(COMM(encoding=Encoding.UTF8, lang="eng", desc=KEY, text=[story_json(story)]))
+        fh.seek(0)
+        audio.save(fh, v2_version=3)  # v2.3: what most players read (mutagen writes its text as UTF-16)
+
+    _tag_copy(src, out, tag)

@@ -251,6 +251,45 @@ def test_an_mp3_tells_its_settings_in_id3(member, device, media, hub_url, tmp_pa
     assert decodes_cleanly(path) == ""
 
 
+def test_an_mp3_without_a_tag_gets_one_and_told_twice_keeps_one_story(
+    member, device, media, hub_url, tmp_path
+):
+    job = make_job(member, device, kind="speech", state="running", prompt="Good night, lighthouse.")
+    tagged = emu.mp3_bytes(seconds=0.5)
+    bare = tagged[10 + ((tagged[6] << 21) | (tagged[7] << 14) | (tagged[8] << 7) | tagged[9]) :]  # no ID3 tag
+    assert bare[:1] == b"\xff"
+    once = stored_bytes(
+        store.save_artifact(job, kind="audio", name="speech.mp3", data=bare, mime="audio/mpeg")
+    )
+    twice = stored_bytes(
+        store.save_artifact(job, kind="audio", name="speech.mp3", data=once, mime="audio/mpeg")
+    )
+    assert (
+        once[:3] == b"ID3" and twice.count(b"COMM") == 1 and twice.endswith(bare)
+    )  # the audio, byte for byte
+    path = tmp_path / "twice.mp3"
+    path.write_bytes(twice)
+    assert json.loads(ffmpeg_metadata(path)["tiiny-hub"])["job"] == job.pk
+    assert decodes_cleanly(path) == ""
+
+
+def test_a_fragmented_mp4_is_stored_as_it_came(member, device, media, hub_url, tmp_path, caplog):
+    job = make_job(member, device, kind="video", state="running", prompt=PROMPT)
+    source = emu.video_mp4(prompt="x", seconds=1, width=64, height=48, fps=8, audio=False)
+    download = store.work_path(job, "video.mp4.download")
+    subprocess.run(
+        [imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(source), "-c", "copy"]
+        + ["-movflags", "frag_keyframe+empty_moov", "-f", "mp4", str(download)],
+        check=True,
+    )
+    fragmented = download.read_bytes()
+    assert b"moof" in top_boxes(fragmented)
+    art = store.save_artifact(job, kind="video", name="video.mp4", path=download, mime="video/mp4")
+    assert stored_bytes(art) == fragmented
+    assert_checksum_is_of_stored(art)
+    assert "a fragmented MP4" in caplog.text and "stored as it came" in caplog.text
+
+
 def test_a_failing_writer_keeps_the_result_as_it_came(member, device, media, hub_url, monkeypatch, caplog):
     job = make_job(member, device, kind="image", state="running")
     png = emu.png_bytes(prompt="x", width=16, height=16)
