@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlencode
 
@@ -127,6 +127,14 @@ def actions_for(user: Any, job: Job | Any, offered: Mapping[str, Offer] | None =
         for a in ACTIONS
         if a.name in offered and job.kind == a.source and fits(job.kind, a.field)
     ]
+
+
+def with_actions(user: Any, cards: list[Any]) -> list[Any]:
+    """Gallery cards (``jobs.doors.filters.GalleryCard``) with their actions for ``user`` (devices read once)."""
+    if not getattr(user, "can_submit", False) or not any(c.state == JobState.DONE for c in cards):
+        return cards
+    offered = offers(user)
+    return [replace(c, actions=tuple((a.label, a.url) for a in actions_for(user, c, offered))) for c in cards]
 
 
 # -- the form filled in from a result ------------------------------------------------------------------------------
@@ -242,7 +250,35 @@ def ticked(data: Mapping[str, Any], thens: list[Then]) -> list[Then]:
     return [t for t in thens if data.get(f"then_{t.name}") in ("1", "on", "true")]
 
 
-def then_step(then: Then, data: Mapping[str, Any]) -> ChainStep:
+def _area(size: str) -> int:
+    w, _sep, h = str(size).partition("x")
+    return parse_int(w, 0, minimum=0) * parse_int(h, 0, minimum=0)
+
+
+def _shape(w: int, h: int) -> int:
+    return (w > h) - (w < h)  # 1 landscape, -1 portrait, 0 square
+
+
+def video_size(user: Any, data: Mapping[str, Any]) -> str:
+    """The canvas a "then animate it" step asks for where the devices offer a list of sizes (a Tiiny's): the
+    smallest (the quickest render, as the form starts with) of the picture's orientation, among the sizes of the
+    devices that animate pictures; "" where none offers a list (TensorSharp's width and height have defaults)."""
+    sizes: set[str] = set()
+    for device in pool_devices(user, JobKind.VIDEO):
+        form = form_class_for(device.kind, JobKind.VIDEO)(device=device, user=user)
+        if "size" in form.fields and "start_image" in form.fields:
+            sizes |= {str(c) for c, _label in form.fields["size"].choices}
+    if not sizes:
+        return ""
+    w, _sep, h = str(data.get("size") or "").partition("x")
+    w, h = parse_int(data.get("width") or w, 0, minimum=0), parse_int(data.get("height") or h, 0, minimum=0)
+    if w and h and _shape(w, h) != 0:
+        alike = [s for s in sizes if _shape(*map(int, s.split("x"))) == _shape(w, h)]
+        sizes = set(alike) or sizes
+    return min(sorted(sizes), key=_area)
+
+
+def then_step(then: Then, data: Mapping[str, Any], user: Any = None) -> ChainStep:
     """The step's request: the earlier step's first picture as its input, its few fields from the form."""
     action = BY_NAME[then.action]
     fields: dict[str, Any] = {}
@@ -253,6 +289,8 @@ def then_step(then: Then, data: Mapping[str, Any]) -> ChainStep:
             "seconds": parse_int(data.get("then_animate_seconds"), SECONDS_DEFAULT, minimum=1),
             "video_mode": "i2v",
         }
+        if size := video_size(user, data):
+            fields["size"] = size
     return ChainStep(action.kind, fields, files={action.field: StepRef(0)})
 
 
@@ -301,7 +339,7 @@ def submit_page_chain(
     files.update({name: r.ref for name, r in refs.items()})
     first = ChainStep(form.kind, _first_data(request, form), files, None if pool else form.device)
     chosen = ticked(request.POST, thens)
-    steps = [first, *(then_step(t, request.POST) for t in chosen)]
+    steps = [first, *(then_step(t, request.POST, request.user) for t in chosen)]
     try:
         return submit_chain(owner=request.user, steps=steps, idempotency_key=token)
     except ChainRefused as exc:
@@ -369,7 +407,7 @@ def chain_preview(
         return None
     last = first.ready_at
     for then in chosen:
-        admission, why = _step_admission(user, then_step(then, data), first.ready_at)
+        admission, why = _step_admission(user, then_step(then, data, user), first.ready_at)
         if admission is None:
             return ChainPreview(len(chosen) + 1, None, step_refusal(then, RequestInvalid({"__all__": [why]})))
         if admission.ready_at and (last is None or admission.ready_at > last):

@@ -75,6 +75,7 @@ from jobs.doors.result_actions import (
     thens_for,
     ticked,
     wants_chain,
+    with_actions,
 )
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import input_response, preview_response
@@ -433,6 +434,7 @@ def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpR
 def gallery(request: HttpRequest) -> HttpResponse:
     form = GalleryFilterForm(request.GET, user=request.user)
     page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
+    page.cards = with_actions(request.user, page.cards)  # "Animate", "Make 3D"… on finished results
     ctx = {"form": form, "page": page, "kinds": JobKind.choices}
     if form.is_valid() and form.cleaned_data.get("batch"):
         ctx["groups"] = batch_groups(request.user, [form.cleaned_data["batch"]])
