@@ -25,13 +25,14 @@ from django.http import Http404, HttpRequest
 from django.urls import reverse
 
 from devices.capabilities import voices_for_model
+from devices.selectors import device_list_for
 from hub.parsing import parse_id, parse_int
 from jobs.core.links import ResultRef, StepRef, fits, fitting_artifact, job_title, takes
 from jobs.core.selectors import job_for, job_links
 from jobs.doors.chaining import ChainQueued, ChainRefused, ChainStep, submit_chain
 from jobs.doors.intake import file_fields, form_for, pool_devices, show_refusal, with_defaults
 from jobs.kinds.forms import JobForm
-from jobs.kinds.table import form_class_for
+from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Artifact, Job, JobKind, JobState
 from jobs.queue.admission import Admission, Chained, RequestInvalid, earliest_of, form_admission
 from jobs.queue.chains import chained, check_refs, stand_ins
@@ -81,9 +82,10 @@ def offers(user: Any) -> dict[str, Offer]:
     if not getattr(user, "can_submit", False):
         return {}
     out: dict[str, Offer] = {}
+    devices = list(device_list_for(user).defer(None).defer("api_key_encrypted"))  # one read for every action
     for action in ACTIONS:
         able: list[tuple[int, str, bool]] = []
-        pool = pool_devices(user, action.kind)
+        pool = [d for d in devices if action.kind in kinds_for(d)]  # as ``pool_devices``
         for device in pool:
             form = form_class_for(device.kind, action.kind)(device=device, user=user)
             models = _models_for(form, action.field) if action.field in form.fields else []
@@ -131,8 +133,11 @@ def actions_for(user: Any, job: Job | Any, offered: Mapping[str, Offer] | None =
 
 def with_actions(user: Any, cards: list[Any]) -> list[Any]:
     """Gallery cards (``jobs.doors.filters.GalleryCard``) with their actions for ``user`` (devices read once)."""
-    if not getattr(user, "can_submit", False) or not any(c.state == JobState.DONE for c in cards):
-        return cards
+    sources = {a.source for a in ACTIONS}
+    if not getattr(user, "can_submit", False) or not any(
+        c.state == JobState.DONE and c.kind in sources for c in cards
+    ):
+        return cards  # nothing to offer: no device is read
     offered = offers(user)
     return [replace(c, actions=tuple((a.label, a.url) for a in actions_for(user, c, offered))) for c in cards]
 

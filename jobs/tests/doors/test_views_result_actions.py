@@ -218,3 +218,13 @@ def test_the_summary_of_a_form_from_a_result_counts_its_parent(member_client, me
             "image_from": str(parent.pk)}  # fmt: skip
     response = member_client.post("/jobs/new/admission/", post, HTTP_HX_REQUEST="true")
     assert response.status_code == 200 and "ready ≈" in response.content.decode()
+
+
+def test_the_gallery_reads_the_devices_once_for_every_card(
+    member_client, member, device, media, django_assert_max_num_queries
+):
+    for _ in range(12):
+        done_image(member, device, media)
+    with django_assert_max_num_queries(9):  # the gallery's 8, and the devices once: flat in the cards
+        html = member_client.get("/jobs/").content.decode()
+    assert html.count(">Animate<") == 12
