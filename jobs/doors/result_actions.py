@@ -52,6 +52,7 @@ class Kind:
 
 ACTIONS: tuple[Kind, ...] = (
     Kind("animate", "Animate", JobKind.VIDEO, "start_image", JobKind.IMAGE),
+    Kind("animate_to", "Animate to it (end frame)", JobKind.VIDEO, "end_image", JobKind.IMAGE),
     Kind("mesh", "Make 3D", JobKind.MESH, "image", JobKind.IMAGE),
     Kind("edit", "Edit", JobKind.IMAGE, "image", JobKind.IMAGE),
     Kind("voice", "Use this voice", JobKind.SPEECH, "ref_audio", JobKind.SPEECH),
@@ -62,11 +63,10 @@ BY_NAME = {a.name: a for a in ACTIONS}
 @dataclass(frozen=True)
 class Offer:
     """Where an action can run for this person: the device to pin the form to (None: every device of the kind's
-    pool can), a model to choose first (a voice-cloning one), and whether a device also takes an end frame."""
+    pool can), and a model to choose first (a voice-cloning one)."""
 
     device: int | None
     model: str = ""
-    end_image: bool = False
 
 
 def _models_for(form: JobForm, field: str) -> list[str]:
@@ -84,17 +84,17 @@ def offers(user: Any) -> dict[str, Offer]:
     out: dict[str, Offer] = {}
     devices = list(device_list_for(user).defer(None).defer("api_key_encrypted"))  # one read for every action
     for action in ACTIONS:
-        able: list[tuple[int, str, bool]] = []
+        able: list[tuple[int, str]] = []
         pool = [d for d in devices if action.kind in kinds_for(d)]  # as ``pool_devices``
         for device in pool:
             form = form_class_for(device.kind, action.kind)(device=device, user=user)
             models = _models_for(form, action.field) if action.field in form.fields else []
             if models:
-                able.append((device.pk, models[0], "end_image" in form.fields))
+                able.append((device.pk, models[0]))
         if able:
             pinned = None if len(able) == len(pool) else able[0][0]
             model = able[0][1] if action.field == "ref_audio" else ""
-            out[action.name] = Offer(pinned, model, any(e for _d, _m, e in able))
+            out[action.name] = Offer(pinned, model)
     return out
 
 
@@ -218,7 +218,7 @@ def from_initial(request: HttpRequest, kind: str, refs: Mapping[str, FromResult]
     initial: dict[str, Any] = {}
     if model := request.GET.get("model"):
         initial["model"] = model[:200]
-    if kind == JobKind.VIDEO and "start_image" in refs:
+    if kind == JobKind.VIDEO and ("start_image" in refs or "end_image" in refs):
         initial["video_mode"] = "fl2v" if "end_image" in refs else "i2v"
     return initial
 

@@ -228,3 +228,42 @@ def test_the_gallery_reads_the_devices_once_for_every_card(
     with django_assert_max_num_queries(9):  # the gallery's 8, and the devices once: flat in the cards
         html = member_client.get("/jobs/").content.decode()
     assert html.count(">Animate<") == 12
+
+
+def test_an_end_frame_is_offered_where_a_video_model_takes_one(member_client, member, device, media):
+    job = done_image(member, device, media)
+    assert f'id="job-{job.pk}-animate_to"' not in page(
+        member_client, f"/jobs/{job.pk}/"
+    )  # a Tiiny takes none
+    caps = Capabilities(
+        kind="tensorsharp",
+        models=[ModelCap("wan.gguf", "wan.gguf", "video", loaded=True)],
+        tensorsharp=TensorSharpCap(
+            architecture="wan", loaded="wan.gguf", frame_grid="4k+1", fps=16,
+            video={"supportsImageConditioning": True, "supportsEndImageConditioning": True},
+        ),
+    )  # fmt: skip
+    attic = Device.objects.create(
+        name="Attic",
+        kind="tensorsharp",
+        base_url="http://127.0.0.1:2",
+        state="online",
+        capabilities=caps.to_dict(),
+    )
+    html = htmllib.unescape(page(member_client, f"/jobs/{job.pk}/"))
+    assert f"kind=video&end_image_from={job.pk}&device={attic.pk}" in html
+    form = page(member_client, f"/jobs/new/?kind=video&end_image_from={job.pk}&device={attic.pk}")
+    assert f'name="end_image_from" value="{job.pk}"' in form and 'value="fl2v" selected' in form
+    assert 'type="file" name="start_image"' in form  # the start frame is still an upload
+
+
+def test_a_held_jobs_pushed_status_says_what_it_waits_for_then_that_it_queued(member, device):
+    from jobs.core.transitions import job_transition
+    from jobs.live.fragments import job_with_related, render_status
+
+    parent = make_job(member, device, kind="image", state="running", prompt="a kite")
+    child = make_job(member, device, kind="mesh", state="held", phase=f"Waits for job {parent.pk}, “a kite”.")
+    assert f"Waits for job {parent.pk}" in render_status(job_with_related(child.pk))
+    assert job_transition(child.pk, from_states=["held"], to="queued", message="Ready.", phase="Waiting")
+    html = render_status(job_with_related(child.pk))
+    assert 'hx-swap-oob="true"' in html and 'data-state="queued"' in html and "Waiting in the queue" in html
