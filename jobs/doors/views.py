@@ -156,6 +156,11 @@ def job_new(request: HttpRequest) -> HttpResponse:
     thens = thens_for(request.user, taken.kind)
     if request.method != "POST":
         return _new_page(request, taken, form, refs=refs, thens=thens)
+    if page_mode(request.POST) and wants_chain(request, form, thens):
+        form.add_error(
+            None, "A batch can't take another job's result or queue “then” steps yet: queue one job."
+        )
+        return _new_page(request, taken, form, status=400, refs=refs, thens=thens)
     if page_mode(request.POST):
         return _batch_submitted(request, taken, form)
     if wants_chain(request, form, thens):

@@ -267,3 +267,10 @@ def test_a_held_jobs_pushed_status_says_what_it_waits_for_then_that_it_queued(me
     assert job_transition(child.pk, from_states=["held"], to="queued", message="Ready.", phase="Waiting")
     html = render_status(job_with_related(child.pk))
     assert 'hx-swap-oob="true"' in html and 'data-state="queued"' in html and "Waiting in the queue" in html
+
+
+def test_a_batch_with_then_steps_is_refused_not_queued_without_them(member_client, device):
+    post = image_post(device, then_animate="1", batch_mode="seeds", batch_count="3")
+    response = member_client.post("/jobs/new/", post)
+    assert response.status_code == 400 and Job.objects.count() == 0
+    assert "A batch can't take another job's result" in htmllib.unescape(response.content.decode())
