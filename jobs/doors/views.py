@@ -156,15 +156,8 @@ def job_new(request: HttpRequest) -> HttpResponse:
     thens = thens_for(request.user, taken.kind)
     if request.method != "POST":
         return _new_page(request, taken, form, refs=refs, thens=thens)
-    if page_mode(request.POST) and wants_chain(request, form, thens):
-        form.add_error(
-            None, "A batch can't take another job's result or queue “then” steps yet: queue one job."
-        )
-        return _new_page(request, taken, form, status=400, refs=refs, thens=thens)
-    if page_mode(request.POST):
-        return _batch_submitted(request, taken, form)
-    if wants_chain(request, form, thens):
-        return _chain_submitted(request, taken, form, refs, thens)
+    if page_mode(request.POST) or wants_chain(request, form, thens):
+        return _batch_or_chain(request, taken, form, refs, thens)
     job = submit_page_form(request, form, taken.token, pool=bool(taken.pool))
     if job is None:
         keep_uploads(request, form)  # a refused try keeps its uploads: the next one may send none
@@ -173,6 +166,18 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return _already_queued(request, job)
     messages.success(request, "Queued. This page follows it live; you can close it any time.")
     return redirect("jobs-detail", job_id=job.pk)
+
+
+def _batch_or_chain(request: HttpRequest, taken: PageRequest, form, refs, thens) -> HttpResponse:
+    """The page's batch mode, or a job taking another job's result or with "then" steps (not both, yet)."""
+    if not page_mode(request.POST):
+        return _chain_submitted(request, taken, form, refs, thens)
+    if wants_chain(request, form, thens):
+        form.add_error(
+            None, "A batch can't take another job's result or queue “then” steps yet: queue one job."
+        )
+        return _new_page(request, taken, form, status=400, refs=refs, thens=thens)
+    return _batch_submitted(request, taken, form)
 
 
 def _chain_submitted(request: HttpRequest, taken: PageRequest, form, refs, thens) -> HttpResponse:
