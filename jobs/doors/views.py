@@ -66,6 +66,7 @@ from jobs.doors.pages import (
 )
 from jobs.doors.result_actions import (
     FromResult,
+    actions_for,
     chain_preview,
     from_initial,
     mark_from,
@@ -343,6 +344,14 @@ def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = job_for(request.user, job_id)
     return render(request, DETAIL, detail_context(request, job_with_related(job.pk)))
+
+
+@require_GET
+def job_next(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job page's "Use this result" box again (asked for when the job's state changes on the page)."""
+    job = job_for(request.user, job_id)
+    ctx = {"job": job, "result_actions": actions_for(request.user, job)}
+    return render(request, f"{DETAIL}#job-next", ctx)
 
 
 @require_GET

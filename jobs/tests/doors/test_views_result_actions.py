@@ -89,7 +89,7 @@ def test_no_action_on_a_result_not_finished_nor_on_a_video(member_client, member
     video = make_job(member, device, kind="video", state="done")
     for job in (running, video):
         html = page(member_client, f"/jobs/{job.pk}/")
-        assert f'id="job-{job.pk}-next"' not in html
+        assert 'class="result-actions"' not in html
 
 
 def test_use_this_voice_needs_a_cloning_model(member_client, member, device, media):
@@ -107,7 +107,7 @@ def test_use_this_voice_needs_a_cloning_model(member_client, member, device, med
 def test_a_viewer_has_no_actions(viewer_client, member, device, media):
     job = done_image(member, device, media, shared=True)
     html = page(viewer_client, f"/jobs/{job.pk}/")
-    assert f'id="job-{job.pk}-next"' not in html and "start_image_from" not in html
+    assert 'class="result-actions"' not in html and "start_image_from" not in html
     assert "start_image_from" not in page(viewer_client, "/jobs/")
 
 
@@ -274,3 +274,13 @@ def test_a_batch_with_then_steps_is_refused_not_queued_without_them(member_clien
     response = member_client.post("/jobs/new/", post)
     assert response.status_code == 400 and Job.objects.count() == 0
     assert "A batch can't take another job's result" in htmllib.unescape(response.content.decode())
+
+
+def test_the_job_page_asks_for_its_actions_again_when_its_state_changes(member_client, member, device, media):
+    job = make_job(member, device, kind="image", state="running")
+    html = page(member_client, f"/jobs/{job.pk}/")
+    assert f'hx-get="/jobs/{job.pk}/next/"' in html and f'id="job-{job.pk}-next"' in html
+    Job.objects.filter(pk=job.pk).update(state="done")
+    add_artifact(job, media, kind="image", name="image-1.png", mime="image/png", data=PNG)
+    box = page(member_client, f"/jobs/{job.pk}/next/")
+    assert f'id="job-{job.pk}-animate"' in box and " hidden" not in box.split(">", 1)[0]
