@@ -321,9 +321,10 @@ def _bound_like(request: HttpRequest, form: JobForm, device: Device) -> JobForm:
     for f in (form.files or {}).values():
         if hasattr(f, "seek"):
             f.seek(0)
-    return form_for(
-        owner=request.user, device=device, kind=form.kind, data=form.data, files=form.files or None
-    )
+    on = form_for(owner=request.user, device=device, kind=form.kind, data=form.data, files=form.files or None)
+    if chained := getattr(form, "chained", None):  # a job's result as an input: planned after that job too
+        on.chained = chained
+    return on
 
 
 def _request_key(form: JobForm) -> Any:

@@ -3,7 +3,9 @@ from a result, and "then …" steps queued with a job in one go (``jobs.doors.re
 
 from __future__ import annotations
 
+import datetime as dt
 import html as htmllib
+import re
 
 import pytest
 from django.utils import timezone
@@ -209,15 +211,19 @@ def test_the_summary_says_when_the_last_step_is_ready(member_client, device):
     assert "Step 2, then animate it" in refused.content.decode()
 
 
-def test_the_summary_of_a_form_from_a_result_counts_its_parent(member_client, member, device):
-    parent = make_job(
-        member, device, kind="image", state="queued",
-        predicted_finish=timezone.now() + timezone.timedelta(hours=3),
-    )  # fmt: skip
-    post = {"device": device.pk, "kind": "mesh", "model": "tencent/Hunyuan3D-2.1", "when": "asap",
-            "image_from": str(parent.pk)}  # fmt: skip
+@pytest.mark.parametrize("pool", [False, True])
+def test_the_summary_of_a_form_from_a_result_counts_its_parent(member_client, member, device, kitchen, pool):
+    finish = timezone.now() + dt.timedelta(hours=3)
+    parent = make_job(member, device, kind="image", state="queued", predicted_finish=finish)
+    post = {"device": "any" if pool else device.pk, "kind": "mesh", "model": "tencent/Hunyuan3D-2.1",
+            "when": "asap", "image_from": str(parent.pk)}  # fmt: skip
     response = member_client.post("/jobs/new/admission/", post, HTTP_HX_REQUEST="true")
-    assert response.status_code == 200 and "ready ≈" in response.content.decode()
+    html = response.content.decode()
+    starts = re.search(r'starts ≈ <time datetime="([^"]+)"', html)
+    assert response.status_code == 200 and starts, html[:800]
+    assert dt.datetime.fromisoformat(starts.group(1).replace("Z", "+00:00")) >= finish.replace(
+        second=0, microsecond=0
+    )  # it starts once the picture it takes is there
 
 
 def test_the_gallery_reads_the_devices_once_for_every_card(
