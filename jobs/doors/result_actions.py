@@ -206,8 +206,6 @@ def mark_from(form: JobForm | None, refs: Mapping[str, FromResult]) -> None:
         return
     for name in file_fields(form):
         form[name].from_result = refs.get(name)
-        if name in refs and form.is_bound:
-            form.errors.pop(name, None)  # "a picture is required": the result is the picture
 
 
 def from_initial(request: HttpRequest, kind: str, refs: Mapping[str, FromResult]) -> dict[str, Any]:
@@ -340,6 +338,11 @@ def submit_page_chain(
 ) -> ChainQueued | None:
     """The page's job and its "then" steps queued in one go (all or nothing); None when a step is refused, with
     the reason on the form: the first step's on its fields, a later one's naming the step and its field."""
+    errors = (
+        form.errors
+    )  # the page's form checked alone: "a picture is required" where the result is the picture
+    for name in refs:
+        errors.pop(name, None)
     files: dict[str, Any] = {k: v for k, v in form.files.items() if k not in refs}
     files.update({name: r.ref for name, r in refs.items()})
     first = ChainStep(form.kind, _first_data(request, form), files, None if pool else form.device)

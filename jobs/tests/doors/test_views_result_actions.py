@@ -290,3 +290,14 @@ def test_the_job_page_asks_for_its_actions_again_when_its_state_changes(member_c
     add_artifact(job, media, kind="image", name="image-1.png", mime="image/png", data=PNG)
     box = page(member_client, f"/jobs/{job.pk}/next/")
     assert f'id="job-{job.pk}-animate"' in box and " hidden" not in box.split(">", 1)[0]
+
+
+def test_a_result_that_cant_be_used_is_said_on_its_field(member_client, member, device, media):
+    cancelled = make_job(member, device, kind="image", state="cancelled", prompt="a kite")
+    post = {"device": device.pk, "kind": "mesh", "model": "tencent/Hunyuan3D-2.1", "when": "asap",
+            "image_from": str(cancelled.pk)}  # fmt: skip
+    response = member_client.post("/jobs/new/", post)
+    html = htmllib.unescape(response.content.decode())
+    assert response.status_code == 400 and Job.objects.count() == 1
+    assert f"Job {cancelled.pk} was cancelled" in html and "A picture is required" not in html
+    assert f'name="image_from" value="{cancelled.pk}"' in html  # the form keeps it, to be changed
