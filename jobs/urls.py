@@ -25,6 +25,7 @@ urlpatterns = [
     path("shared/<str:token>/files/<int:artifact_id>/", views.job_public_file, name="jobs-public-file"),
     path("<int:job_id>/", views.job_detail, name="jobs-detail"),
     path("<int:job_id>/npu/", views.job_npu, name="jobs-npu"),
+    path("<int:job_id>/next/", views.job_next, name="jobs-next"),
     path("<int:job_id>/again/", views.job_again, name="jobs-again"),
     path("<int:job_id>/cancel/", views.job_cancel, name="jobs-cancel"),
     path("<int:job_id>/retry/", views.job_retry, name="jobs-retry"),

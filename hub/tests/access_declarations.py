@@ -112,6 +112,7 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-public-file": {"GET": PUBLIC, "POST": PUBLIC_NO, "foreign": {"GET": "404 404 404 404 404"}},
     "jobs-detail": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     "jobs-npu": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
+    "jobs-next": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     # members only (a viewer is told so before anything is looked up); {} is an invalid form
     "jobs-again": {
         "GET": "login 403 ok 404 ok",

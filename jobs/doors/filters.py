@@ -222,6 +222,8 @@ class GalleryCard:
     thumb_height: int = 0
     bookmarked: bool = False
     batch: str = ""
+    #: what the result can become next for the viewer, (label, url) each (jobs.doors.result_actions.with_actions)
+    actions: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def of(cls, job: Job, *, thumb_url: str = "", bookmarked: bool = False) -> GalleryCard:

@@ -27,6 +27,7 @@ from jobs.doors.intake import (
     no_device_can,
     submit_token_of,
 )
+from jobs.doors.result_actions import actions_for, job_chain
 from jobs.files.story import settings_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
@@ -320,9 +321,10 @@ def _bound_like(request: HttpRequest, form: JobForm, device: Device) -> JobForm:
     for f in (form.files or {}).values():
         if hasattr(f, "seek"):
             f.seek(0)
-    return form_for(
-        owner=request.user, device=device, kind=form.kind, data=form.data, files=form.files or None
-    )
+    on = form_for(owner=request.user, device=device, kind=form.kind, data=form.data, files=form.files or None)
+    if chained := getattr(form, "chained", None):  # a job's result as an input: planned after that job too
+        on.chained = chained
+    return on
 
 
 def _request_key(form: JobForm) -> Any:
@@ -438,6 +440,9 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
         ctx["params"] = param_rows(job)
         ctx["model_name"] = job.model_id.rsplit("/", 1)[-1]
         ctx["spark"] = job_spark(job)
+        # What the result can become next, and the jobs it was made from or feeds (jobs.doors.result_actions).
+        ctx["result_actions"] = actions_for(user, job)
+        ctx["chain"] = job_chain(user, job)
     return ctx
 
 

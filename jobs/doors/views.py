@@ -25,6 +25,7 @@ from hub.pagecache import kept_page
 from hub.parsing import parse_id, parse_int
 from hub.ratelimit import preview_allowed, rate_key
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
+from jobs.core.links import FIELD_MEDIA
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for, jobs_visible_to
 from jobs.doors.batch import (
     active_batches,
@@ -62,6 +63,20 @@ from jobs.doors.pages import (
     story_form,
     story_kind,
     swapped_fields_form,
+)
+from jobs.doors.result_actions import (
+    FromResult,
+    actions_for,
+    chain_preview,
+    from_initial,
+    mark_from,
+    refs_in,
+    submit_page_chain,
+    summary_form,
+    thens_for,
+    ticked,
+    wants_chain,
+    with_actions,
 )
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import input_response, preview_response
@@ -106,8 +121,21 @@ def _already_queued(request: HttpRequest, job) -> HttpResponse:
     return redirect("jobs-detail", job_id=job.pk)
 
 
-def _new_page(request: HttpRequest, taken: PageRequest, form, *, status: int = 200) -> HttpResponse:
+def _new_page(
+    request: HttpRequest,
+    taken: PageRequest,
+    form,
+    *,
+    status: int = 200,
+    refs: dict[str, FromResult] | None = None,
+    thens: list | None = None,
+) -> HttpResponse:
     ctx = new_job_context(request, taken.device, taken.kind, form=form, pool=taken.pool)
+    mark_from(form, refs or {})  # a file input filled from a result shows it (jobs.doors.result_actions)
+    ctx["from_results"], ctx["thens"] = refs or {}, thens or []
+    if request.method == "POST":  # a refused try keeps what was ticked and typed for the next steps
+        ctx["then_checked"] = [t.name for t in ticked(request.POST, ctx["thens"])]
+        ctx["then_values"] = request.POST
     return render(request, "jobs/new.html", ctx, status=status)
 
 
@@ -123,11 +151,14 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return _new_page(request, taken, typed_form(request, taken), status=400)
     if queued := already_queued(request.user, taken.token):
         return _already_queued(request, queued)
-    form = page_form(request, taken, initial=preset_initial(request, taken.kind))
+    refs = refs_in(request, FIELD_MEDIA)  # another job's result as an input: 404 for one the person can't see
+    initial = {**preset_initial(request, taken.kind), **from_initial(request, taken.kind, refs)}
+    form = page_form(request, taken, initial=initial)
+    thens = thens_for(request.user, taken.kind)
     if request.method != "POST":
-        return _new_page(request, taken, form)
-    if page_mode(request.POST):
-        return _batch_submitted(request, taken, form)
+        return _new_page(request, taken, form, refs=refs, thens=thens)
+    if page_mode(request.POST) or wants_chain(request, form, thens):
+        return _batch_or_chain(request, taken, form, refs, thens)
     job = submit_page_form(request, form, taken.token, pool=bool(taken.pool))
     if job is None:
         keep_uploads(request, form)  # a refused try keeps its uploads: the next one may send none
@@ -136,6 +167,38 @@ def job_new(request: HttpRequest) -> HttpResponse:
         return _already_queued(request, job)
     messages.success(request, "Queued. This page follows it live; you can close it any time.")
     return redirect("jobs-detail", job_id=job.pk)
+
+
+def _batch_or_chain(request: HttpRequest, taken: PageRequest, form, refs, thens) -> HttpResponse:
+    """The page's batch mode, or a job taking another job's result or with "then" steps (not both, yet)."""
+    if not page_mode(request.POST):
+        return _chain_submitted(request, taken, form, refs, thens)
+    if wants_chain(request, form, thens):
+        form.add_error(
+            None, "A batch can't take another job's result or queue “then” steps yet: queue one job."
+        )
+        return _new_page(request, taken, form, status=400, refs=refs, thens=thens)
+    return _batch_submitted(request, taken, form)
+
+
+def _chain_submitted(request: HttpRequest, taken: PageRequest, form, refs, thens) -> HttpResponse:
+    """A job that takes another job's result, and the "then" steps ticked: queued in one go, or none."""
+    if queued := already_queued(request.user, f"{taken.token}#0" if taken.token else None):
+        return _already_queued(request, queued)
+    chain = submit_page_chain(request, form, refs, thens, taken.token, pool=bool(taken.pool))
+    if chain is None:
+        keep_uploads(request, form)
+        return _new_page(request, taken, form, status=400, refs=refs, thens=thens)
+    first = chain.jobs[0]
+    if len(chain.jobs) > 1 and chain.ready_at:
+        last = timezone.localtime(chain.ready_at)
+        messages.success(
+            request,
+            f"Queued {len(chain.jobs)} jobs, one after the other; the last is expected ≈ {last:%H:%M}.",
+        )
+    else:
+        messages.success(request, "Queued. This page follows it live; you can close it any time.")
+    return redirect("jobs-detail", job_id=first.pk)
 
 
 def _batch_submitted(request: HttpRequest, taken: PageRequest, form) -> HttpResponse:
@@ -196,7 +259,8 @@ def job_admission(request: HttpRequest) -> HttpResponse:
         refusal = Admission(0.0, None, None, refused=taken.problem, refused_field="kind")
         ctx = {"admission": refusal, "fields_oob": False, "refusal": taken.problem}
         return render(request, "jobs/new.html#admission-response", ctx, status=400)
-    form = _summary_form(request, taken)
+    refs = refs_in(request, FIELD_MEDIA)
+    form = summary_form(request, _summary_form(request, taken), refs)
     # The fields shown were rendered for the model in ``fields_for``: another model chosen means other fields
     # (Foundation-1's prompt vs SongGeneration's caption and lyrics, a voice list vs a voice to clone, sizes and
     # steps), sent out-of-band. htmx names the form, not the select, as the trigger, hence the hidden field.
@@ -215,9 +279,14 @@ def job_admission(request: HttpRequest) -> HttpResponse:
     # Another device of the pool can do what the shown device's form refuses: nothing stands in the way.
     ctx["refusal"] = "" if ctx.get("where") else refusal_for(form, ctx["admission"], ctx["skip"])
     _batch_summary(request, taken, form, ctx)
+    if not ctx["refusal"]:  # the "then" steps (jobs.doors.result_actions): when the last is expected
+        ctx["chain"] = chain_preview(
+            request.user, ctx["admission"], request.POST, thens_for(request.user, taken.kind)
+        )
     ctx["fields_oob"] = fields_oob
     if fields_oob:
         ctx["form"] = swapped_fields_form(form)
+        mark_from(ctx["form"], refs)
     ctx["again_flag"] = bool(request.POST.get("again"))
     return render(request, "jobs/new.html#admission-response", ctx)
 
@@ -275,6 +344,14 @@ def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
 def job_detail(request: HttpRequest, job_id: int) -> HttpResponse:
     job = job_for(request.user, job_id)
     return render(request, DETAIL, detail_context(request, job_with_related(job.pk)))
+
+
+@require_GET
+def job_next(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The job page's "Use this result" box again (asked for when the job's state changes on the page)."""
+    job = job_for(request.user, job_id)
+    ctx = {"job": job, "result_actions": actions_for(request.user, job)}
+    return render(request, f"{DETAIL}#job-next", ctx)
 
 
 @require_GET
@@ -376,6 +453,7 @@ def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpR
 def gallery(request: HttpRequest) -> HttpResponse:
     form = GalleryFilterForm(request.GET, user=request.user)
     page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
+    page.cards = with_actions(request.user, page.cards)  # "Animate", "Make 3D"… on finished results
     ctx = {"form": form, "page": page, "kinds": JobKind.choices}
     if form.is_valid() and form.cleaned_data.get("batch"):
         ctx["groups"] = batch_groups(request.user, [form.cleaned_data["batch"]])

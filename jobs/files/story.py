@@ -33,6 +33,7 @@ from typing import Any, BinaryIO
 from django.urls import reverse
 
 from hub.links import link_origin
+from jobs.core.links import parents_of as chain_parents
 from jobs.files import story_formats as formats
 from jobs.models import Job
 
@@ -71,20 +72,19 @@ def job_url(job: Job) -> str:
 
 
 def parents_of(job: Job) -> list[dict[str, Any]]:
-    """The jobs whose results this one was made from, each as ``{"job": id, "url": ...}``.
-
-    The hook for chains (issue 35, item 2): they name parents in ``job.params["parents"]`` (ids, or dicts with a
-    ``job`` id and the parent ``artifact``'s name); extend here, not in the writers."""
+    """The jobs whose results this one was made from, each as ``{"job": id, "url": ..., "field": ...,
+    "artifact": ...}``: its chain links (``jobs.core.links.parents_of``; a deleted parent keeps its number)."""
     found = []
-    for entry in (job.params or {}).get("parents") or []:
-        ref = entry if isinstance(entry, dict) else {"job": entry}
-        try:
-            pk = int(ref.get("job"))
-        except (TypeError, ValueError):
+    for link in chain_parents(job):
+        if link.job_id is None:
             continue
-        parent: dict[str, Any] = {"job": pk, "url": link_origin() + reverse("jobs-detail", args=[pk])}
-        if isinstance(ref.get("artifact"), str):
-            parent["artifact"] = ref["artifact"]
+        parent: dict[str, Any] = {
+            "job": link.job_id,
+            "url": link_origin() + reverse("jobs-detail", args=[link.job_id]),
+            "field": link.field,
+        }
+        if link.artifact:
+            parent["artifact"] = link.artifact
         found.append(parent)
     return found
 

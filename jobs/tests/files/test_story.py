@@ -18,6 +18,7 @@ from PIL import Image
 
 from devices.emulator import media as emu
 from jobs.files import store, story
+from jobs.models import JobLink
 from jobs.tests.ui_fixtures import make_job
 
 pytestmark = pytest.mark.django_db
@@ -322,12 +323,21 @@ def test_the_thumbnail_tells_nothing(member, device, media, hub_url):
 
 
 def test_parents_are_told(member, device, media, hub_url):
+    """A stored file names the jobs it was made from: its chain links (JobLink), not anything in its params."""
     parent = make_job(member, device, kind="image", state="done")
     child = make_job(member, device, kind="video", state="running")
-    child.params = {**child.params, "parents": [{"job": parent.pk, "artifact": "image-1.png"}]}
+    JobLink.objects.create(
+        child=child, parent=parent, parent_number=parent.pk, field="start_image", used="image-1.png"
+    )
+    child.params = {**child.params, "parents": [{"job": 999999}]}  # params say nothing: the links do
     told = story.result_story(child, "video.mp4")
     assert told["parents"] == [
-        {"job": parent.pk, "url": f"{hub_url}/jobs/{parent.pk}/", "artifact": "image-1.png"}
+        {
+            "job": parent.pk,
+            "url": f"{hub_url}/jobs/{parent.pk}/",
+            "field": "start_image",
+            "artifact": "image-1.png",
+        }
     ]
     assert f"Parent: {hub_url}/jobs/{parent.pk}/" in story.human_line(told)
 
