@@ -26,6 +26,7 @@ from devices.capabilities import Capabilities, offered
 from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 from devices.clients.tiiny import Reading, RunningModels
+from devices.clients.tiiny_answers import replaced
 from devices.crypto import KeyUnreadable
 from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
@@ -186,9 +187,13 @@ def device_set_state(
     rows = Device.objects.filter(pk=device_id)
     if as_of is not None:
         rows = rows.filter(Q(state_changed_at__isnull=True) | Q(state_changed_at__lte=as_of))
+    if state == Device.State.LOCKED:
+        # A lock comes with a restart (every call 502 until unlocked): what the hub had loaded is gone, and a model
+        # loaded after it is whoever loaded it's, which polite mode spares.
+        changes |= {"hub_loaded_models": [], "hub_loaded_instances": {}}
     changed = rows.exclude(state=state).update(state=state, state_changed_at=now, **changes)
     if not changed:
-        rows.update(**changes)
+        rows.update(**{k: v for k, v in changes.items() if not k.startswith("hub_loaded")})
         return False
     transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
     # Whoever registered to hear of it, after commit (jobs: the pool's jobs move; notify: the household hears of a
@@ -214,7 +219,12 @@ def device_note_unloaded(*, device_id: int, model_ids: list[str]) -> None:
     with transaction.atomic():
         device = Device.objects.select_for_update().get(pk=device_id)
         device.hub_loaded_models = [m for m in device.hub_loaded_models if m not in model_ids]
-        device.save(update_fields=["hub_loaded_models", "updated"])
+        device.hub_loaded_instances = _marks_of(device, device.hub_loaded_models)
+        device.save(update_fields=["hub_loaded_models", "hub_loaded_instances", "updated"])
+
+
+def _marks_of(device: Device, models: list[str]) -> dict[str, Any]:
+    return {m: v for m, v in (device.hub_loaded_instances or {}).items() if m in models}
 
 
 def device_note_running(
@@ -226,21 +236,29 @@ def device_note_running(
 ) -> None:
     """The hub just read the device's running list: keep its own list true to it, and show it.
 
-    A model the hub loaded that the device no longer runs (a power cycle, a slow stop that unloaded everything)
-    is no longer the hub's: if someone else loads it later, polite mode must leave it alone. ``loaded`` is the
-    model the hub itself just launched; ``unloaded`` those it just stopped.
+    A model the hub loaded that the device no longer runs (a power cycle, a slow stop that unloaded everything),
+    or runs as another instance (another port or launch time: it was loaded again since, by a restart or someone
+    else) is no longer the hub's: polite mode must leave it alone. ``loaded`` is the model the hub itself just
+    launched (its instance is noted); ``unloaded`` those it just stopped.
     """
     present = set(state.running) | set(state.pending)
     # The units in use, when the list names what each model takes (the budget counts loading models too).
     units = sum(state.usage[m] for m in present) if present <= set(state.usage) else None
     with transaction.atomic():
         device = Device.objects.select_for_update().get(pk=device_id)
-        mine = [m for m in device.hub_loaded_models if m in present and m not in unloaded]
+        noted = device.hub_loaded_instances or {}
+        mine = [
+            m
+            for m in device.hub_loaded_models
+            if m in present and m not in unloaded and not replaced(noted.get(m), state.instances.get(m))
+        ]
         if loaded and loaded in present and loaded not in mine:
             mine.append(loaded)
-        device.hub_loaded_models = mine
+        marks = {m: noted[m] for m in mine if m in noted and m != loaded}
+        marks |= {m: state.instances[m] for m in mine if m not in marks and m in state.instances}
+        device.hub_loaded_models, device.hub_loaded_instances = mine, marks
         device.loaded_models = state.loaded_rows()
-        fields = ["hub_loaded_models", "loaded_models", "updated"]
+        fields = ["hub_loaded_models", "hub_loaded_instances", "loaded_models", "updated"]
         before = device.npu_units_used
         if units is not None and before is not None and device.npu_units_total is not None:
             device.npu_units_used = units
@@ -254,10 +272,16 @@ def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
     """Every full reading names what runs: a model the hub loaded that is gone is no longer the hub's."""
     present = {m.get("model_id") for m in reading.models}
     with transaction.atomic():
-        device = Device.objects.select_for_update().only("pk", "hub_loaded_models").get(pk=device_id)
+        device = (
+            Device.objects.select_for_update()
+            .only("pk", "hub_loaded_models", "hub_loaded_instances")
+            .get(pk=device_id)
+        )
         mine = [m for m in device.hub_loaded_models if m in present]
         if mine != device.hub_loaded_models:
-            Device.objects.filter(pk=device_id).update(hub_loaded_models=mine)
+            Device.objects.filter(pk=device_id).update(
+                hub_loaded_models=mine, hub_loaded_instances=_marks_of(device, mine)
+            )
 
 
 def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
