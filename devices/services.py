@@ -22,6 +22,9 @@ from django.db.models import Q
 from django.utils import timezone
 
 from devices import crypto, errors, hooks
+from devices.beliefs import device_note_loaded as device_note_loaded  # the job runners' door
+from devices.beliefs import device_note_unloaded as device_note_unloaded
+from devices.beliefs import reconcile_from_reading
 from devices.capabilities import Capabilities, offered
 from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
@@ -206,27 +209,6 @@ def device_set_state(
     return True
 
 
-def device_note_loaded(*, device_id: int, model_id: str) -> None:
-    """The hub launched ``model_id`` (polite mode may evict it later)."""
-    with transaction.atomic():
-        device = Device.objects.select_for_update().get(pk=device_id)
-        if model_id not in device.hub_loaded_models:
-            device.hub_loaded_models = [*device.hub_loaded_models, model_id]
-            device.save(update_fields=["hub_loaded_models", "updated"])
-
-
-def device_note_unloaded(*, device_id: int, model_ids: list[str]) -> None:
-    with transaction.atomic():
-        device = Device.objects.select_for_update().get(pk=device_id)
-        device.hub_loaded_models = [m for m in device.hub_loaded_models if m not in model_ids]
-        device.hub_loaded_instances = _marks_of(device, device.hub_loaded_models)
-        device.save(update_fields=["hub_loaded_models", "hub_loaded_instances", "updated"])
-
-
-def _marks_of(device: Device, models: list[str]) -> dict[str, Any]:
-    return {m: v for m, v in (device.hub_loaded_instances or {}).items() if m in models}
-
-
 def device_note_running(
     *,
     device_id: int,
@@ -266,22 +248,6 @@ def device_note_running(
         device.save(update_fields=fields)
     if "npu_units_used" in fields:
         _note_units(device, before, units)
-
-
-def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
-    """Every full reading names what runs: a model the hub loaded that is gone is no longer the hub's."""
-    present = {m.get("model_id") for m in reading.models}
-    with transaction.atomic():
-        device = (
-            Device.objects.select_for_update()
-            .only("pk", "hub_loaded_models", "hub_loaded_instances")
-            .get(pk=device_id)
-        )
-        mine = [m for m in device.hub_loaded_models if m in present]
-        if mine != device.hub_loaded_models:
-            Device.objects.filter(pk=device_id).update(
-                hub_loaded_models=mine, hub_loaded_instances=_marks_of(device, mine)
-            )
 
 
 def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
@@ -325,7 +291,7 @@ def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime |
         **fields,
     )
     if reading.full:
-        _reconcile_from_reading(device_id=device_id, reading=reading)
+        reconcile_from_reading(device_id=device_id, reading=reading)
     mem_pct = (
         100.0 * reading.npu_mem_used_mb / reading.npu_mem_total_mb
         if reading.npu_mem_used_mb is not None and reading.npu_mem_total_mb
