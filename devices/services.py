@@ -24,8 +24,9 @@ from django.utils import timezone
 from devices import crypto, errors, hooks
 from devices.beliefs import device_note_loaded as device_note_loaded  # the job runners' door
 from devices.beliefs import device_note_unloaded as device_note_unloaded
+from devices.beliefs import device_save_capabilities as device_save_capabilities
 from devices.beliefs import reconcile_from_reading
-from devices.capabilities import Capabilities, offered
+from devices.capabilities import Capabilities
 from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 from devices.clients.tiiny import Reading, RunningModels
@@ -304,20 +305,6 @@ def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime |
     )
 
 
-def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
-    """Store what the device reports it can do; where that changed, the apps above hear of it after commit (the
-    pool: a device that gained or lost a model joins or leaves the pools of the jobs waiting for "any device")."""
-    new = caps.to_dict()
-    old = Device.objects.filter(pk=device_id).values_list("capabilities", flat=True).first()
-    Device.objects.filter(pk=device_id).update(
-        capabilities=new, capabilities_at=timezone.now(), versions=caps.versions
-    )
-    transaction.on_commit(pagecache.changed)  # e.g. the queue page's vault window (hub.pagecache)
-    if offered(old) != offered(new):
-        for hook in hooks.device_capabilities_hooks():
-            transaction.on_commit(lambda hook=hook: hook(device_id=device_id), robust=True)
-
-
 # -- talking to the device (never inside a transaction) ----------------------------------------------------
 
 
@@ -462,19 +449,39 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
                 device_id=device_id, state=device.state, message=message, fix=fix, as_of=asked_at
             )
         return state or device.state
-    became_online = device_set_state(
-        device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at
-    )
+    # "Online" means usable: a device coming online (or still without capabilities) has them read first, and
+    # stays as it was when they can't be; the old ones stand until new ones replace them, never a gap with none.
+    coming = device.state != Device.State.ONLINE or not device.capabilities
+    if coming or _capabilities_due(device, reading, False):
+        failed = device_read_capabilities(device=device, client=client)
+        if failed is not None and coming:
+            state, message, fix = state_for_error(failed)
+            device_set_state(
+                device_id=device_id, state=state or device.state, message=message, fix=fix, as_of=asked_at
+            )
+            return state or device.state
+    device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at)
     device_record_reading(device_id=device_id, reading=reading)
-    if _capabilities_due(device, reading, became_online):
-        previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None
-        try:
-            caps = client.capabilities(previous=previous)
-        except errors.DeviceError as exc:
-            logger.info("device %s capabilities failed: %s", device_id, exc.human)
-        else:
-            device_save_capabilities(device_id=device_id, caps=caps)
     return Device.State.ONLINE
+
+
+def device_read_capabilities(
+    *, device: Device, client: TiinyClient | TensorSharpClient | None = None
+) -> errors.DeviceError | None:
+    """Read what the device can do and store it (replacing the last, in one write). Returns the error when it
+    could not be read (the last capabilities then stand)."""
+    previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None
+    try:
+        if client is None:
+            with client_for(device, note_asked=False) as own:
+                caps = own.capabilities(previous=previous)
+        else:
+            caps = client.capabilities(previous=previous)
+    except errors.DeviceError as exc:
+        logger.info("device %s capabilities failed: %s", device.pk, exc.human)
+        return exc
+    device_save_capabilities(device_id=device.pk, caps=caps)
+    return None
 
 
 def device_test_connection(
@@ -520,6 +527,16 @@ def device_check_now(*, device: Device) -> ConnectionReport:
     except KeyUnreadable as exc:  # show it rather than a 500
         return ConnectionReport(False, Device.State.AUTH_FAILED, str(exc), fix=FIX_AUTH)
     report = device_test_connection(kind=device.kind, base_url=device.base_url, api_key=key)
+    if report.ok and (failed := device_read_capabilities(device=device)) is not None:
+        # Usable the moment it is added: "online" only with its models read (a job sent right after must find them).
+        state, message, fix = state_for_error(failed)
+        report = ConnectionReport(
+            False,
+            state or Device.State.UNKNOWN,
+            f"Connected, but reading its models failed: {message}",
+            fix=fix,
+            detail=failed.detail,
+        )
     if report.state != Device.State.UNKNOWN:
         device_set_state(
             device_id=device.pk,

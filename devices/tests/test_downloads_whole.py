@@ -57,7 +57,7 @@ class Device:
         return httpx.Response(status, headers=headers, stream=CutStream(body, cut))
 
 
-def tiiny(handler) -> TiinyClient:
+def pocket_client(handler) -> TiinyClient:
     client = TiinyClient("http://pocket.test", "key", transport=httpx.MockTransport(handler))
     client.sleep = lambda s: None
     return client
@@ -66,7 +66,7 @@ def tiiny(handler) -> TiinyClient:
 def test_a_cut_download_goes_on_from_where_it_stopped(tmp_path):
     device = Device(VIDEO, cuts=1, cut_at=100)
     dest = tmp_path / "video.mp4.download"
-    with tiiny(device) as client:
+    with pocket_client(device) as client:
         assert client.video_download("v1", dest) == len(VIDEO)
     assert dest.read_bytes() == VIDEO
     assert device.asked == [None, "bytes=100-"]
@@ -76,7 +76,7 @@ def test_a_cut_download_goes_on_from_where_it_stopped(tmp_path):
 def test_a_device_that_ignores_ranges_sends_it_again_from_the_start(tmp_path):
     device = Device(VIDEO, cuts=2, cut_at=150, ranges=False)
     dest = tmp_path / "video.mp4.download"
-    with tiiny(device) as client:
+    with pocket_client(device) as client:
         client.video_download("v1", dest)
     assert dest.read_bytes() == VIDEO  # not the first 150 bytes twice
     assert device.asked == [None, "bytes=150-", "bytes=150-"]
@@ -86,7 +86,7 @@ def test_the_attempts_are_bounded_and_nothing_half_is_left(tmp_path):
     device = Device(VIDEO, cuts=99, cut_at=10, ranges=False)
     waits: list[float] = []
     dest = tmp_path / "video.mp4.download"
-    with tiiny(device) as client:
+    with pocket_client(device) as client:
         client.sleep = waits.append
         with pytest.raises(errors.Transient):
             client.video_download("v1", dest)
@@ -102,7 +102,7 @@ def test_a_body_shorter_than_declared_is_refused(tmp_path):
         )
 
     dest = tmp_path / "video.mp4.download"
-    with tiiny(short) as client, pytest.raises(errors.Transient) as refused:
+    with pocket_client(short) as client, pytest.raises(errors.Transient) as refused:
         client.video_download("v1", dest)
     assert "shorter" in refused.value.human
     assert f"100 of {len(VIDEO)}" in refused.value.detail
@@ -112,7 +112,7 @@ def test_a_body_shorter_than_declared_is_refused(tmp_path):
 def test_a_file_not_whole_for_its_format_is_refused_even_at_its_declared_length(tmp_path):
     half = VIDEO[: len(VIDEO) // 2]  # the device itself serves a cut file, and says it is that long
     dest = tmp_path / "video.mp4.download"
-    with tiiny(lambda request: httpx.Response(200, content=half)) as client:
+    with pocket_client(lambda request: httpx.Response(200, content=half)) as client:
         with pytest.raises(errors.Transient) as refused:
             client.video_download("v1", dest)
     assert "not whole" in refused.value.human and "MP4" in refused.value.detail
@@ -135,7 +135,7 @@ def test_a_range_answer_for_other_bytes_begins_again(tmp_path):
         return httpx.Response(200, content=VIDEO)
 
     dest = tmp_path / "video.mp4.download"
-    with tiiny(handler) as client:
+    with pocket_client(handler) as client:
         client.video_download("v1", dest)
     assert dest.read_bytes() == VIDEO
     assert calls == [None, "bytes=100-", None]
@@ -148,7 +148,7 @@ def test_a_refusal_is_not_asked_again(tmp_path):
         calls.append(request)
         return httpx.Response(404, json={"error": {"message": "no such video", "code": "not_found"}})
 
-    with tiiny(gone) as client, pytest.raises(errors.NotFound):
+    with pocket_client(gone) as client, pytest.raises(errors.NotFound):
         client.video_download("v1", tmp_path / "video.mp4.download")
     assert len(calls) == 1
 
