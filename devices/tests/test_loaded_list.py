@@ -13,6 +13,7 @@ import pytest
 from devices import errors
 from devices.clients.tiiny import TiinyClient
 from devices.models import Device
+from devices.selectors import device_loaded_models
 from devices.services import device_note_running, device_refresh
 
 VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"  # 45 units
@@ -143,6 +144,9 @@ def test_a_restart_the_hub_never_saw_ends_its_claim_on_a_model_loaded_again(tiin
 
     device_note_running(device_id=pocket.pk, state=c.running())  # any read of the running list
     assert _mine(pocket) == []
+    pocket.refresh_from_db()
+    shown = {m.model_id: m.by_hub for m in device_loaded_models(pocket)}  # the device page's "[hub]" tag
+    assert shown == {VIDEO: False}
 
 
 def test_the_same_instance_stays_the_hubs(tiiny, c, pocket):
