@@ -46,3 +46,5 @@ def test_a_cut_download_is_fetched_again_and_the_video_is_rendered_once(
     downloads = sum(n for key, n in counters["requests"].items() if key.endswith("/content"))
     assert downloads == cuts + 2  # every cut try, the one that came whole, and this test's own
     assert job.events.filter(state="done").count() == 1
+    broke = job.events.filter(message__startswith="Downloading the result broke")
+    assert broke.count() == 1 and broke.get().state == "collecting"  # told once, while it stayed collecting
