@@ -348,11 +348,10 @@ def retry_call(
 
 
 def _retryable(exc: errors.DeviceError) -> bool:
-    """A link that broke or went quiet (no HTTP status): worth asking again at once. A refusal is not."""
-    return (
-        isinstance(exc, (errors.Transient, errors.DeviceTimeout, errors.DeviceUnreachable))
-        and exc.status is None
-    )
+    """A connection that broke mid-body (or a body short of its length, a range that did not fit): worth asking
+    again at once. A refusal is not, nor a device that went silent or can't be reached: waiting out a timeout
+    again and again would hold the worker; the job's next collect step asks later."""
+    return isinstance(exc, errors.Transient) and exc.status is None
 
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)

@@ -161,3 +161,16 @@ def test_tensorsharp_downloads_are_resumed_too(tmp_path):
         assert client.download("/uploads/a.wav", dest) == len(SAMPLES["wav"])
     assert dest.read_bytes() == SAMPLES["wav"]
     assert device.asked == [None, "bytes=44-"]
+
+
+def test_a_device_gone_silent_is_left_to_the_jobs_next_collect_step(tmp_path):
+    calls = []
+
+    def silent(request):
+        calls.append(request)
+        raise httpx.ReadTimeout("no answer", request=request)
+
+    with pocket_client(silent) as client, pytest.raises(errors.DeviceTimeout):
+        client.video_download("v1", tmp_path / "video.mp4.download")
+    assert len(calls) == 1  # one timeout waited out, not four: the worker is free for other devices
+    assert list(tmp_path.iterdir()) == []
