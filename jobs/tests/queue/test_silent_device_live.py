@@ -12,6 +12,7 @@ import pytest
 
 from devices.emulator.testing import free_port
 from hub.testing import wait_for
+from jobs.files import store
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import make_device, wait_job
 
@@ -27,6 +28,8 @@ class SilentLink:
     def __init__(self, target: tuple[str, int]) -> None:
         self.target = target
         self.silent = threading.Event()
+        #: go silent once this many bytes of an answer to a request for ``/content`` (a result) went through
+        self.silent_mid_download: int | None = None
         self.port = free_port()
         self._server = socket.create_server(("127.0.0.1", self.port))
         self._server.settimeout(0.2)
@@ -51,11 +54,12 @@ class SilentLink:
             except OSError:
                 client.close()
                 continue
-            for a, b in ((client, upstream), (upstream, client)):
-                t = threading.Thread(target=self._pump, args=(a, b), daemon=True)
+            download = {"asked": False, "sent": 0}  # per connection
+            for a, b, answers in ((client, upstream, False), (upstream, client, True)):
+                t = threading.Thread(target=self._pump, args=(a, b, answers, download), daemon=True)
                 t.start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket, answers: bool, download: dict) -> None:
         src.settimeout(0.2)
         try:
             while not self._stop.is_set():
@@ -65,6 +69,17 @@ class SilentLink:
                     continue
                 if not data:
                     break
+                if not answers and b"/content " in data:
+                    download["asked"] = True
+                if answers and download["asked"] and self.silent_mid_download is not None:
+                    room = self.silent_mid_download - download["sent"]
+                    if room <= len(data):
+                        data = data[: max(room, 0)]
+                        self.silent.set()
+                        self.silent_mid_download = None
+                        dst.sendall(data)  # the part before the silence, then nothing
+                        continue
+                    download["sent"] += len(data)
                 if not self.silent.is_set():
                     dst.sendall(data)
         except OSError:
@@ -130,4 +145,40 @@ def test_a_render_on_a_device_gone_silent_is_collected_once_the_link_is_back(eng
     wait_job(job, timeout=120, engine=engine)
     assert job.artifacts.filter(name="video.mp4").exists()
     assert job.events.filter(message="The device answers again.").exists()
+    assert tiiny.counters()["renders_submitted"] == 1  # rendered once
+
+
+def test_a_download_that_goes_silent_mid_body_is_fetched_again_and_the_video_rendered_once(
+    engine, tiiny, link, member
+):
+    """The link stops carrying packets part-way through the result's body: the download waits out its timeout,
+    the job stays collecting (never shown done, nothing short stored), and once the link is back it downloads the
+    whole file from the device, which rendered it once."""
+    device = make_device(Via(link.base_url, tiiny.api_key), name="Behind Wi-Fi")
+    link.silent_mid_download = 20_000
+    job = job_submit(
+        owner=member,
+        device=device,
+        kind="video",
+        model_id=VIDEO,
+        params={"prompt": "a red fox in the snow", "size": "832x480", "seconds": 2, "steps": 4},
+    )
+    wait_for(link.silent.is_set, timeout=90, what="the link to go silent mid-download")
+    job.refresh_from_db()
+    assert job.state == "collecting" and not job.artifacts.exists()
+    wait_for(
+        lambda: job.events.filter(message__startswith="Downloading the result broke").exists(),
+        timeout=120,
+        what="the download to give up on the silent link",
+    )
+    job.refresh_from_db()
+    assert job.state == "collecting" and not job.artifacts.exists()
+    link.silent.clear()
+
+    wait_job(job, timeout=120, engine=engine)
+    with tiiny.client() as http:
+        whole = http.get(f"/v1/videos/{job.remote_id}/content").content
+    video = job.artifacts.get(name="video.mp4")
+    assert video.bytes == len(whole) > 20_000
+    assert store.read_bytes(video.file.name) == whole
     assert tiiny.counters()["renders_submitted"] == 1  # rendered once
