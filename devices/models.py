@@ -65,6 +65,9 @@ class Device(models.Model):
     is_default = models.BooleanField(default=False)
     #: models the hub launched (polite mode evicts only these); written via services.device_note_loaded
     hub_loaded_models = models.JSONField(default=list, blank=True)
+    #: {model_id: {"port", "created_at", "instance_id"}}: the instance of each of those the hub launched, as the
+    #: device named it; one running as another instance was loaded again since (a restart) and is not the hub's
+    hub_loaded_instances = models.JSONField(default=dict, blank=True)
 
     # Poll bookkeeping. ``next_poll_at`` is claimed by poll_all (one enqueue per due poll);
     # ``poll_claimed_until`` by poll_device (one poller per device whatever the number of workers);

@@ -22,10 +22,15 @@ from django.db.models import Q
 from django.utils import timezone
 
 from devices import crypto, errors, hooks
-from devices.capabilities import Capabilities, offered
+from devices.beliefs import device_note_loaded as device_note_loaded  # the job runners' door
+from devices.beliefs import device_note_unloaded as device_note_unloaded
+from devices.beliefs import device_save_capabilities as device_save_capabilities
+from devices.beliefs import reconcile_from_reading
+from devices.capabilities import Capabilities
 from devices.clients import CLIENTS, TensorSharpClient, TiinyClient
 from devices.clients.base import validate_base_url
 from devices.clients.tiiny import Reading, RunningModels
+from devices.clients.tiiny_answers import replaced
 from devices.crypto import KeyUnreadable
 from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
@@ -186,9 +191,13 @@ def device_set_state(
     rows = Device.objects.filter(pk=device_id)
     if as_of is not None:
         rows = rows.filter(Q(state_changed_at__isnull=True) | Q(state_changed_at__lte=as_of))
+    if state == Device.State.LOCKED:
+        # A lock comes with a restart (every call 502 until unlocked): what the hub had loaded is gone, and a model
+        # loaded after it is whoever loaded it's, which polite mode spares.
+        changes |= {"hub_loaded_models": [], "hub_loaded_instances": {}}
     changed = rows.exclude(state=state).update(state=state, state_changed_at=now, **changes)
     if not changed:
-        rows.update(**changes)
+        rows.update(**{k: v for k, v in changes.items() if not k.startswith("hub_loaded")})
         return False
     transaction.on_commit(pagecache.changed)  # pages show the state beside the live card (hub.pagecache)
     # Whoever registered to hear of it, after commit (jobs: the pool's jobs move; notify: the household hears of a
@@ -201,22 +210,6 @@ def device_set_state(
     return True
 
 
-def device_note_loaded(*, device_id: int, model_id: str) -> None:
-    """The hub launched ``model_id`` (polite mode may evict it later)."""
-    with transaction.atomic():
-        device = Device.objects.select_for_update().get(pk=device_id)
-        if model_id not in device.hub_loaded_models:
-            device.hub_loaded_models = [*device.hub_loaded_models, model_id]
-            device.save(update_fields=["hub_loaded_models", "updated"])
-
-
-def device_note_unloaded(*, device_id: int, model_ids: list[str]) -> None:
-    with transaction.atomic():
-        device = Device.objects.select_for_update().get(pk=device_id)
-        device.hub_loaded_models = [m for m in device.hub_loaded_models if m not in model_ids]
-        device.save(update_fields=["hub_loaded_models", "updated"])
-
-
 def device_note_running(
     *,
     device_id: int,
@@ -226,21 +219,29 @@ def device_note_running(
 ) -> None:
     """The hub just read the device's running list: keep its own list true to it, and show it.
 
-    A model the hub loaded that the device no longer runs (a power cycle, a slow stop that unloaded everything)
-    is no longer the hub's: if someone else loads it later, polite mode must leave it alone. ``loaded`` is the
-    model the hub itself just launched; ``unloaded`` those it just stopped.
+    A model the hub loaded that the device no longer runs (a power cycle, a slow stop that unloaded everything),
+    or runs as another instance (another port or launch time: it was loaded again since, by a restart or someone
+    else) is no longer the hub's: polite mode must leave it alone. ``loaded`` is the model the hub itself just
+    launched (its instance is noted); ``unloaded`` those it just stopped.
     """
     present = set(state.running) | set(state.pending)
     # The units in use, when the list names what each model takes (the budget counts loading models too).
     units = sum(state.usage[m] for m in present) if present <= set(state.usage) else None
     with transaction.atomic():
         device = Device.objects.select_for_update().get(pk=device_id)
-        mine = [m for m in device.hub_loaded_models if m in present and m not in unloaded]
+        noted = device.hub_loaded_instances or {}
+        mine = [
+            m
+            for m in device.hub_loaded_models
+            if m in present and m not in unloaded and not replaced(noted.get(m), state.instances.get(m))
+        ]
         if loaded and loaded in present and loaded not in mine:
             mine.append(loaded)
-        device.hub_loaded_models = mine
+        marks = {m: noted[m] for m in mine if m in noted and m != loaded}
+        marks |= {m: state.instances[m] for m in mine if m not in marks and m in state.instances}
+        device.hub_loaded_models, device.hub_loaded_instances = mine, marks
         device.loaded_models = state.loaded_rows()
-        fields = ["hub_loaded_models", "loaded_models", "updated"]
+        fields = ["hub_loaded_models", "hub_loaded_instances", "loaded_models", "updated"]
         before = device.npu_units_used
         if units is not None and before is not None and device.npu_units_total is not None:
             device.npu_units_used = units
@@ -248,16 +249,6 @@ def device_note_running(
         device.save(update_fields=fields)
     if "npu_units_used" in fields:
         _note_units(device, before, units)
-
-
-def _reconcile_from_reading(*, device_id: int, reading: Reading) -> None:
-    """Every full reading names what runs: a model the hub loaded that is gone is no longer the hub's."""
-    present = {m.get("model_id") for m in reading.models}
-    with transaction.atomic():
-        device = Device.objects.select_for_update().only("pk", "hub_loaded_models").get(pk=device_id)
-        mine = [m for m in device.hub_loaded_models if m in present]
-        if mine != device.hub_loaded_models:
-            Device.objects.filter(pk=device_id).update(hub_loaded_models=mine)
 
 
 def device_mark_active(*, device_id: int, until: dt.datetime) -> None:
@@ -301,7 +292,7 @@ def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime |
         **fields,
     )
     if reading.full:
-        _reconcile_from_reading(device_id=device_id, reading=reading)
+        reconcile_from_reading(device_id=device_id, reading=reading)
     mem_pct = (
         100.0 * reading.npu_mem_used_mb / reading.npu_mem_total_mb
         if reading.npu_mem_used_mb is not None and reading.npu_mem_total_mb
@@ -312,20 +303,6 @@ def device_record_reading(*, device_id: int, reading: Reading, at: dt.datetime |
         sample=Sample(reading.npu_util, mem_pct, reading.cpu_percent, reading.mem_percent),
         at=at,
     )
-
-
-def device_save_capabilities(*, device_id: int, caps: Capabilities) -> None:
-    """Store what the device reports it can do; where that changed, the apps above hear of it after commit (the
-    pool: a device that gained or lost a model joins or leaves the pools of the jobs waiting for "any device")."""
-    new = caps.to_dict()
-    old = Device.objects.filter(pk=device_id).values_list("capabilities", flat=True).first()
-    Device.objects.filter(pk=device_id).update(
-        capabilities=new, capabilities_at=timezone.now(), versions=caps.versions
-    )
-    transaction.on_commit(pagecache.changed)  # e.g. the queue page's vault window (hub.pagecache)
-    if offered(old) != offered(new):
-        for hook in hooks.device_capabilities_hooks():
-            transaction.on_commit(lambda hook=hook: hook(device_id=device_id), robust=True)
 
 
 # -- talking to the device (never inside a transaction) ----------------------------------------------------
@@ -472,19 +449,39 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
                 device_id=device_id, state=device.state, message=message, fix=fix, as_of=asked_at
             )
         return state or device.state
-    became_online = device_set_state(
-        device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at
-    )
+    # "Online" means usable: a device coming online (or still without capabilities) has them read first, and
+    # stays as it was when they can't be; the old ones stand until new ones replace them, never a gap with none.
+    coming = device.state != Device.State.ONLINE or not device.capabilities
+    if coming or _capabilities_due(device, reading, False):
+        failed = device_read_capabilities(device=device, client=client)
+        if failed is not None and coming:
+            state, message, fix = state_for_error(failed)
+            device_set_state(
+                device_id=device_id, state=state or device.state, message=message, fix=fix, as_of=asked_at
+            )
+            return state or device.state
+    device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at)
     device_record_reading(device_id=device_id, reading=reading)
-    if _capabilities_due(device, reading, became_online):
-        previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None
-        try:
-            caps = client.capabilities(previous=previous)
-        except errors.DeviceError as exc:
-            logger.info("device %s capabilities failed: %s", device_id, exc.human)
-        else:
-            device_save_capabilities(device_id=device_id, caps=caps)
     return Device.State.ONLINE
+
+
+def device_read_capabilities(
+    *, device: Device, client: TiinyClient | TensorSharpClient | None = None
+) -> errors.DeviceError | None:
+    """Read what the device can do and store it (replacing the last, in one write). Returns the error when it
+    could not be read (the last capabilities then stand)."""
+    previous = Capabilities.from_dict(device.capabilities) if device.capabilities else None
+    try:
+        if client is None:
+            with client_for(device, note_asked=False) as own:
+                caps = own.capabilities(previous=previous)
+        else:
+            caps = client.capabilities(previous=previous)
+    except errors.DeviceError as exc:
+        logger.info("device %s capabilities failed: %s", device.pk, exc.human)
+        return exc
+    device_save_capabilities(device_id=device.pk, caps=caps)
+    return None
 
 
 def device_test_connection(
@@ -530,6 +527,16 @@ def device_check_now(*, device: Device) -> ConnectionReport:
     except KeyUnreadable as exc:  # show it rather than a 500
         return ConnectionReport(False, Device.State.AUTH_FAILED, str(exc), fix=FIX_AUTH)
     report = device_test_connection(kind=device.kind, base_url=device.base_url, api_key=key)
+    if report.ok and (failed := device_read_capabilities(device=device)) is not None:
+        # Usable the moment it is added: "online" only with its models read (a job sent right after must find them).
+        state, message, fix = state_for_error(failed)
+        report = ConnectionReport(
+            False,
+            state or Device.State.UNKNOWN,
+            f"Connected, but reading its models failed: {message}",
+            fix=fix,
+            detail=failed.detail,
+        )
     if report.state != Device.State.UNKNOWN:
         device_set_state(
             device_id=device.pk,

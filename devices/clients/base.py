@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import re
 import ssl
 import time
 from collections.abc import Callable, Iterator
@@ -26,6 +27,7 @@ from urllib.parse import urljoin, urlsplit
 import httpx
 
 from devices import errors
+from devices.clients import containers
 from devices.error_counts import count_device_errors
 
 logger = logging.getLogger("devices.clients")
@@ -239,25 +241,80 @@ class HttpDevice:
                 "The device sent an answer the hub cannot read.", detail=self.scrub(resp.text[:200])
             ) from None
 
-    def save_stream(self, resp: httpx.Response, dest: Path) -> int:
-        """Write a streamed body to ``dest`` via a temp file; returns the byte count."""
+    #: A broken result download is tried again this many times in all (``fetch_file``), waiting the next of these
+    #: seconds between two (a Wi-Fi link that dropped mid-body); the job's collect step tries again after that.
+    download_attempts: int = 4
+    download_backoff_s: tuple[float, ...] = (1.0, 3.0, 9.0)
+    sleep: Callable[[float], None] = staticmethod(time.sleep)
+
+    def fetch_file(self, path: str, dest: Path, *, refuse: Callable[[httpx.Response], None]) -> int:
+        """Download ``path`` to ``dest`` whole, or raise; returns the byte count.
+
+        A body that breaks goes on from where it stopped when the device answers ``Range`` (a 206 whose
+        ``Content-Range`` starts at the bytes we hold), and starts again from the first byte when it doesn't (a
+        200). At most ``download_attempts`` requests, with a growing wait between two. The file counts only when
+        its length is what the device declared (``Content-Length``, or a ``Content-Range`` total) and its
+        container is whole for its format (``containers``, by ``dest``'s name); until then it is a ``.part``
+        beside ``dest``. ``refuse(resp)`` raises the typed error for an answer that is not the file.
+        """
         dest = Path(dest)
         dest.parent.mkdir(parents=True, exist_ok=True)
         tmp = dest.with_name(dest.name + ".part")
-        size = 0
+        tmp.unlink(missing_ok=True)
+        got = _Got()
         try:
-            with open(tmp, "wb") as fh:
-                for chunk in resp.iter_bytes(64 * 1024):
-                    fh.write(chunk)
-                    size += len(chunk)
-        except httpx.HTTPError as exc:
-            tmp.unlink(missing_ok=True)
-            raise self._transport_error(exc, "GET", str(resp.request.url.path)) from None
-        except BaseException:  # a full disk (ENOSPC) or anything else: no half file is left behind
+            for attempt in range(1, self.download_attempts + 1):
+                try:
+                    self._fetch_once(path, tmp, got, refuse)
+                    break
+                except errors.DeviceError as exc:
+                    if not _retryable(exc) or attempt == self.download_attempts:
+                        raise
+                    logger.info(
+                        "download %s broke (%s); attempt %d/%d",
+                        path,
+                        exc.code,
+                        attempt,
+                        self.download_attempts,
+                    )
+                    self.sleep(self.download_backoff_s[min(attempt, len(self.download_backoff_s)) - 1])
+            if (why := containers.problem(tmp, containers.format_of(dest.name))) is not None:
+                raise errors.Transient("The downloaded result is not whole.", detail=why)
+        except BaseException:  # a full disk (ENOSPC), a refusal, a cut: no half file is left behind
             tmp.unlink(missing_ok=True)
             raise
         tmp.replace(dest)
-        return size
+        return got.size
+
+    def _fetch_once(self, path: str, tmp: Path, got: _Got, refuse: Callable[[httpx.Response], None]) -> None:
+        headers = {
+            "Accept-Encoding": "identity"
+        }  # the bytes as stored: their length and ranges are the file's
+        if got.size:
+            headers["Range"] = f"bytes={got.size}-"
+        with self.stream("GET", path, read=self.timeouts.download, headers=headers) as resp:
+            if resp.status_code not in (200, 206):
+                resp.read()
+                got.refused(resp)
+                refuse(resp)
+                raise errors.Transient(
+                    f"The device answered HTTP {resp.status_code} for a file.", status=resp.status_code
+                )
+            got.start(resp)
+            try:
+                with open(tmp, "r+b" if got.size else "wb") as fh:
+                    fh.seek(got.size)
+                    fh.truncate()
+                    for chunk in resp.iter_bytes():  # as they come: a break keeps every byte received
+                        fh.write(chunk)
+                        got.size += len(chunk)
+            except httpx.HTTPError as exc:
+                raise self._transport_error(exc, "GET", path) from None
+        if got.total is not None and got.size != got.total:
+            raise errors.Transient(
+                "The device sent a shorter file than it declared.",
+                detail=f"{path}: {got.size} of {got.total} bytes",
+            )
 
     def resolve_own(self, url_or_path: str) -> str:
         """A device-given result URL, resolved against our base URL only; another origin is refused."""
@@ -288,3 +345,59 @@ def retry_call(
             logger.info("retrying after %s (attempt %d/%d)", exc.__class__.__name__, attempt, attempts)
             sleep(wait_s)
     raise AssertionError("unreachable")
+
+
+def _retryable(exc: errors.DeviceError) -> bool:
+    """A connection that broke mid-body (or a body short of its length, a range that did not fit): worth asking
+    again at once. A refusal is not, nor a device that went silent or can't be reached: waiting out a timeout
+    again and again would hold the worker; the job's next collect step asks later."""
+    return isinstance(exc, errors.Transient) and exc.status is None
+
+
+_CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)
+
+
+class _Got:
+    """What a download holds so far: ``size`` bytes in the ``.part``, of ``total`` the device declared."""
+
+    def __init__(self) -> None:
+        self.size = 0
+        self.total: int | None = None
+
+    def _again(self, why: str, detail: str | None) -> errors.Transient:
+        """Begin again from the first byte, without a range (the next request gets the whole body)."""
+        self.size, self.total = 0, None
+        return errors.Transient(why, detail=detail)
+
+    def refused(self, resp: httpx.Response) -> None:
+        if resp.status_code == 416 and self.size:  # the range we asked is not there (the file changed?)
+            raise self._again("The device refused the range asked.", resp.headers.get("content-range"))
+
+    def start(self, resp: httpx.Response) -> None:
+        """Where this answer's body goes: after the bytes held (a 206 for exactly them) or from the first byte."""
+        encoded = resp.headers.get("content-encoding", "identity").lower() != "identity"
+        if resp.status_code == 206 and self.size and not encoded:
+            match = _CONTENT_RANGE.match(resp.headers.get("content-range", ""))
+            if match is None or int(match.group(1)) != self.size:
+                raise self._again(
+                    "The device answered another range than asked.", resp.headers.get("content-range")
+                )
+            total = None if match.group(3) == "*" else int(match.group(3))
+            if self.total is not None and total != self.total:
+                raise self._again("The file changed on the device.", resp.headers.get("content-range"))
+            length = _declared(resp)
+            if total is not None and length is not None and self.size + length != total:
+                raise self._again(
+                    "The device's range and length disagree.", resp.headers.get("content-range")
+                )
+            self.total = total
+            return
+        # A 200: the device ignores ranges (or this is the first try): the whole body comes. A body it encodes
+        # (gzip despite "identity") has no length of its own to check: the container check stands for it.
+        self.size = 0
+        self.total = None if encoded else _declared(resp)
+
+
+def _declared(resp: httpx.Response) -> int | None:
+    value = resp.headers.get("content-length", "")
+    return int(value) if value.isdigit() else None

@@ -111,11 +111,9 @@ class TensorSharpClient(HttpDevice):
 
     def download(self, url_or_path: str, dest: Path) -> int:
         """Fetch a ``/uploads/...`` result; relative paths resolve against our base URL only."""
-        with self.stream("GET", self.resolve_own(url_or_path), read=self.timeouts.download) as resp:
-            if resp.status_code >= 300:
-                resp.read()
-                self._raise_for(resp, id_call=True)
-            return self.save_stream(resp, dest)
+        return self.fetch_file(
+            self.resolve_own(url_or_path), dest, refuse=lambda resp: self._raise_for(resp, id_call=True)
+        )
 
     # -- streams -----------------------------------------------------------------------------------------
     def video_stream(self, params: dict, *, read_timeout: float) -> Iterator[dict]:

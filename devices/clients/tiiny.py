@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 from urllib.parse import quote
@@ -53,6 +53,7 @@ from devices.clients.tiiny_answers import (
     npu_from_hardware,
     npu_units,
     reading_from,
+    replaced,
     running_from,
     unload_candidate_from,
     versions_from,
@@ -246,6 +247,7 @@ class TiinyClient(TiinyRenders):
         polite: bool = False,
         foreign_models_ok: bool = True,
         hub_models: Iterable[str] = (),
+        hub_instances: Mapping[str, dict[str, str]] | None = None,
         deadline_s: float = 600,
         sleep: Callable[[float], None] | None = None,
         settle: bool = True,
@@ -258,7 +260,8 @@ class TiinyClient(TiinyRenders):
            when the device says unload, exactly the models it names go; more only when the NPU would still be
            left nearly full (the "fake fit"); ``foreign_models_ok=False`` evicts every other running model
            (exclusive use); ``polite=True`` raises ``PoliteRefusal`` before touching anything if a model to
-           evict is not in ``hub_models`` (someone else loaded it).
+           evict is not in ``hub_models`` (someone else loaded it), or runs as another instance than the one
+           the hub noted in ``hub_instances`` (it was loaded again since: a restart, someone else).
         5. Launch; a 409 ``cleanup_failed`` is retried (the device says so).
         6. Read ``running`` until the model is there or ``deadline_s`` passes (``_wait_running``): sparse far
            from the load's expected end, every ``poll_interval`` near it (``_load_wait``; the reference's launch
@@ -274,9 +277,9 @@ class TiinyClient(TiinyRenders):
         if model_id in state.running:
             return LoadResult(already_loaded=True, state=state)
         result = LoadResult(already_loaded=False)
-        watch = _LoadWatch(
-            model_id, sleep, polite, set(hub_models), launch_attempts, started=self.clock.monotonic()
-        )
+        noted = hub_instances or {}
+        hub = {m for m in hub_models if not replaced(noted.get(m), state.instances.get(m))}
+        watch = _LoadWatch(model_id, sleep, polite, hub, launch_attempts, started=self.clock.monotonic())
         if model_id not in state.pending:
             result.evicted = self._make_room(
                 model_id, state, polite=polite, hub=watch.hub, foreign_models_ok=foreign_models_ok

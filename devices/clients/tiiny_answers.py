@@ -19,6 +19,10 @@ class RunningModels:
     pending: list[str] = field(default_factory=list)
     ports: dict[str, int] = field(default_factory=dict)
     usage: dict[str, int] = field(default_factory=dict)  # NPU units per model, when the device says
+    #: What tells one running instance of a model from the next (its port, launch time, instance id, as far as
+    #: the device says them): a model the hub loaded that runs as another instance was loaded again since (a
+    #: restart, someone else), and is no longer the hub's (``replaced``).
+    instances: dict[str, dict[str, str]] = field(default_factory=dict)
 
     def loaded_rows(self) -> list[dict[str, Any]]:
         """The same rows the NPU unit view gives (``Device.loaded_models``), from this one read."""
@@ -74,13 +78,37 @@ def running_from(raw: Any) -> RunningModels:
     inst = raw.get("instances") if isinstance(raw.get("instances"), dict) else {}
     running = _first_ids(raw.get("running"), inst.get("running"), raw.get("data"))
     pending = _first_ids(raw.get("pending"), inst.get("pending"))
-    ports, usage = _ports_and_units(_rows(raw, inst))
+    rows = _rows(raw, inst)
+    ports, usage = _ports_and_units(rows)
     return RunningModels(
         running=list(dict.fromkeys(running)),
         pending=list(dict.fromkeys(pending)),
         ports=ports,
         usage=usage,
+        instances=_instances(rows, set(running)),
     )
+
+
+INSTANCE_KEYS = ("port", "created_at", "instance_id")
+
+
+def _instances(rows: list[dict[str, Any]], running: set[str]) -> dict[str, dict[str, str]]:
+    """Each running model's instance marks (the first row that names the model and any of them)."""
+    out: dict[str, dict[str, str]] = {}
+    for row in rows:
+        key = str(row.get("model_id") or row.get("id") or "")
+        marks = {k: str(row[k]) for k in INSTANCE_KEYS if row.get(k) not in (None, "")}
+        if key in running and marks and key not in out:
+            out[key] = marks
+    return out
+
+
+def replaced(before: dict[str, str] | None, now: dict[str, str] | None) -> bool:
+    """True when the instance the hub noted (``before``) is not the one running (``now``): a mark both name
+    differs. Nothing to compare (an old note, a device that names no marks) is not a replacement."""
+    if not before or not now:
+        return False
+    return any(k in before and k in now and before[k] != now[k] for k in INSTANCE_KEYS)
 
 
 def _first_ids(*lists: Any) -> list[str]:

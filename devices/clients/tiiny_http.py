@@ -72,8 +72,5 @@ class TiinyHttp(HttpDevice):
         return self._call("GET", path, read=read, id_call=id_call, **kw).content
 
     def _download(self, path: str, dest: Path) -> int:
-        with self.stream("GET", path, read=self.timeouts.download) as resp:
-            if resp.status_code >= 300:
-                resp.read()
-                self._raise_for(resp, what=path, id_call=True)
-            return self.save_stream(resp, dest)
+        """A result file, whole (``HttpDevice.fetch_file``: resumed or begun again when it breaks, checked)."""
+        return self.fetch_file(path, dest, refuse=lambda resp: self._raise_for(resp, what=path, id_call=True))

@@ -77,6 +77,10 @@ class RunningEmulator:
     def set_speed(self, speed: float) -> dict:
         return self.control("POST", "speed", {"speed": speed})
 
+    def cut_downloads(self, count: int = 1, fraction: float = 0.6) -> dict:
+        """The next ``count`` result downloads drop their connection after ``fraction`` of the bytes."""
+        return self.control("POST", "/__emulator__/cut_downloads", {"count": count, "fraction": fraction})
+
     def counters(self) -> dict:
         return self.control("GET", "counters")
 

@@ -20,7 +20,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response
+from starlette.responses import FileResponse, JSONResponse, RedirectResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from devices.emulator import catalog, tiiny_chat
@@ -63,6 +63,10 @@ class TiinyApp:
         self.state = DeviceState(options)
         self.discovery = Discovery(self.state)
         self.routes: list[Route] = []
+        self.link_cuts: list = [
+            0,
+            0.0,
+        ]  # result downloads the link still drops part-way, and where (``ctl_cut_downloads``)
         self._register()
 
     # ----- registration -----------------------------------------------------------------------------------
@@ -128,7 +132,16 @@ class TiinyApp:
     def _register(self) -> None:
         a = self.add
         # Control plane (not part of the device).
-        for name in ("power_cycle", "unlock", "lock", "speed", "load", "reset", "reset_counters"):
+        for name in (
+            "power_cycle",
+            "unlock",
+            "lock",
+            "speed",
+            "load",
+            "reset",
+            "reset_counters",
+            "cut_downloads",
+        ):
             a("POST", f"/__emulator__/{name}", getattr(self, f"ctl_{name}"), auth=False, control=True)
         a("GET", "/__emulator__/quirks", self.ctl_quirks, auth=False, control=True)
         a("POST", "/__emulator__/quirks", self.ctl_quirks, auth=False, control=True)
@@ -330,6 +343,34 @@ class TiinyApp:
         return JSONResponse(
             {"ok": True, "speed": self.state.clock.speed, "quirks": sorted(self.state.quirks)}
         )
+
+    async def ctl_cut_downloads(self, request: Request) -> Response:
+        """A link fault, not a device quirk: the next ``count`` result downloads stop after ``fraction`` of their
+        bytes and the connection drops, as a Wi-Fi link that goes away mid-body does (the device itself never
+        answers ``Range``: the reference names no such support, so a download that broke is asked again whole)."""
+        body = await self._json(request)
+        try:
+            self.link_cuts = [int(body.get("count", 1)), float(body.get("fraction", 0.6))]
+        except (TypeError, ValueError) as exc:
+            return JSONResponse(
+                {"error": f'body must be {{"count": n, "fraction": 0-1}}: {exc}'}, status_code=400
+            )
+        return JSONResponse({"count": self.link_cuts[0], "fraction": self.link_cuts[1]})
+
+    def _maybe_cut(self, path: Any, media_type: str) -> Response | None:
+        """The next cut download (``ctl_cut_downloads``): a body that stops part-way, its full length declared."""
+        count, fraction = self.link_cuts
+        if count <= 0:
+            return None
+        self.link_cuts = [count - 1, fraction]
+        with open(path, "rb") as fh:  # a small test video, read once
+            data = fh.read()
+
+        async def body() -> AsyncIterator[bytes]:
+            yield data[: int(len(data) * fraction)]
+            raise ConnectionResetError("the emulated link dropped mid-body")
+
+        return StreamingResponse(body(), media_type=media_type, headers={"Content-Length": str(len(data))})
 
     async def ctl_counters(self, request: Request) -> Response:
         return JSONResponse(self.state.counters.as_dict())
@@ -815,6 +856,8 @@ class TiinyApp:
             raise oai_error(
                 409, f"Video {job.id} is not completed (status: {job.status})", code="video_not_ready"
             )
+        if (cut := self._maybe_cut(job.path, "video/mp4")) is not None:
+            return cut
         return FileResponse(job.path, media_type="video/mp4", filename=f"{job.id}.mp4")
 
     # ======================================================================================================

@@ -13,6 +13,7 @@ import pytest
 from devices import errors
 from devices.clients.tiiny import TiinyClient
 from devices.models import Device
+from devices.selectors import device_loaded_models
 from devices.services import device_note_running, device_refresh
 
 VIDEO = "MiniMaxAI/MiniMax-H3-Turbo"  # 45 units
@@ -46,7 +47,7 @@ def test_it_forgets_its_models_after_a_power_cycle_and_leaves_a_foreign_load_alo
 
     tiiny.power_cycle()  # everything unloads; locked until unlocked
     assert device_refresh(device_id=pocket.pk) == "locked"
-    assert _mine(pocket) == [VIDEO]  # a failed read says nothing about what runs
+    assert _mine(pocket) == []  # a lock comes with a restart: what the hub loaded is gone
     tiiny.unlock()
     assert device_refresh(device_id=pocket.pk) == "online"
     assert _mine(pocket) == []
@@ -107,3 +108,53 @@ def test_a_status_only_tick_keeps_the_last_full_reading(tiiny, c, pocket):
     pocket.refresh_from_db()
     assert [m["model_id"] for m in pocket.loaded_models] == [IMAGE]
     assert pocket.npu_units_used == 32
+
+
+def _prepare(pocket: Device, c: TiinyClient, model: str, *, polite: bool) -> list[str]:
+    """The job runner's own load (``TiinyRunner.prepare``), which passes the hub's list and noted instances."""
+    from jobs.kinds.runners.tiiny import TiinyRunner
+    from jobs.models import Job
+
+    pocket.refresh_from_db()
+    job = Job(device=pocket, kind="chat", model_id=model, remote_id="")
+    return TiinyRunner(job, c).prepare(polite=polite)
+
+
+def test_a_restart_the_hub_never_saw_ends_its_claim_on_a_model_loaded_again(tiiny, c, pocket):
+    """Power-cycled and unlocked between two looks of the hub, then someone loads the same model: it runs as
+    another instance (another launch time), so it is theirs. The next read of the running list drops it from the
+    hub's list (the device page's "[hub]" tag follows), and a polite load spares it even before that read."""
+
+    tiiny.set_quirks(["locked_after_power_cycle"])
+    _prepare(pocket, c, VIDEO, polite=False)
+    assert _mine(pocket) == [VIDEO]
+    pocket.refresh_from_db()
+    assert set(pocket.hub_loaded_instances[VIDEO]) >= {"created_at"}
+
+    tiiny.power_cycle()
+    tiiny.unlock()
+    tiiny.load(VIDEO)  # someone else, in the vendor app
+    assert _mine(pocket) == [VIDEO]  # the hub has not looked yet
+
+    # A polite load that needs the video model's units refuses rather than unload someone else's model.
+    with pytest.raises(errors.PoliteRefusal) as refused:
+        _prepare(pocket, c, CHAT, polite=True)
+    assert refused.value.blocking == [VIDEO]
+    assert VIDEO in c.running().running
+
+    device_note_running(device_id=pocket.pk, state=c.running())  # any read of the running list
+    assert _mine(pocket) == []
+    pocket.refresh_from_db()
+    shown = {m.model_id: m.by_hub for m in device_loaded_models(pocket)}  # the device page's "[hub]" tag
+    assert shown == {VIDEO: False}
+
+
+def test_the_same_instance_stays_the_hubs(tiiny, c, pocket):
+    """No restart: reading the running list again and again keeps the hub's model its own, and a polite load
+    may evict it."""
+    tiiny.set_quirks("none")
+    _prepare(pocket, c, VIDEO, polite=False)
+    for _ in range(2):
+        device_note_running(device_id=pocket.pk, state=c.running())
+    assert _mine(pocket) == [VIDEO]
+    assert _prepare(pocket, c, CODER, polite=True) == [VIDEO]

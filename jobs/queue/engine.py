@@ -478,6 +478,9 @@ def _on_remote_failure(job: Job, runner, result: PollResult) -> None:
     fail(job, exc)
 
 
+DOWNLOADING_AGAIN = "Downloading the result again"
+
+
 def _collect(job: Job, runner) -> None:
     send_held(aside=True)  # "downloading the result" goes out while it downloads (a big file takes a while)
     try:
@@ -489,7 +492,15 @@ def _collect(job: Job, runner) -> None:
         job.refresh_from_db()
         if exc.permanent or job.attempts >= MAX_ATTEMPTS:
             fail(job, exc, human=f"Downloading the result failed: {exc.human}")
-        else:
+        else:  # collecting it stays: the next poll step downloads it again, never the render
+            if job.phase != DOWNLOADING_AGAIN:  # told once, not at every try
+                job_note(
+                    job.pk,
+                    f"Downloading the result broke ({exc.human}); the device keeps it, downloading again.",
+                    data={"code": exc.code, "detail": exc.detail},
+                    only_in=[S.COLLECTING],
+                    phase=DOWNLOADING_AGAIN,
+                )
             schedule_poll(job.pk, countdown=settings.JOBS_POLL_MAX_S)
         return
     except OSError as exc:

@@ -7,6 +7,8 @@ it to cancel. Results are relative ``/uploads/...`` URLs resolved against the de
 from __future__ import annotations
 
 import logging
+import time
+from pathlib import Path
 from typing import Any
 
 from devices import errors
@@ -26,9 +28,34 @@ PHASES = {
 }
 
 
+#: A finished render's result stays on the host as a file: when its download keeps breaking (a Wi-Fi link gone
+#: silent), it is asked for again for this long, waiting these seconds between two tries, before the job is given
+#: back to the queue (which renders it again). The worker holds the job meanwhile, as it did during the stream.
+FETCH_PATIENCE_S = 300.0
+FETCH_WAITS_S = (5.0, 10.0, 20.0, 30.0)
+
+
 class TensorSharpRunner(Runner):
     style = "stream"
     needs = "video"
+    sleep = staticmethod(time.sleep)
+
+    def _fetch(self, url: str, dest: Path, progress: ProgressFn) -> None:
+        """Download a finished render's result (``client.download``: resumed or begun again, checked whole); a
+        link that broke or went silent is asked again for up to ``FETCH_PATIENCE_S``, never the render."""
+        started, tries = time.monotonic(), 0
+        while True:
+            try:
+                self.client.download(url, dest)
+                return
+            except (errors.DeviceUnreachable, errors.Transient) as exc:
+                if exc.status is not None or time.monotonic() - started >= FETCH_PATIENCE_S:
+                    raise
+                logger.info("job %s: result download broke (%s); asking again", self.job.pk, exc.code)
+            if progress(99.0, "Downloading the result again"):
+                raise Stopped
+            self.sleep(FETCH_WAITS_S[min(tries, len(FETCH_WAITS_S) - 1)])
+            tries += 1
 
     def prepare(self, *, polite: bool) -> list[str]:
         """The server hosts one model and can only reload that same one: check it is the job's model."""
@@ -115,11 +142,11 @@ class TensorSharpVideoRunner(TensorSharpRunner):
         final = self._run_stream(frames, progress)
         progress(99.0, "Downloading")
         dest = work_path(self.job, "video.mp4.download")
-        self.client.download(final["url"], dest)
+        self._fetch(final["url"], dest, progress)
         save_artifact(self.job, kind=Artifact.Kind.VIDEO, name="video.mp4", path=dest, mime="video/mp4")
         if final.get("audioUrl"):  # MiniMax-H3's audio is a separate WAV, never muxed: keep it beside the MP4
             wav = work_path(self.job, "audio.wav.download")
-            self.client.download(final["audioUrl"], wav)
+            self._fetch(final["audioUrl"], wav, progress)
             save_artifact(self.job, kind=Artifact.Kind.SIDECAR, name="audio.wav", path=wav, mime="audio/wav")
         clear_preview(self.job)  # the result replaces it
 
@@ -150,6 +177,6 @@ class TensorSharpEditRunner(TensorSharpRunner):
                 body[k] = p[k]
         final = self._run_stream(self.client.image_edit_stream(body, read_timeout=self.timeout_s()), progress)
         dest = work_path(self.job, "image.png.download")
-        self.client.download(final["url"], dest)
+        self._fetch(final["url"], dest, progress)
         save_artifact(self.job, kind=Artifact.Kind.IMAGE, name="image.png", path=dest, mime="image/png")
         clear_preview(self.job)  # the result replaces it

@@ -52,6 +52,7 @@ class TiinyRunner(Runner):
             model,
             polite=polite,
             hub_models=self.device.hub_loaded_models or [],
+            hub_instances=self.device.hub_loaded_instances or {},
             settle=not OPTIMISTIC_FIRST_USE,
         )
         self.ready_at = result.ready_at
