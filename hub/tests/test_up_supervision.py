@@ -249,7 +249,7 @@ def test_a_second_make_up_stops_what_the_first_left_running_and_the_render_in_fl
     from devices.emulator.testing import run_tiiny
 
     # The device lives apart from the hub, as a real Tiiny does: its render goes on while the hub is replaced.
-    # Speed 12: the video (7 device-minutes) takes ~35 s, longer than the second make up needs to start.
+    # Speed 12: the video (7 device-minutes) takes ~35 s; it is slowed to a crawl while the hub is replaced (below).
     with run_tiiny(speed=12, quirks="none", api_key="tiiny-key") as tiiny:
         env = up_env(tmp_path, HUB_DEVICE="none")
         first = MakeUp(env)
@@ -261,6 +261,9 @@ def test_a_second_make_up_stops_what_the_first_left_running_and_the_render_in_fl
                 lambda: tiiny.counters()["renders_submitted"] == 1, timeout=60, what="the render to start"
             )
             _wait_for(lambda: (tmp_path / "run" / "up.json").exists(), what="the run record")
+            # The render stays in flight across the restart however long the second make up takes to start on a
+            # busy machine (at speed 12 it ended first once, under load): the device slows to a crawl until then.
+            tiiny.set_speed(0.05)
             # Whatever watches over the services is frozen, then make and up.py are killed: the services (web,
             # worker, beat) live on, unsupervised, as when a keepalive never got to act.
             watchers = _supervisors(tmp_path)
@@ -275,6 +278,7 @@ def test_a_second_make_up_stops_what_the_first_left_running_and_the_render_in_fl
             assert len(stopped) == 1 and "web" in stopped[0] and "worker" in stopped[0], text
             assert not any(runrecord.state(pid) not in ("", "Z") for pid in left)
             assert tiiny.counters()["renders_completed"] == 0  # the render was in flight across the restart
+            tiiny.set_speed(12)
             _wait_for(lambda: _healthz(second.url) == 200, timeout=60, what="/healthz 200")
 
             def done() -> bool:
