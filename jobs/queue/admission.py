@@ -48,6 +48,9 @@ class Admission:
     lifted: list[str] = field(default_factory=list)
     #: why the device may not start work now (away, paused: ``blocked_reason``); "" when it may
     blocked: str = ""
+    #: the device's scheduling facts admission planned with (``snapshot_for``): the queue reuses them for the job's
+    #: first state instead of reading the device again (one look at a device per submission)
+    snap: DeviceSnapshot | None = field(default=None, repr=False, compare=False)
 
 
 class RequestInvalid(Exception):
@@ -207,10 +210,10 @@ def _warnings(snap: DeviceSnapshot, probe: _Probe) -> list[str]:
 
 
 def _planned(
-    device_id: int, now: dt.datetime, probe: _Probe
+    snap: DeviceSnapshot, now: dt.datetime, probe: _Probe
 ) -> tuple[dt.datetime | None, dt.datetime | None]:
     """When the probe would start and be ready, planned behind every job already waiting."""
-    for job, start, finish in eta.plan(device_id, now=now, extra=probe):
+    for job, start, finish in eta.plan(snap.device_id, now=now, extra=probe, snap=snap):
         if job is probe:
             return start, finish
     return None, None
@@ -261,7 +264,7 @@ def admit(
         probe.release_at, probe.parent_ids = after.release_at or now, after.parent_ids
     snap = snapshot_for(device.pk, now=now)
     warnings = _warnings(snap, probe) + (after.warnings if after is not None else [])
-    starts, ready = _planned(device.pk, now, probe)
+    starts, ready = _planned(snap, now, probe)
     lifted = quota.lifted if refused is None else []
     warnings.extend(f"Over a limit, lifted for this job: {why}" for why in lifted)
     return Admission(
@@ -274,6 +277,7 @@ def admit(
         usage=quota.line,
         lifted=lifted,
         blocked=blocked_reason(snap),
+        snap=snap,
     )
 
 

@@ -263,7 +263,9 @@ def _queue_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_
                 **job.params,
                 "files": {**job.params.get("files", {}), **_save_uploads(job, checked.upload_files)},
             }
-        snap = snapshot_for(device.pk)
+        snap = checked.admission.snap
+        if snap is None or snap.device_id != device.pk:  # run again on another device of the pool
+            snap = snapshot_for(device.pk)
         waits = opens_at(job, snap) > snap.now
         job.state = S.SCHEDULED if waits else S.QUEUED
         job.save(update_fields=["params", "state"])
