@@ -1,23 +1,22 @@
-"""The doors' one intake: a request taken in as the device, the kind's form and its uploads, for admission to judge.
+"""The doors' intake: what the page, REST and /v1 share before a request becomes one ``Submission``.
 
-Every submission goes one way, once: door → intake → admission → services.
+Every submission goes one way, once: door → ``Submission`` → ``jobs.queue.submission.preview`` / ``submit`` (the
+device choice, the pool's fan-out, the kind's form, admission) → ``services.submit_checked``.
 
-    page (``views.job_new``)       page_request → page_form → submit_page_form ─┐
-    REST (``api.submit``)          read_body → find_device → check_request ─────┼→ admission.check_form (``admit``,
-    /v1 (``v1.*``)                 its own fields → find_device → check_request ┘   once) → services.submit_checked
+    page (``views.job_new``)   page_request → page_form → submit_page_form (pinned: the bound form's check_form;
+                                                                         "any": preview(Submission(device=None)))
+    REST (``api.submit``)      read_body → submission_of → submit
+    /v1 (``v1.*``)             its own fields → check_on (preview) → queue (submit, not checked again)
 
-"Any capable device" (the page's "any"; a REST or /v1 request that names no device) goes the same way once per
-device of the kind's pool (``check_request_any``: each device's form and admission, the door's fields for that
-device), and is queued once, for the pool of the devices that admit exactly it. A request pinned to a device it
-can't do is refused naming what is missing (``named_refusal``).
-
-What the three doors share lives here: binding fields to the kind's form (``form_for``), the models a form offers
-and a model named loosely (``offered_models``, ``resolve_model``), the form's defaults for fields left out, the
-device a request names (``find_device``), the pool of devices for "any" (``pool_devices``), the page's submit token
-and the uploads a re-shown page form keeps between tries (``jobs.doors.stash``, re-exported), and one error for a
-request that can't be queued (``RequestInvalid``, ``jobs.queue.admission``). How a body is parsed (JSON,
-multipart, OpenAI's fields) and how an error is worded stays with each door. The page builders (``jobs.doors.pages``)
-only draw what comes out; nothing here calls them or the views.
+What the doors share lives here: the device a request names (``find_device``), the page's device and kind
+(``page_request``) and its "any capable device" (``any_kinds``, ``any_by_default``), the models a form offers
+(``offered_models``), the page's submit token and the uploads a re-shown page form keeps between tries
+(``jobs.doors.stash``, re-exported), "run again" (``form_again``, ``check_again``) and a refusal shown on a form
+(``show_refusal``). The form's helpers of the queue (``form_for``, ``resolve_model``, ``with_defaults``,
+``pool_devices``, ``named_refusal``, ``no_device_can``) are re-exported under the names the doors know, and
+``check_request``, ``submit_request``, ``check_request_any`` and ``submit_request_any`` are thin wrappers that build
+a ``Submission`` (tests, the bench and scripts call them). How a body is parsed and how an error is worded stays
+with each door. The page builders (``jobs.doors.pages``) only draw what comes out.
 """
 
 from __future__ import annotations

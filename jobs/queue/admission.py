@@ -1,8 +1,9 @@
 """Admission: the one place that decides whether a request may join a device's queue, and what to expect.
 
-Every door comes here once per submission, through its intake (``jobs.doors.intake``): the submit page, the REST
-API and the OpenAI-style ``/v1`` routes bind the request to the kind's form, ``check_form`` admits it, and the
-admitted request (``CheckedRequest``) goes to ``jobs.queue.services.submit_checked``, which queues it without asking
+Every door comes here once per submission and candidate device, through the one way in
+(``jobs.queue.submission``): the door builds a ``Submission``, ``preview`` binds it to the kind's form and
+``check_form`` admits it, and the admitted request (``CheckedRequest``) goes to
+``jobs.queue.services.submit_checked``, which queues it without asking
 again. The checks are against what the device reports (its capabilities), so a person learns at submit time, not
 at 3 a.m.
 
@@ -293,7 +294,7 @@ def earliest_of(admitted: list[tuple[Any, Admission]]) -> tuple[Any, Admission]:
     )
 
 
-# -- the admitted request: what the doors' intake hands to ``jobs.queue.services.submit_checked`` -------------
+# -- the admitted request: what ``jobs.queue.submission.preview`` hands to ``services.submit_checked`` ---------
 
 
 @dataclass
@@ -328,7 +329,7 @@ def form_admission(form: Any) -> Admission:
         not_before=schedule["not_before"],
         polite=schedule["polite"],
         lift_limits=bool(form.cleaned_data.get("lift_limits")),
-        after=getattr(form, "chained", None),  # set by the intake for a request with a job's result as input
+        after=getattr(form, "chained", None),  # set by ``submission.check_on`` for a job's result as input
     )
 
 
