@@ -77,13 +77,17 @@ def form_for(
     *, owner: Any, device: Any, kind: str, data: Mapping[str, Any] | None, files: Any = None, **kw: Any
 ) -> JobForm:
     """The kind's form for this device, bound to ``data``; ``RequestInvalid`` for a kind it can't run."""
+    return _form_class(device, kind)(data, files, device=device, user=owner, **kw)
+
+
+def _form_class(device: Any, kind: str) -> type[JobForm]:
+    """The kind's form class on this device; ``RequestInvalid`` for a kind it can't run."""
     if kind not in JobKind.values:
         raise RequestInvalid({"kind": [f"Unknown kind {kind!r}; choose one of {', '.join(JobKind.values)}."]})
     try:
-        form_class = form_class_for(device.kind, kind)
+        return form_class_for(device.kind, kind)
     except ValueError as exc:
         raise RequestInvalid({"kind": [str(exc)]}) from None
-    return form_class(data, files, device=device, user=owner, **kw)
 
 
 def resolve_model(*, owner: Any, device: Any, kind: str, value: Any) -> Any:
@@ -91,8 +95,14 @@ def resolve_model(*, owner: Any, device: Any, kind: str, value: Any) -> Any:
     ("MiniMax-H3-Turbo", any case) when exactly one of the models this device offers for the kind has it."""
     if not isinstance(value, str) or not value:
         return value
-    offered = form_for(owner=owner, device=device, kind=kind, data=None).fields["model"].choices
-    ids = [choice for choice, _label in offered]
+    return _resolved(form_for(owner=owner, device=device, kind=kind, data=None), value)
+
+
+def _resolved(form: JobForm, value: Any) -> Any:
+    """``resolve_model`` among the models ``form`` offers."""
+    if not isinstance(value, str) or not value:
+        return value
+    ids = [choice for choice, _label in form.fields["model"].choices]
     if value in ids:
         return value
     name = value.rsplit("/", 1)[-1].casefold()
@@ -147,11 +157,11 @@ def check_on(
         data.pop("polite")  # a checkbox that isn't ticked is simply absent
     if data.get("lift_limits") not in _OFF and not getattr(owner, "is_admin", False):
         raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
-    if "model" in data:
-        data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
+    if isinstance(data.get("model"), str) and data["model"]:
+        _form_class(device, kind)  # a kind the device can't run is refused before the files are looked at
     uploads, refs = chains.split_files(files)
     parents = chains.check_refs(owner=owner, refs=refs) if refs else {}
-    form = form_for(
+    form = _bound(
         owner=owner, device=device, kind=kind, data=data, files={**uploads, **chains.stand_ins(refs)}
     )
     if parents:
@@ -166,6 +176,16 @@ def check_on(
         checked.upload_files.pop(name, None)
     checked.refs = dict(refs)
     return checked
+
+
+def _bound(*, owner: Any, device: Any, kind: str, data: dict[str, Any], files: dict[str, Any]) -> JobForm:
+    """The kind's form bound to ``data``, its model named loosely resolved (``resolve_model``) among the models the
+    same form offers: one form for the device, a second only when the model's name had to be resolved."""
+    form = form_for(owner=owner, device=device, kind=kind, data=data, files=files)
+    if "model" in data and (model := _resolved(form, data["model"])) != data["model"]:
+        data["model"] = model
+        form = form_for(owner=owner, device=device, kind=kind, data=data, files=files)
+    return form
 
 
 #: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").

@@ -22,6 +22,8 @@ from jobs.tests.ui_fixtures import IMAGE, VIDEO, another_tiiny, capabilities
 pytestmark = pytest.mark.django_db
 
 VIDEO_FIELDS = {"model": VIDEO, "prompt": "a fox in the snow", "size": "832x480", "seconds": 2, "steps": 4}
+#: The forms a REST body builds per device it is checked on (``api._validated``, ``with_defaults``, the bound one).
+FORMS_REST = 3
 IMAGE_FIELDS = {"model": IMAGE, "prompt": "a lighthouse at dusk", "size": "512x512", "steps": 8}
 
 
@@ -98,6 +100,8 @@ def test_a_pinned_submission_plans_its_device_once(member, home, counts):
     _report("pinned", counts, 1)
     assert dict(counts.plans) == {home.pk: 1}
     assert dict(counts.snapshots) == {home.pk: 1}
+    # REST's forms for one device: its fields' names, its defaults for the model, the bound one (was 4)
+    assert dict(counts.forms) == {home.pk: FORMS_REST}
 
 
 def test_a_pool_submission_plans_each_candidate_once(member, home, office, counts):
@@ -107,6 +111,7 @@ def test_a_pool_submission_plans_each_candidate_once(member, home, office, count
     _report("pool", counts, 1)
     assert dict(counts.plans) == {home.pk: 1, office.pk: 1}
     assert dict(counts.snapshots) == {home.pk: 1, office.pk: 1}
+    assert dict(counts.forms) == {home.pk: FORMS_REST, office.pk: FORMS_REST}
 
 
 def test_a_batch_of_20_plans_each_member_once(member, home, counts):
@@ -117,6 +122,7 @@ def test_a_batch_of_20_plans_each_member_once(member, home, counts):
     _report("batch of 20", counts, 20)
     assert dict(counts.plans) == {home.pk: 20}
     assert dict(counts.snapshots) == {home.pk: 20}
+    assert dict(counts.forms) == {home.pk: 20 * FORMS_REST}
 
 
 def test_a_three_step_chain_plans_each_step_once(member, home, counts):
@@ -133,3 +139,6 @@ def test_a_three_step_chain_plans_each_step_once(member, home, counts):
     _report("chain of 3", counts, 3)
     assert dict(counts.plans) == {home.pk: 3}
     assert dict(counts.snapshots) == {home.pk: 3}
+    assert dict(counts.forms) == {
+        home.pk: 3 * 2
+    }  # each step: its defaults for the model, the bound one (was 3)
