@@ -133,6 +133,19 @@ def with_defaults(
 _OFF = (None, False, "false", "False", "0", 0, "off", "")
 
 
+def _with_schedule(owner: Any, data: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields with ``when`` "asap" and ``polite`` on where left out; an unticked checkbox absent; a lift of
+    the limits refused for anyone but an admin."""
+    data = data.copy() if isinstance(data, QueryDict) else dict(data)  # a page's multiple choices stay lists
+    data.setdefault("when", When.ASAP)
+    data.setdefault("polite", True)
+    if data["polite"] in _OFF:
+        data.pop("polite")  # a checkbox that isn't ticked is simply absent
+    if data.get("lift_limits") not in _OFF and not getattr(owner, "is_admin", False):
+        raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
+    return data
+
+
 def check_on(
     *,
     owner: Any,
@@ -150,13 +163,7 @@ def check_on(
     ``jobs.queue.chains.check_refs`` and carried in ``CheckedRequest.refs`` (the job waits for it).
     """
     _require_submitter(owner)
-    data = data.copy() if isinstance(data, QueryDict) else dict(data)  # a page's multiple choices stay lists
-    data.setdefault("when", When.ASAP)
-    data.setdefault("polite", True)
-    if data["polite"] in _OFF:
-        data.pop("polite")  # a checkbox that isn't ticked is simply absent
-    if data.get("lift_limits") not in _OFF and not getattr(owner, "is_admin", False):
-        raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
+    data = _with_schedule(owner, data)
     if isinstance(data.get("model"), str) and data["model"]:
         _form_class(device, kind)  # a kind the device can't run is refused before the files are looked at
     uploads, refs = chains.split_files(files)
