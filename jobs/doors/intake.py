@@ -3,8 +3,8 @@
 Every submission goes one way, once: door → ``Submission`` → ``jobs.queue.submission.preview`` / ``submit`` (the
 device choice, the pool's fan-out, the kind's form, admission) → ``services.submit_checked``.
 
-    page (``views.job_new``)   page_request → page_form → submit_page_form (pinned: the bound form's check_form;
-                                                                         "any": preview(Submission(device=None)))
+    page (``views.job_new``)   page_request → page_form → submit_page_form → Submission → submit (pinned: the
+                                                              page's bound form admitted, handed as ``previewed``)
     REST (``api.submit``)      read_body → submission_of → submit
     /v1 (``v1.*``)             its own fields → check_on (preview) → queue (submit, not checked again)
 
@@ -325,17 +325,14 @@ def submit_page_form(
     if not pool and not form.is_valid():
         show_refusal(form, named_refusal(RequestInvalid(form.errors), device=form.device, data=form.data))
         return None
+    data = request.POST.copy()
+    data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
+    submission = Submission(request.user, form.kind, data, dict(form.files.items()), token=token,
+                            device=None if pool else form.device)  # fmt: skip
     try:
-        if pool:
-            data = request.POST.copy()
-            data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
-            device, checked = preview(Submission(request.user, form.kind, data, dict(form.files.items())))
-        else:
-            device, checked = form.device, check_form(form)
-        # (a disk that fills up while the uploads are saved refuses it too)
-        job = services.submit_checked(
-            owner=request.user, device=device, checked=checked, idempotency_key=token
-        )
+        # Pinned: the form the page bound is the device's, already valid; admitted here, not bound again.
+        previewed = None if pool else (form.device, check_form(form))
+        job = submit(submission, previewed=previewed)  # (a disk that fills up while saving refuses it too)
     except RequestInvalid as exc:
         show_refusal(form, exc)
         return None
