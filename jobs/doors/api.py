@@ -33,8 +33,6 @@ from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, promp
 from jobs.doors.intake import (
     ANY_DEVICE,
     check_again,
-    check_request,
-    check_request_any,
     find_device,
     form_again,
     form_for,
@@ -55,8 +53,10 @@ from jobs.kinds.table import api_schemas, file_fields_of, form_class_for, schema
 from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
 from jobs.queue import services
-from jobs.queue.admission import CheckedRequest, RequestInvalid
+from jobs.queue.admission import RequestInvalid
 from jobs.queue.presets import with_preset
+from jobs.queue.submission import Submission
+from jobs.queue.submission import submit as submit_submission
 
 router = Router(tags=["jobs"])
 
@@ -302,12 +302,13 @@ def _validated(
     return _typed(schema, data) if (json_body and schema is not None) else data
 
 
-def check_body(
-    request: HttpRequest, data: dict[str, Any], files: dict[str, Any]
-) -> tuple[Device, CheckedRequest]:
-    """A ``POST /api/jobs`` body checked and admitted (not queued): on its device, or on the pool for "any".
-
-    (The batch route checks each of its members with this too: ``jobs.doors.api_batch``.)"""
+def submission_of(
+    request: HttpRequest, data: dict[str, Any], files: dict[str, Any], *, key: str | None = None
+) -> Submission:
+    """A ``POST /api/jobs`` body as the one ``Submission`` (``jobs.queue.submission``): on its device, or on the
+    pool for "any"; each device's form takes the body's fields by name and type, a preset's values under them and
+    its defaults (``fields_on``). (The batch route reads each of its members with this too:
+    ``jobs.doors.api_batch``.)"""
     data = dict(data)
     kind = data.pop("kind", None)
     device_raw = data.pop("device", None)
@@ -319,17 +320,14 @@ def check_body(
     files = {**files, **result_refs(data, FILE_FIELDS)}
     device = _device_for_submit(device_raw)
 
-    def prepare(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
+    def fields_on(on: Device) -> tuple[dict[str, Any], dict[str, Any]]:
         """The body as ``on``'s form takes it: its fields checked by name and type, a preset's values under them
         (the body's fields win), its defaults filled in."""
         typed = _validated(request, device=on, kind=kind, data=data, files=files)
         typed = with_preset(owner=request.user, kind=kind, name=preset, data=typed)
         return with_defaults(owner=request.user, device=on, kind=kind, data=typed, files=files), files
 
-    if device is None:
-        return check_request_any(owner=request.user, kind=kind, prepare=prepare)
-    fields, _files = prepare(device)
-    return device, check_request(owner=request.user, device=device, kind=kind, data=fields, files=files)
+    return Submission(request.user, kind, {}, files, device=device, fields_on=fields_on, token=key)
 
 
 # -- jobs -----------------------------------------------------------------------------------------------------
@@ -357,9 +355,8 @@ def submit(request: HttpRequest):
     check_submit(request)
     data, files = read_body(request, files_allowed=True)
     key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
-    device, checked = check_body(request, data, files)
-    job = services.submit_checked(owner=request.user, device=device, checked=checked, idempotency_key=key)
-    admission = checked.admission
+    job = submit_submission(submission_of(request, data, files, key=key))
+    admission = job.admission
     return Status(
         200 if getattr(job, "idempotent_replay", False) else 201,
         {

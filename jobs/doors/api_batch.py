@@ -1,6 +1,6 @@
 """REST routes for batches: ``POST /api/jobs/batch``, ``GET /api/batches/{id}``, ``POST /api/batches/{id}/cancel``.
 
-A batch's members are ``POST /api/jobs`` bodies, each checked exactly as that route checks one (``check_body``);
+A batch's members are ``POST /api/jobs`` bodies, each read exactly as that route reads one (``submission_of``);
 ``jobs.queue.batches.batch_submit`` admits them together, all or nothing. A refusal is the API's usual 422, each
 refused member's fields named by its index: ``{"detail": …, "errors": {"jobs[2].size": […], "jobs[4]": […]}}``.
 """
@@ -16,10 +16,18 @@ from ninja.responses import Status
 from hub.api_auth import require_scope
 from hub.ratelimit import check_submit
 from jobs.core.selectors import jobs_visible_to
-from jobs.doors.api import READ, SUBMIT, SUBMIT_ERRORS, _typed, check_body, job_detail_out, read_body
+from jobs.doors.api import READ, SUBMIT, SUBMIT_ERRORS, _typed, job_detail_out, read_body, submission_of
 from jobs.kinds.schemas import BatchOut, CancelIn
 from jobs.queue.admission import RequestInvalid
-from jobs.queue.batches import MAX_BATCH, BatchInvalid, batch_cancel, batch_counts, batch_submit, too_big
+from jobs.queue.batches import (
+    MAX_BATCH,
+    BatchInvalid,
+    Member,
+    batch_cancel,
+    batch_counts,
+    batch_submit,
+    too_big,
+)
 
 router = Router(tags=["jobs"])
 
@@ -104,11 +112,14 @@ def submit_batch(request: HttpRequest):
     members = _members(data)
     key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
 
-    def check(member: dict[str, Any]):
-        return lambda: check_body(request, member, {})
+    def member(body: dict[str, Any]) -> Member:
+        try:
+            return submission_of(request, body, {})
+        except RequestInvalid as exc:
+            return exc
 
     try:
-        jobs = batch_submit(owner=request.user, checks=[check(m) for m in members], idempotency_key=key)
+        jobs = batch_submit(owner=request.user, members=[member(m) for m in members], idempotency_key=key)
     except BatchInvalid as exc:
         raise _by_index(exc) from None
     replay = getattr(jobs[0], "idempotent_replay", False)

@@ -8,7 +8,7 @@ The page's batch mode turns its one form into members:
     matrix   every combination of {a|b} parts        "a {red|blue} car at {dawn|night}" -> 4 jobs
 
 and the REST API's ``POST /api/jobs/batch`` gives each member's body itself. Either way each member is checked as
-a single submit is (``check_request`` on its device, ``check_request_any`` on the pool), by a function handed to
+a single submit is: one ``Submission`` each (``jobs.queue.submission``, on its device or on the pool), handed to
 ``batch_submit``: the batch adds no rule of its own besides its size (``MAX_BATCH``).
 """
 
@@ -21,19 +21,19 @@ from collections.abc import Mapping
 from typing import Any
 
 from jobs.core.selectors import can_manage, jobs_visible_to
-from jobs.doors.intake import check_request, check_request_any, show_refusal, stash_forget
+from jobs.doors.intake import show_refusal, stash_forget
 from jobs.models import CANCELLABLE_STATES, Job
 from jobs.queue.admission import RequestInvalid
 from jobs.queue.batches import (
     MAX_BATCH,
     BatchInvalid,
     BatchPreview,
-    MemberCheck,
     batch_counts,
     batch_preview,
     batch_submit,
     too_big,
 )
+from jobs.queue.submission import Submission
 
 #: The page's batch modes (``batch_mode``); "" is a single job.
 MODES = {"": "One job", "lines": "A prompt per line", "seeds": "Several seeds", "matrix": "Prompt matrix"}
@@ -137,27 +137,12 @@ def _with(base: Any, name: str, value: str) -> Any:
     return member
 
 
-def _rewind(files: Mapping[str, Any] | None) -> dict[str, Any]:
-    for f in (files or {}).values():
-        if hasattr(f, "seek"):
-            f.seek(0)
-    return dict(files or {})
-
-
 def page_checks(
     *, owner: Any, device: Any, kind: str, members: list[Any], files: Mapping[str, Any] | None, pool: bool
-) -> list[MemberCheck]:
-    """Each member checked as the page's single submit is: on the pool ("any capable device") or on ``device``."""
-
-    def check_one(data: Any) -> MemberCheck:
-        if pool:
-            return lambda: check_request_any(owner=owner, kind=kind, data=data, files=_rewind(files))
-        return lambda: (
-            device,
-            check_request(owner=owner, device=device, kind=kind, data=data, files=_rewind(files)),
-        )
-
-    return [check_one(data) for data in members]
+) -> list[Submission]:
+    """Each member as the page's single submit is: a ``Submission`` on the pool ("any capable device") or on
+    ``device``, all sharing the page's files."""
+    return [Submission(owner, kind, data, files, device=None if pool else device) for data in members]
 
 
 def member_label(index: int, data: Mapping[str, Any] | None) -> str:
@@ -205,7 +190,7 @@ def first_member(request: Any) -> Any:
         return request.POST
 
 
-def _page_checks(request: Any, form: Any, members: list[Any], *, pool: bool) -> list[MemberCheck]:
+def _page_checks(request: Any, form: Any, members: list[Any], *, pool: bool) -> list[Submission]:
     for data in members:
         data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
     files = dict(form.files.items()) if form is not None and form.files else {}
@@ -219,7 +204,7 @@ def page_batch_preview(request: Any, form: Any, *, pool: bool) -> tuple[BatchPre
         members = _page_members(request)
     except RequestInvalid as exc:
         return None, exc.summary()
-    preview = batch_preview(owner=request.user, checks=_page_checks(request, form, members, pool=pool))
+    preview = batch_preview(owner=request.user, members=_page_checks(request, form, members, pool=pool))
     if preview.errors:
         return preview, batch_refusal(BatchInvalid(preview.errors, preview.size), members).summary()
     return preview, ""
@@ -231,7 +216,7 @@ def submit_page_batch(request: Any, form: Any, token: str | None, *, pool: bool)
         members = _page_members(request)
         jobs = batch_submit(
             owner=request.user,
-            checks=_page_checks(request, form, members, pool=pool),
+            members=_page_checks(request, form, members, pool=pool),
             idempotency_key=token,
         )
     except BatchInvalid as exc:

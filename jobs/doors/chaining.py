@@ -3,9 +3,9 @@
     REST ``POST /api/jobs`` / ``/v1`` ``extra_body``   {"start_image": {"from_job": 12}} → result_refs → ResultRef
     the new-job form's "then animate it" steps         submit_chain([ChainStep, …]) → ChainQueued (all or nothing)
 
-Each step goes the one way every request goes (``jobs.doors.intake.check_request`` or, for any capable device,
-``check_request_any``; then ``jobs.queue.services.submit_checked``); the references are checked and the children
-held and released by ``jobs.queue.chains``.
+Each step goes the one way every request goes: one ``Submission`` to ``jobs.queue.submission.submit`` (on its
+device, or the pool's for any capable device); the references are checked and the children held and released by
+``jobs.queue.chains``.
 """
 
 from __future__ import annotations
@@ -20,10 +20,10 @@ from django.db import transaction
 
 from devices.models import Device
 from jobs.core.links import ResultRef, StepRef
-from jobs.doors.intake import already_queued, check_request, check_request_any, with_defaults
+from jobs.doors.intake import already_queued, with_defaults
 from jobs.models import Job
-from jobs.queue import services
 from jobs.queue.admission import Admission, RequestInvalid
+from jobs.queue.submission import Submission, submit
 
 
 def _require_submitter(owner: Any) -> None:
@@ -113,7 +113,7 @@ def _step_files(step: ChainStep, index: int, jobs: list[Job]) -> dict[str, Any]:
 
 def submit_chain(*, owner: Any, steps: list[ChainStep], idempotency_key: str | None = None) -> ChainQueued:
     """Queue a whole chain at once, all or nothing ("an image, then animate it, then make 3D of it"): each step
-    checked and admitted as its door would (``check_request``, or the pool's ``check_request_any``), a step's
+    checked and admitted as its door would (one ``Submission`` each, on its device or the pool), a step's
     file may be an earlier step's result (``StepRef``); the later steps are held until their parents' results
     are stored. Admission plans each step after the one it waits for, and counts the steps queued before it
     against the owner's quotas, so the whole chain is. ``ChainRefused`` (the step and its fields) when any step is
@@ -142,25 +142,20 @@ def _queue_step(
 ) -> tuple[Job, Admission]:
     files = _step_files(step, index, jobs)
 
-    def prepare(on: Device) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
+    def fields_on(on: Device) -> tuple[Mapping[str, Any], Mapping[str, Any]]:
         """The step's fields on ``on``'s form, those left out taking its defaults (as the page pre-fills them)."""
         return with_defaults(owner=owner, device=on, kind=step.kind, data=dict(step.data), files=files), files
 
-    if step.device is None:
-        device, checked = check_request_any(owner=owner, kind=step.kind, prepare=prepare)
-    else:
-        data, _files = prepare(step.device)
-        device = step.device
-        checked = check_request(owner=owner, device=device, kind=step.kind, data=data, files=files)
-    job = services.submit_checked(
-        owner=owner, device=device, checked=checked, idempotency_key=f"{key}#{index}" if key else None
+    token = f"{key}#{index}" if key else None
+    job = submit(
+        Submission(owner, step.kind, {}, files, device=step.device, fields_on=fields_on, token=token)
     )
     # Its expected times, for the admission of the steps after it (the plan after commit replaces them).
-    job.predicted_start, job.predicted_finish = checked.admission.starts_at, checked.admission.ready_at
+    job.predicted_start, job.predicted_finish = job.admission.starts_at, job.admission.ready_at
     Job.objects.filter(pk=job.pk).update(
         predicted_start=job.predicted_start, predicted_finish=job.predicted_finish
     )
-    return job, checked.admission
+    return job, job.admission
 
 
 __all__ = ["FROM_JOB", "ChainQueued", "ChainRefused", "ChainStep", "StepRef", "result_refs", "submit_chain"]

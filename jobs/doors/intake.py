@@ -1,36 +1,34 @@
-"""The doors' one intake: a request taken in as the device, the kind's form and its uploads, for admission to judge.
+"""The doors' intake: what the page, REST and /v1 share before a request becomes one ``Submission``.
 
-Every submission goes one way, once: door → intake → admission → services.
+Every submission goes one way, once: door → ``Submission`` → ``jobs.queue.submission.preview`` / ``submit`` (the
+device choice, the pool's fan-out, the kind's form, admission) → ``services.submit_checked``.
 
-    page (``views.job_new``)       page_request → page_form → submit_page_form ─┐
-    REST (``api.submit``)          read_body → find_device → check_request ─────┼→ admission.check_form (``admit``,
-    /v1 (``v1.*``)                 its own fields → find_device → check_request ┘   once) → services.submit_checked
+    page (``views.job_new``)   page_request → page_form → submit_page_form → Submission → submit (pinned: the
+                                                              page's bound form admitted, handed as ``previewed``)
+    REST (``api.submit``)      read_body → submission_of → submit
+    /v1 (``v1.*``)             its own fields → check_on (preview) → queue (submit, not checked again)
 
-"Any capable device" (the page's "any"; a REST or /v1 request that names no device) goes the same way once per
-device of the kind's pool (``check_request_any``: each device's form and admission, the door's fields for that
-device), and is queued once, for the pool of the devices that admit exactly it. A request pinned to a device it
-can't do is refused naming what is missing (``named_refusal``).
-
-What the three doors share lives here: binding fields to the kind's form (``form_for``), the models a form offers
-and a model named loosely (``offered_models``, ``resolve_model``), the form's defaults for fields left out, the
-device a request names (``find_device``), the pool of devices for "any" (``pool_devices``), the page's submit token
-and the uploads a re-shown page form keeps between tries (``jobs.doors.stash``, re-exported), and one error for a
-request that can't be queued (``RequestInvalid``, ``jobs.queue.admission``). How a body is parsed (JSON,
-multipart, OpenAI's fields) and how an error is worded stays with each door. The page builders (``jobs.doors.pages``)
-only draw what comes out; nothing here calls them or the views.
+What the doors share lives here: the device a request names (``find_device``), the page's device and kind
+(``page_request``) and its "any capable device" (``any_kinds``, ``any_by_default``), the models a form offers
+(``offered_models``), the page's submit token and the uploads a re-shown page form keeps between tries
+(``jobs.doors.stash``, re-exported), "run again" (``form_again``, ``check_again``) and a refusal shown on a form
+(``show_refusal``). The form's helpers of the queue (``form_for``, ``resolve_model``, ``with_defaults``,
+``pool_devices``, ``named_refusal``, ``no_device_can``) are re-exported under the names the doors know, and
+``check_request``, ``submit_request``, ``check_request_any`` and ``submit_request_any`` are thin wrappers that build
+a ``Submission`` (tests, the bench and scripts call them). How a body is parsed and how an error is worded stays
+with each door. The page builders (``jobs.doors.pages``) only draw what comes out.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from dataclasses import field as _field
 from typing import Any
 
-from django import forms
-from django.core.exceptions import NON_FIELD_ERRORS, PermissionDenied
+from django.core.exceptions import NON_FIELD_ERRORS
 from django.db.models import QuerySet
-from django.http import HttpRequest, QueryDict
+from django.http import HttpRequest
 
 from devices.models import Device
 from devices.selectors import device_default, device_list_for
@@ -48,10 +46,26 @@ from jobs.doors.stash import (  # the page's state between tries, re-exported: t
 )
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
-from jobs.models import Job, JobKind, When
-from jobs.queue import chains, services
-from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form, earliest_of
-from jobs.quotas.services import LIFT_ADMINS_ONLY
+from jobs.models import Job, JobKind
+from jobs.queue import services
+from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form
+from jobs.queue.submission import (  # the one way in; the form's helpers re-exported for the doors
+    FieldsOn,
+    Submission,
+    check_on,
+    check_pool,
+    form_for,
+    named_refusal,
+    no_device_can,
+    pool_devices,
+    preview,
+    quoted,
+    resolve_model,
+    rewound,
+    submit,
+    with_capabilities,
+    with_defaults,
+)
 
 # -- the device and the kind ---------------------------------------------------------------------------------
 
@@ -67,9 +81,7 @@ def find_device(ref: Any, *, among: QuerySet[Device] | None = None, by_name: boo
     return device
 
 
-def _quoted(raw: str, limit: int = 40) -> str:
-    text = " ".join(str(raw).split())
-    return f"“{text[:limit]}…”" if len(text) > limit else f"“{text}”"
+_quoted = quoted
 
 
 def _kind_problem(request: HttpRequest, device: Device, raw_kind: str) -> str:
@@ -131,7 +143,7 @@ def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str)
 
 def any_kinds(owner: Any) -> list[str]:
     """The kinds some device of the person's runs now, in the kinds' own order."""
-    runnable = {k for device in _with_capabilities(owner) for k in kinds_for(device)}
+    runnable = {k for device in with_capabilities(owner) for k in kinds_for(device)}
     return [k for k in JobKind.values if k in runnable]
 
 
@@ -174,19 +186,6 @@ def already_queued(owner: Any, token: str | None) -> Job | None:
 # -- the kind's form -------------------------------------------------------------------------------------------
 
 
-def form_for(
-    *, owner: Any, device: Any, kind: str, data: Mapping[str, Any] | None, files: Any = None, **kw: Any
-) -> JobForm:
-    """The kind's form for this device, bound to ``data``; ``RequestInvalid`` for a kind it can't run."""
-    if kind not in JobKind.values:
-        raise RequestInvalid({"kind": [f"Unknown kind {kind!r}; choose one of {', '.join(JobKind.values)}."]})
-    try:
-        form_class = form_class_for(device.kind, kind)
-    except ValueError as exc:
-        raise RequestInvalid({"kind": [str(exc)]}) from None
-    return form_class(data, files, device=device, user=owner, **kw)
-
-
 def offered_models(device: Any, kind: str) -> list[str]:
     """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices
     (none for a kind the device can't run now)."""
@@ -196,111 +195,16 @@ def offered_models(device: Any, kind: str) -> list[str]:
     return [str(choice) for choice, _label in form.fields["model"].choices]
 
 
-def resolve_model(*, owner: Any, device: Any, kind: str, value: Any) -> Any:
-    """The device's own model id for what a script typed: the id itself, or its name without the publisher
-    ("MiniMax-H3-Turbo", any case) when exactly one of the models this device offers for the kind has it."""
-    if not isinstance(value, str) or not value:
-        return value
-    offered = form_for(owner=owner, device=device, kind=kind, data=None).fields["model"].choices
-    ids = [choice for choice, _label in offered]
-    if value in ids:
-        return value
-    name = value.rsplit("/", 1)[-1].casefold()
-    matches = [i for i in ids if i.rsplit("/", 1)[-1].casefold() == name]
-    return matches[0] if len(matches) == 1 else value
+# -- the doors' old names for the one way in (``jobs.queue.submission``) ------------------------------------------
 
+#: What a request names to let the pool choose the device (``device`` left out does too, on the API doors).
+ANY_DEVICE = "any"
 
-def with_defaults(
-    *, owner: Any, device: Any, kind: str, data: dict[str, Any], files: Mapping[str, Any]
-) -> dict[str, Any]:
-    """Fields left out take the form's defaults, as the page pre-fills them (steps, format, "simplify" on…).
+#: A door's fields and files for one device (``RequestInvalid``: why that device can't take the request).
+Prepare = FieldsOn
 
-    A checkbox the page shows ticked would otherwise read as unticked when a script leaves it out.
-    """
-    form = form_for(owner=owner, device=device, kind=kind, data={"model": data.get("model")})
-    out = dict(data)
-    for name, field in form.fields.items():
-        if name in out or name in files or isinstance(field, forms.FileField):
-            continue
-        initial = field.initial() if callable(field.initial) else field.initial
-        if initial is not None:
-            out[name] = initial
-    return out
-
-
-_OFF = (None, False, "false", "False", "0", 0, "off", "")
-
-
-def _require_submitter(owner: Any) -> None:
-    if not getattr(owner, "can_submit", False):
-        raise PermissionDenied("Viewers can watch but not submit jobs.")
-
-
-def check_request(
-    *,
-    owner: Any,
-    device: Any,
-    kind: str,
-    data: Mapping[str, Any],
-    files: Mapping[str, Any] | None = None,
-    pinned: bool = True,
-) -> CheckedRequest:
-    """Raw fields (the page form's names) validated through the same form the page uses, then admitted.
-
-    Fields the API caller leaves out take the form's defaults: ``when`` is "asap" and ``polite`` is on.
-    Raises ``RequestInvalid`` (by field) or ``PermissionDenied``; for a ``pinned`` request, a value the device
-    lacks is named with the device (``named_refusal``; the pool names each device itself).
-
-    A file may be another job's result (``jobs.core.links.ResultRef``) instead of an upload: checked by
-    ``jobs.queue.chains.check_refs`` and carried in ``CheckedRequest.refs`` (the job waits for it).
-    """
-    _require_submitter(owner)
-    data = data.copy() if isinstance(data, QueryDict) else dict(data)  # a page's multiple choices stay lists
-    data.setdefault("when", When.ASAP)
-    data.setdefault("polite", True)
-    if data["polite"] in _OFF:
-        data.pop("polite")  # a checkbox that isn't ticked is simply absent
-    if data.get("lift_limits") not in _OFF and not getattr(owner, "is_admin", False):
-        raise RequestInvalid({"lift_limits": [LIFT_ADMINS_ONLY]})
-    if "model" in data:
-        data["model"] = resolve_model(owner=owner, device=device, kind=kind, value=data["model"])
-    uploads, refs = chains.split_files(files)
-    parents = chains.check_refs(owner=owner, refs=refs) if refs else {}
-    form = form_for(
-        owner=owner, device=device, kind=kind, data=data, files={**uploads, **chains.stand_ins(refs)}
-    )
-    if parents:
-        form.chained = chains.chained(parents)  # admission plans it after its parents (``form_admission``)
-    if unknown := [name for name in refs if name not in form.fields]:
-        raise RequestInvalid({name: [f"This form has no file field {name!r}."] for name in unknown})
-    try:
-        checked = check_form(form)
-    except RequestInvalid as exc:
-        raise (named_refusal(exc, device=device, data=data) if pinned else exc) from None
-    for name in refs:
-        checked.upload_files.pop(name, None)
-    checked.refs = dict(refs)
-    return checked
-
-
-#: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").
-_LACKED = {"model": "{device} has no model {value}.", "size": "{device} does not render {value}.",
-           "voice": "{device} has no voice {value}."}  # fmt: skip
-
-
-def named_refusal(exc: RequestInvalid, *, device: Any, data: Mapping[str, Any]) -> RequestInvalid:
-    """A refusal of a request pinned to ``device`` that says what it lacks: the value asked for and the device
-    ("Pocket has no model “Foo”. Model: choose MiniMax-H3-Turbo."), where the form's words give only the choices,
-    and the device by its name where they say "This device"."""
-    errors = {}
-    for name, messages in exc.errors.items():
-        first, value = messages[0], data.get(name) if name in _LACKED else None
-        if first.startswith("This device "):
-            first = f"{device.name} {first.removeprefix('This device ')}"
-        elif isinstance(value, str) and value.strip() and value.strip() not in first:
-            first = f"{_LACKED[name].format(device=device.name, value=_quoted(value))} {first}"
-        errors[name] = [first, *messages[1:]]
-    return RequestInvalid(errors)
+#: ``check_on`` under the name the doors and tests know: raw fields checked and admitted on one device.
+check_request = check_on
 
 
 def submit_request(
@@ -312,43 +216,10 @@ def submit_request(
     files: Mapping[str, Any] | None = None,
     idempotency_key: str | None = None,
 ) -> tuple[Job, Admission]:
-    """``check_request`` then queue it: (job, admission). Raises ``RequestInvalid`` or ``PermissionDenied``.
-    The same ``idempotency_key`` again (a script's retry) returns the job it queued instead of a second one."""
-    checked = check_request(owner=owner, device=device, kind=kind, data=data, files=files)
-    job = services.submit_checked(
-        owner=owner, device=device, checked=checked, idempotency_key=idempotency_key
-    )
-    return job, checked.admission
-
-
-# -- "any device": the pool ---------------------------------------------------------------------------------------
-
-#: What a request names to let the pool choose the device (``device`` left out does too, on the API doors).
-ANY_DEVICE = "any"
-
-
-def pool_devices(owner: Any, kind: str) -> list[Device]:
-    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now."""
-    return [device for device in _with_capabilities(owner) if kind in kinds_for(device)]
-
-
-def _with_capabilities(owner: Any) -> QuerySet[Device]:
-    """The person's devices with what they report read at once (``kinds_for`` reads it from each)."""
-    return device_list_for(owner).defer(None).defer("api_key_encrypted")
-
-
-def _rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
-    """The uploads ready to be read again from their start (each device's form checks them in turn)."""
-    for f in (files or {}).values():
-        if hasattr(f, "seek"):
-            f.seek(0)
-    return dict(files or {})
-
-
-#: A door's way to check a request on one device of the pool (``check_request`` with that device's fields).
-CheckOn = Callable[[Device], CheckedRequest]
-#: A door's fields and files for one device (``RequestInvalid``: why that device can't take the request).
-Prepare = Callable[[Device], tuple[Mapping[str, Any], Mapping[str, Any] | None]]
+    """A pinned ``Submission`` queued (``jobs.queue.submission.submit``): (job, admission). Raises
+    ``RequestInvalid`` or ``PermissionDenied``; the same ``idempotency_key`` again returns the job it queued."""
+    job = submit(Submission(owner, kind, data, files, device=device, token=idempotency_key))
+    return job, job.admission
 
 
 def check_request_any(
@@ -359,63 +230,9 @@ def check_request_any(
     files: Mapping[str, Any] | None = None,
     prepare: Prepare | None = None,
 ) -> tuple[Device, CheckedRequest]:
-    """``check_request`` on every device of the pool that runs ``kind``: the request goes to the pool of those
-    that admit exactly it (the same model and parameters as the one where it is ready first), waiting first on
-    that one. ``RequestInvalid`` when none does, saying what each device lacks.
-
-    The same ``data`` and ``files`` go to each device, or ``prepare`` gives each its own (a door whose fields
-    depend on the device: the REST API's defaults, /v1's translation of OpenAI's fields)."""
-
-    def check(device: Device) -> CheckedRequest:
-        fields, uploads = prepare(device) if prepare else (data or {}, files)
-        return check_request(
-            owner=owner, device=device, kind=kind, data=fields, files=_rewound(uploads), pinned=False
-        )
-
-    try:
-        return check_each(owner=owner, kind=kind, check=check)
-    finally:
-        _rewound(files)
-
-
-def check_each(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, CheckedRequest]:
-    """``check`` on every device of ``kind``'s pool (``check_request_any``, and "run again" of a pool job)."""
-    _require_submitter(owner)
-    devices = pool_devices(owner, kind)
-    if not devices:
-        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
-        raise RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
-    admitted: list[tuple[Device, CheckedRequest]] = []
-    refused: list[tuple[Device, RequestInvalid]] = []
-    for device in devices:
-        try:
-            admitted.append((device, check(device)))
-        except RequestInvalid as exc:
-            refused.append((device, exc))
-    if not admitted:
-        if len({exc.first() for _device, exc in refused}) == 1:
-            raise refused[0][1]  # the same reason everywhere (a field left out): said once, as for one device
-        raise RequestInvalid(_no_device_can(refused))
-    device, _admission = earliest_of([(d, checked.admission) for d, checked in admitted])
-    checked = next(c for d, c in admitted if d is device)
-    checked.pool = [d.pk for d, c in admitted if (c.model_id, c.params) == (checked.model_id, checked.params)]
-    return device, checked
-
-
-def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, list[str]]:
-    """Each device's first reason, on the field they share (or on the whole request)."""
-    fields = {exc.first()[0] for _d, exc in refused}
-    name = fields.pop() if len(fields) == 1 and None not in fields else "__all__"
-    return {name: [no_device_can([(device, exc.first()[1]) for device, exc in refused])]}
-
-
-def no_device_can(reasons: list[tuple[Device, str]]) -> str:
-    """ "No device can do exactly this. Home: <why>; Office: <why>." (the submit and the page's summary)."""
-    return (
-        "No device can do exactly this. "
-        + "; ".join(f"{d.name}: {why.rstrip('.')}" for d, why in reasons)
-        + "."
-    )
+    """A ``Submission`` for any capable device, previewed (``jobs.queue.submission.preview``): (the device it
+    waits on first, the request). ``prepare`` gives each device its own fields (``Submission.fields_on``)."""
+    return preview(Submission(owner, kind, data or {}, files, fields_on=prepare))
 
 
 def submit_request_any(
@@ -427,33 +244,24 @@ def submit_request_any(
     prepare: Prepare | None = None,
     idempotency_key: str | None = None,
 ) -> tuple[Job, Admission]:
-    """``check_request_any`` then queue it in the pool: (job, admission of the device it waits on first)."""
-    device, checked = check_request_any(owner=owner, kind=kind, data=data, files=files, prepare=prepare)
-    job = services.submit_checked(
-        owner=owner, device=device, checked=checked, idempotency_key=idempotency_key
-    )
-    return job, checked.admission
-
-
-def check_again_any(
-    *, owner: Any, job: Job, data: Mapping[str, Any] | None, files: Any = None
-) -> tuple[Device, CheckedRequest]:
-    """ "Run again" of a pool job: its form (``form_again``) on every device of the kind's pool, as at submit."""
-    return check_each(
-        owner=owner,
-        kind=job.kind,
-        check=lambda device: check_form(
-            form_again(owner=owner, job=job, data=data, files=_rewound(files), device=device)
-        ),
-    )
+    """A ``Submission`` for any capable device, queued in the pool: (job, admission where it waits first)."""
+    job = submit(Submission(owner, kind, data or {}, files, fields_on=prepare, token=idempotency_key))
+    return job, job.admission
 
 
 def check_again(*, owner: Any, job: Job, form: JobForm) -> tuple[Device, CheckedRequest]:
-    """ "Run again" admitted: a pinned job's on its device (``form``, bound), a pool job's on the pool (the same
-    data on each device's form, ``check_again_any``). (device it waits on first, request)."""
+    """ "Run again" admitted: a pinned job's on its device (``form``, bound), a pool job's on the pool, each
+    device's "run again" form given the same data (``check_pool``). (device it waits on first, request)."""
     if job.pinned:
         return job.device, check_form(form)
-    return check_again_any(owner=owner, job=job, data=form.data, files=dict(form.files.items()))
+    data, files = form.data, dict(form.files.items())
+    return check_pool(
+        owner=owner,
+        kind=job.kind,
+        check=lambda device: check_form(
+            form_again(owner=owner, job=job, data=data, files=rewound(files), device=device)
+        ),
+    )
 
 
 def form_again(
@@ -517,19 +325,14 @@ def submit_page_form(
     if not pool and not form.is_valid():
         show_refusal(form, named_refusal(RequestInvalid(form.errors), device=form.device, data=form.data))
         return None
+    data = request.POST.copy()
+    data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
+    submission = Submission(request.user, form.kind, data, dict(form.files.items()), token=token,
+                            device=None if pool else form.device)  # fmt: skip
     try:
-        if pool:
-            data = request.POST.copy()
-            data.setdefault("polite", "")  # an unticked checkbox is absent: off, not the API's default (on)
-            device, checked = check_request_any(
-                owner=request.user, kind=form.kind, data=data, files=dict(form.files.items())
-            )
-        else:
-            device, checked = form.device, check_form(form)
-        # (a disk that fills up while the uploads are saved refuses it too)
-        job = services.submit_checked(
-            owner=request.user, device=device, checked=checked, idempotency_key=token
-        )
+        # Pinned: the form the page bound is the device's, already valid; admitted here, not bound again.
+        previewed = None if pool else (form.device, check_form(form))
+        job = submit(submission, previewed=previewed)  # (a disk that fills up while saving refuses it too)
     except RequestInvalid as exc:
         show_refusal(form, exc)
         return None
@@ -554,9 +357,10 @@ __all__ = [
     "ANY_DEVICE",
     "any_kinds",
     "check_again",
-    "check_again_any",
     "check_request",
     "check_request_any",
+    "check_on",
+    "check_pool",
     "file_fields",
     "find_device",
     "form_again",
@@ -569,6 +373,9 @@ __all__ = [
     "page_form",
     "page_request",
     "PageRequest",
+    "preview",
+    "Submission",
+    "submit",
     "pool_devices",
     "RequestInvalid",
     "resolve_model",

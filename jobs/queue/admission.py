@@ -1,8 +1,9 @@
 """Admission: the one place that decides whether a request may join a device's queue, and what to expect.
 
-Every door comes here once per submission, through its intake (``jobs.doors.intake``): the submit page, the REST
-API and the OpenAI-style ``/v1`` routes bind the request to the kind's form, ``check_form`` admits it, and the
-admitted request (``CheckedRequest``) goes to ``jobs.queue.services.submit_checked``, which queues it without asking
+Every door comes here once per submission and candidate device, through the one way in
+(``jobs.queue.submission``): the door builds a ``Submission``, ``preview`` binds it to the kind's form and
+``check_form`` admits it, and the admitted request (``CheckedRequest``) goes to
+``jobs.queue.services.submit_checked``, which queues it without asking
 again. The checks are against what the device reports (its capabilities), so a person learns at submit time, not
 at 3 a.m.
 
@@ -48,6 +49,9 @@ class Admission:
     lifted: list[str] = field(default_factory=list)
     #: why the device may not start work now (away, paused: ``blocked_reason``); "" when it may
     blocked: str = ""
+    #: the device's scheduling facts admission planned with (``snapshot_for``): the queue reuses them for the job's
+    #: first state instead of reading the device again (one look at a device per submission)
+    snap: DeviceSnapshot | None = field(default=None, repr=False, compare=False)
 
 
 class RequestInvalid(Exception):
@@ -207,10 +211,10 @@ def _warnings(snap: DeviceSnapshot, probe: _Probe) -> list[str]:
 
 
 def _planned(
-    device_id: int, now: dt.datetime, probe: _Probe
+    snap: DeviceSnapshot, now: dt.datetime, probe: _Probe
 ) -> tuple[dt.datetime | None, dt.datetime | None]:
     """When the probe would start and be ready, planned behind every job already waiting."""
-    for job, start, finish in eta.plan(device_id, now=now, extra=probe):
+    for job, start, finish in eta.plan(snap.device_id, now=now, extra=probe, snap=snap):
         if job is probe:
             return start, finish
     return None, None
@@ -261,7 +265,7 @@ def admit(
         probe.release_at, probe.parent_ids = after.release_at or now, after.parent_ids
     snap = snapshot_for(device.pk, now=now)
     warnings = _warnings(snap, probe) + (after.warnings if after is not None else [])
-    starts, ready = _planned(device.pk, now, probe)
+    starts, ready = _planned(snap, now, probe)
     lifted = quota.lifted if refused is None else []
     warnings.extend(f"Over a limit, lifted for this job: {why}" for why in lifted)
     return Admission(
@@ -274,6 +278,7 @@ def admit(
         usage=quota.line,
         lifted=lifted,
         blocked=blocked_reason(snap),
+        snap=snap,
     )
 
 
@@ -289,7 +294,7 @@ def earliest_of(admitted: list[tuple[Any, Admission]]) -> tuple[Any, Admission]:
     )
 
 
-# -- the admitted request: what the doors' intake hands to ``jobs.queue.services.submit_checked`` -------------
+# -- the admitted request: what ``jobs.queue.submission.preview`` hands to ``services.submit_checked`` ---------
 
 
 @dataclass
@@ -324,7 +329,7 @@ def form_admission(form: Any) -> Admission:
         not_before=schedule["not_before"],
         polite=schedule["polite"],
         lift_limits=bool(form.cleaned_data.get("lift_limits")),
-        after=getattr(form, "chained", None),  # set by the intake for a request with a job's result as input
+        after=getattr(form, "chained", None),  # set by ``submission.check_on`` for a job's result as input
     )
 
 

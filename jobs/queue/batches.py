@@ -1,8 +1,8 @@
 """Batches: several jobs submitted together, admitted all or nothing, shown and cancelled as one group.
 
-A door (the page's batch mode, ``POST /api/jobs/batch``) hands over one *check* per member: a function that
-admits that member as a single submit would (its intake: the kind's form and ``jobs.queue.admission``, on its
-device or on the pool) and returns ``(device, CheckedRequest)`` or raises ``RequestInvalid``. ``batch_submit``
+A door (the page's batch mode, ``POST /api/jobs/batch``) hands over one ``Submission`` per member
+(``jobs.queue.submission``): a batch is several submissions admitted together, each as a single submit would be
+(``preview``: the kind's form and ``jobs.queue.admission``, on its device or on the pool). ``batch_submit``
 runs them in order inside one transaction and queues each member as soon as it is admitted, so the next member's
 admission sees the members before it as queued work: the owner's quotas count the whole batch's device time and
 jobs, its plan times them after the ones before (the last member's ready time is the batch's), and "any device"
@@ -17,7 +17,7 @@ cancelled, for the owner or an admin (``jobs.core.selectors.can_manage`` of ever
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -27,14 +27,15 @@ from django.db import transaction
 from jobs.core.selectors import can_manage
 from jobs.files.store import delete
 from jobs.models import ACTIVE_STATES, CANCELLABLE_STATES, WAITING_STATES, Job, JobState
-from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid
+from jobs.queue.admission import Admission, RequestInvalid
 from jobs.queue.services import job_already_submitted, job_cancel, submit_checked
+from jobs.queue.submission import Submission, preview
+
+#: A batch's member: its submission, or why its door could not read it (refused with the batch's other refusals).
+Member = Submission | RequestInvalid
 
 #: The most jobs one batch may hold (the page and the REST API say so when a batch would be bigger).
 MAX_BATCH = 50
-
-#: A door's admission of one member: (the device it waits on first, the admitted request).
-MemberCheck = Callable[[], tuple[Any, CheckedRequest]]
 
 
 class BatchInvalid(Exception):
@@ -88,7 +89,7 @@ def _inputs_of(jobs: list[Job]) -> list[str]:
 
 def _run(
     owner: Any,
-    checks: Sequence[MemberCheck],
+    members: Sequence[Member],
     *,
     key: str | None,
     save_files: bool,
@@ -97,9 +98,13 @@ def _run(
     """Admit and queue each member in turn (inside the caller's transaction), adding the jobs to ``jobs``."""
     admissions: list[Admission] = []
     errors: dict[int, RequestInvalid] = {}
-    for i, check in enumerate(checks):
+    for i, member in enumerate(members):
         try:
-            device, checked = check()
+            if isinstance(
+                member, RequestInvalid
+            ):  # a member its door could not read: refused with the others
+                raise member
+            device, checked = preview(member)
         except RequestInvalid as exc:
             errors[i] = exc
             continue
@@ -116,14 +121,12 @@ def _run(
     return admissions, errors
 
 
-def batch_submit(
-    *, owner: Any, checks: Sequence[MemberCheck], idempotency_key: str | None = None
-) -> list[Job]:
+def batch_submit(*, owner: Any, members: Sequence[Member], idempotency_key: str | None = None) -> list[Job]:
     """Queue every member, or none: ``BatchInvalid`` (by member) when any is refused. The same
     ``idempotency_key`` again returns the batch it queued (each job marked ``idempotent_replay``)."""
     if not getattr(owner, "can_submit", False):
         raise PermissionDenied("Viewers can watch but not submit jobs.")
-    if why := too_big(len(checks)):
+    if why := too_big(len(members)):
         raise RequestInvalid({"jobs": [why]})
     if queued := batch_already_submitted(owner=owner, idempotency_key=idempotency_key):
         return queued
@@ -132,7 +135,7 @@ def batch_submit(
     errors: dict[int, RequestInvalid] = {}
     try:
         with transaction.atomic():
-            _admissions, errors = _run(owner, checks, key=idempotency_key, save_files=True, jobs=jobs)
+            _admissions, errors = _run(owner, members, key=idempotency_key, save_files=True, jobs=jobs)
             if errors:
                 raise _RolledBack
             Job.objects.filter(pk__in=[j.pk for j in jobs]).update(batch=batch)
@@ -140,7 +143,7 @@ def batch_submit(
         # the batch's saved inputs go too: a later job given the same number must not find them
         delete(_inputs_of(jobs))
         if errors:
-            raise BatchInvalid(errors, len(checks)) from None
+            raise BatchInvalid(errors, len(members)) from None
         if isinstance(exc, _RolledBack):
             return batch_already_submitted(owner=owner, idempotency_key=idempotency_key)
         raise
@@ -167,12 +170,12 @@ class BatchPreview:
         return sum(a.estimate_s for a in self.admissions)
 
 
-def batch_preview(*, owner: Any, checks: Sequence[MemberCheck]) -> BatchPreview:
+def batch_preview(*, owner: Any, members: Sequence[Member]) -> BatchPreview:
     """``batch_submit`` tried and rolled back: nothing is written, no file saved (the page's summary)."""
-    result = BatchPreview(len(checks), [], {})
+    result = BatchPreview(len(members), [], {})
     try:
         with transaction.atomic():
-            result.admissions, result.errors = _run(owner, checks, key=None, save_files=False, jobs=[])
+            result.admissions, result.errors = _run(owner, members, key=None, save_files=False, jobs=[])
             raise _RolledBack
     except _RolledBack:
         pass
@@ -242,6 +245,7 @@ def batch_cancel(*, batch: str, by: Any, reason: str = "") -> list[Job]:
 
 __all__ = [
     "MAX_BATCH",
+    "Member",
     "BatchCounts",
     "BatchInvalid",
     "BatchPreview",

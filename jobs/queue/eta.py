@@ -175,18 +175,20 @@ def finish_drifted(job: Any, *, now: dt.datetime) -> bool:
 
 
 def plan(
-    device_id: int, *, now: dt.datetime | None = None, extra: Any = None
+    device_id: int, *, now: dt.datetime | None = None, extra: Any = None, snap: Any = None
 ) -> list[tuple[Any, dt.datetime, dt.datetime]]:
     """(job, predicted start, predicted finish) for the active job then the waiting ones, in run order; each
     waiting job also gets its ``planned_reason`` (why it waits where it does, ``order_with_reasons``; its stored
     ``plan_reason`` is left as read, for ``store_plan`` to compare).
 
     ``extra`` is a not-yet-saved job (``jobs.queue.admission`` asks where a request would land): it takes its place
-    in the order like any waiting job, so the submit form's times are the plan's times.
+    in the order like any waiting job, so the submit form's times are the plan's times; ``snap``: the device's
+    scheduling facts as admission just read them (``snapshot_for`` at ``now``), so they are read once.
     """
     now = now or timezone.now()
     device = Device.objects.get(pk=device_id)
-    snap = snapshot_for(device_id, now=now)
+    if snap is None or snap.device_id != device_id:
+        snap = snapshot_for(device_id, now=now, device=device)
     out = []
     cursor = now
     horizon = now + PLAN_HORIZON

@@ -1,7 +1,7 @@
 """Which devices a job waiting for "any device" may run on (``Job.pool``), kept current as the devices change.
 
 At submit, a job's pool is every device whose form and admission take exactly its request: the same model and
-parameters (``jobs.doors.intake.check_each``). Devices change while jobs wait: one is added (its first report of
+parameters (``jobs.queue.submission.check_pool``). Devices change while jobs wait: one is added (its first report of
 what it can do comes with its first poll), a model is installed on one, or removed. So when a device reports
 capabilities that differ from the ones stored (``devices.hooks.device_capabilities_changed``), each waiting pool
 job is checked against it the same way: its kind's form on that device, filled in with the job's settings, must

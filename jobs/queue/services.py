@@ -5,8 +5,9 @@ CAS transitions (``jobs.core.transitions``), so double clicks and races are harm
 commit; these functions never call a device.
 
 A submission is admitted once, before it gets here: services import admission (``jobs.queue.admission``), never
-the other way round, because admission only reads and decides while services write. The doors hand over an
-admitted request (``submit_checked``, ``job_run_again``); ``job_submit``, for code with no form, admits it itself.
+the other way round, because admission only reads and decides while services write. The one way in
+(``jobs.queue.submission.submit``) and "run again" hand over an admitted request (``submit_checked``,
+``job_run_again``); ``job_submit``, for code with no form, admits it itself.
 """
 
 from __future__ import annotations
@@ -145,8 +146,8 @@ def _require_submitter(owner: Any) -> None:
 def submit_checked(
     *, owner: Any, device: Any, checked: CheckedRequest, idempotency_key: str | None = None
 ) -> Job:
-    """Queue a request its door's intake bound to the kind's form and ``jobs.queue.admission.check_form``
-    admitted: admission is not asked again. Dispatch and the queue plan run after commit.
+    """Queue a request ``jobs.queue.submission.preview`` bound to the kind's form and
+    ``jobs.queue.admission.check_form`` admitted: admission is not asked again. Dispatch and the queue plan run after commit.
 
     With ``idempotency_key`` (the submit form's per-render token, or an API caller's ``Idempotency-Key``), the
     same owner sending the same key again queues nothing: the job the first request queued comes back, marked
@@ -263,7 +264,9 @@ def _queue_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency_
                 **job.params,
                 "files": {**job.params.get("files", {}), **_save_uploads(job, checked.upload_files)},
             }
-        snap = snapshot_for(device.pk)
+        snap = checked.admission.snap
+        if snap is None or snap.device_id != device.pk:  # run again on another device of the pool
+            snap = snapshot_for(device.pk)
         waits = opens_at(job, snap) > snap.now
         job.state = S.SCHEDULED if waits else S.QUEUED
         job.save(update_fields=["params", "state"])

@@ -19,8 +19,6 @@ from jobs.core.links import ResultRef
 from jobs.doors.chaining import result_refs
 from jobs.doors.intake import (
     ANY_DEVICE,
-    check_request,
-    check_request_any,
     find_device,
     offered_models,
     resolve_model,
@@ -29,7 +27,7 @@ from jobs.doors.v1.errors import V1Error
 from jobs.models import Job, JobKind
 from jobs.queue.admission import CheckedRequest, RequestInvalid
 from jobs.queue.presets import with_preset
-from jobs.queue.services import submit_checked
+from jobs.queue.submission import Submission, preview, submit
 
 HUB_FIELDS = {
     "device", "seed", "steps", "when", "not_before", "polite", "shared", "user", "lift_limits", "preset",
@@ -154,15 +152,21 @@ class DeviceCant(RequestInvalid):
 Build = Callable[[Device], tuple[dict[str, Any], dict[str, Any]]]
 
 
+def _submission(request: HttpRequest, device: Device | None, kind: str, fields_on: Any) -> Submission:
+    """The one ``Submission`` of a /v1 call. A caller's Idempotency-Key (curl users, other clients; the OpenAI
+    SDK sends none): the same key again answers with the job it queued instead of queuing another."""
+    key = (request.headers.get("Idempotency-Key") or "").strip()[:200] or None
+    return Submission(request.user, kind, device=device, fields_on=fields_on, token=key)
+
+
 def check_on(
     request: HttpRequest, device: Device | None, kind: str, build: Build
 ) -> tuple[Device, CheckedRequest]:
     """The request admitted on the device it names, or on the pool (``device`` None): each device of the kind's
     pool gets its own translation of OpenAI's fields (``build``), and the job may run on any that admits exactly
-    it (``jobs.doors.intake.check_request_any``). (the device it waits on first, the request)."""
+    it (``jobs.queue.submission.preview``). (the device it waits on first, the request)."""
     if device is not None:
-        form, upload = build(device)
-        return device, check(request, device=device, kind=kind, data=form, files=upload)
+        return preview(_submission(request, device, kind, build))
 
     tried: list[Device] = []
     cant: list[V1Error] = []
@@ -176,7 +180,7 @@ def check_on(
             raise DeviceCant(exc) from None
 
     try:
-        return check_request_any(owner=request.user, kind=kind, prepare=prepare)
+        return preview(_submission(request, None, kind, prepare))
     except DeviceCant:
         raise
     except RequestInvalid as exc:
@@ -302,13 +306,6 @@ def rate_limit(request: HttpRequest) -> None:
         )
 
 
-def check(request: HttpRequest, *, device, kind: str, data: dict[str, Any], files: dict[str, Any]):
-    return check_request(owner=request.user, device=device, kind=kind, data=data, files=files)
-
-
 def queue(request: HttpRequest, *, device, checked) -> Job:
-    # A caller's Idempotency-Key (curl users, other clients; the OpenAI SDK sends none): the same key again
-    # answers with the job it queued instead of queuing another.
-    key = (request.headers.get("Idempotency-Key") or "").strip()[:200]
-    extra = {"idempotency_key": key} if key else {}
-    return submit_checked(owner=request.user, device=device, checked=checked, **extra)
+    """The request ``check_on`` admitted, queued (``jobs.queue.submission.submit``, not checked again)."""
+    return submit(_submission(request, device, checked.kind, None), previewed=(device, checked))
