@@ -344,6 +344,23 @@ def eta_errors(run: Run, predicted: dict[int, float]) -> list[float]:
     return out
 
 
+def tail(run: Run) -> str:
+    """The night's last job and, if it ends a chain, when that chain's first step was submitted and started."""
+    last = max(run.jobs.values(), key=lambda j: ts_(j.finished_at) if j.finished_at else 0.0)
+    at = lambda value: f"+{value - run.t0:.1f} s"  # noqa: E731
+    where = next(
+        ((k, s) for k, ids in enumerate(run.chains) for s, pk in enumerate(ids) if pk == last.pk), None
+    )
+    text = f"job {last.pk} ({last.kind}) ended the night at {at(ts_(last.finished_at))}"
+    if where is None:
+        return text + ", a single job"
+    head = run.jobs[run.chains[where[0]][0]]
+    return (
+        f"{text}, step {where[1] + 1} of chain {where[0] + 1}, whose first step was submitted at "
+        f"{at(run.submitted[head.pk])} and started at {at(ts_(head.started_at))}"
+    )
+
+
 def figures(run: Run) -> dict:
     b = bound(run)
     starts, etas = start_delays(run), eta_errors(run, run.eta_submit)
@@ -361,6 +378,8 @@ def figures(run: Run) -> dict:
         "eta_med": bn.pct(etas, 0.5),
         "eta_p90": bn.pct(etas, 0.9),
         "eta_bed_med": bn.pct(eta_errors(run, run.eta_bed), 0.5) if run.eta_bed else float("nan"),
+        "eta_bed": f"{bn.pct(eta_errors(run, run.eta_bed), 0.5):.1%}" if run.eta_bed else "–",
+        "tail": tail(run),
         "done": sum(1 for j in run.jobs.values() if j.state == "done"),
         "jobs": len(run.jobs),
         "finished": run.finished,
@@ -371,7 +390,7 @@ def figures(run: Run) -> dict:
 ROW = (
     "| {label} | {makespan:.1f} | {tiiny:.1f} | {ts:.1f} | {path:.1f} | {bound:.1f} | {ratio:.3f} | "
     "{start_med:.2f} / {start_p90:.2f} | {release_med:.3f} / {release_max:.3f} | {idle_med:.2f} / {idle_sum:.1f} | {eta_med:.1%} / {eta_p90:.1%} | "
-    "{eta_bed_med:.1%} | {done}/{jobs} |"
+    "{eta_bed} | {done}/{jobs} |"
 )
 
 
@@ -407,6 +426,10 @@ def report(results: list[dict[str, dict]], info: dict) -> None:
     for r, res in enumerate(results, 1):
         for mode, f in res.items():
             print(ROW.format(label=f"{r}, {mode}", **f))
+    print("\nThe end of each night:\n")
+    for r, res in enumerate(results, 1):
+        for mode, f in res.items():
+            print(f"- {r}, {mode}: {f['tail']}.")
     print()
     print(
         "Device time is the hub's own `Job.device_seconds` (claim to release, each model load the job made and its "
