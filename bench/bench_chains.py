@@ -460,10 +460,16 @@ def verdicts(results: list[dict[str, dict]]) -> None:
         f"{spread([e * 100 for e in col('by hand', 'eta_med')], '.1f')} %; chains once the night was queued "
         f"{spread([e * 100 for e in col('chains', 'eta_bed_med')], '.1f')} %).",
     ]
-    gain = [1 - c / h for c, h in zip(col("chains", "makespan"), col("by hand", "makespan"), strict=True)]
+    longer = [
+        (c / h - 1) * 100 for c, h in zip(col("chains", "makespan"), col("by hand", "makespan"), strict=True)
+    ]
     lines.append(
-        f"- queued before bed vs by hand: the makespan {'shorter' if statistics.median(gain) > 0 else 'longer'} by "
-        f"{spread([abs(g) * 100 for g in gain], '.1f')} %."
+        f"- queued before bed against by hand: the makespan {spread(longer, '+.1f')} % (+: the chains night longer)."
+    )
+    lines.append(
+        f"- submitting the night took {spread(col('chains', 'submit_s'), '.1f')} s (chains, every step) and "
+        f"{spread(col('by hand', 'submit_s'), '.1f')} s (by hand, the first steps and the singles), inside the "
+        "makespan."
     )
     bad = [
         f"{r}, {mode}: {f['done']}/{f['jobs']} done"
@@ -471,11 +477,6 @@ def verdicts(results: list[dict[str, dict]]) -> None:
         for mode, f in res.items()
         if f["done"] != f["jobs"] or not f["finished"]
     ]
-    lines.append(
-        f"- submitting the night took {spread(col('chains', 'submit_s'), '.1f')} s (chains, every step) and "
-        f"{spread(col('by hand', 'submit_s'), '.1f')} s (by hand, the first steps and the singles), inside the "
-        "makespan."
-    )
     lines.append(f"- every job done — {bn.verdict(not bad)}" + (f" ({'; '.join(bad)})." if bad else "."))
     print("\n".join(lines))
 
