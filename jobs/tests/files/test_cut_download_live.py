@@ -13,6 +13,7 @@ import pytest
 from jobs.files import store
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import wait_job
+from jobs.tests.files.media_checks import assert_device_video
 
 pytestmark = pytest.mark.integration
 
@@ -38,9 +39,9 @@ def test_a_cut_download_is_fetched_again_and_the_video_is_rendered_once(
     with tiiny.client() as http:
         whole = http.get(f"/v1/videos/{job.remote_id}/content").content
     video = job.artifacts.get(name="video.mp4")
-    assert video.bytes == len(whole)
-    assert video.sha256 == hashlib.sha256(whole).hexdigest()
-    assert store.read_bytes(video.file.name) == whole
+    stored = store.read_bytes(video.file.name)
+    assert_device_video(whole, stored)  # the device's whole render, its story written in (jobs.files.story)
+    assert video.bytes == len(stored) and video.sha256 == hashlib.sha256(stored).hexdigest()
     counters = tiiny.counters()
     assert counters["renders_submitted"] == 1  # rendered once
     downloads = sum(n for key, n in counters["requests"].items() if key.endswith("/content"))
