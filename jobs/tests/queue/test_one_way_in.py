@@ -1,8 +1,8 @@
 """One way in: a submission plans each candidate device once, whatever door it came through.
 
 A small counting wrapper around the device's scheduling facts (``snapshot_for``), the plan (``eta.plan``) and the
-kind's form: a pinned job, a pool job, a batch of 20 and a three-step chain must not multiply them (issue 35,
-"one way in"). No worker runs; the after-commit replan is not part of the submission (it is the plan written).
+kind's form: a pinned job, a pool job, a batch of 20, a three-step chain and a run again must not multiply them
+(issue 35, "one way in"). No worker runs; the after-commit replan is not part of the submission (it is the plan written).
 """
 
 from __future__ import annotations
