@@ -32,14 +32,11 @@ from jobs.doors.chaining import result_refs
 from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
 from jobs.doors.intake import (
     ANY_DEVICE,
-    check_again,
     find_device,
-    form_again,
     form_for,
     with_defaults,
 )
 from jobs.files.downloads import artifact_response
-from jobs.files.inputs import stored_inputs
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
@@ -524,16 +521,10 @@ def job_again(request: HttpRequest, job_id: str):
             )
     data = {"when": "asap", **_again_data(job), **changes}
     data = with_defaults(owner=request.user, device=device, kind=job.kind, data=data, files={})
-    # The stored copies, for the form to check again (``job_run_again`` reuses them).
-    files = stored_inputs(job)
-    try:
-        form = form_again(owner=request.user, job=job, data=data, files=files)
-        # A pool job's run again is for the pool again; a pinned one's, for its device.
-        device, checked = check_again(owner=request.user, job=job, form=form)
-    finally:
-        for f in files.values():
-            f.close()
-    new = services.job_run_again(job=job, by=request.user, checked=checked, device=device)
+    # A pool job's run again is for the pool again; a pinned one's, for its device. Its stored inputs are
+    # checked again and reused, its parent links kept (``jobs.queue.submission.again_files``).
+    pinned = device if job.pinned else None
+    new = submit_submission(Submission(request.user, job.kind, data, device=pinned, again=job))
     return Status(201, job_detail_out(request, new))
 
 

@@ -11,7 +11,7 @@ device choice, the pool's fan-out, the kind's form, admission) → ``services.su
 What the doors share lives here: the device a request names (``find_device``), the page's device and kind
 (``page_request``) and its "any capable device" (``any_kinds``, ``any_by_default``), the models a form offers
 (``offered_models``), the page's submit token and the uploads a re-shown page form keeps between tries
-(``jobs.doors.stash``, re-exported), "run again" (``form_again``, ``check_again``) and a refusal shown on a form
+(``jobs.doors.stash``, re-exported), "run again" (``form_again``, ``again_submission``) and a refusal shown on a form
 (``show_refusal``). The form's helpers of the queue (``form_for``, ``resolve_model``, ``with_defaults``,
 ``pool_devices``, ``named_refusal``, ``no_device_can``) are re-exported under the names the doors know, and
 ``check_request``, ``submit_request``, ``check_request_any`` and ``submit_request_any`` are thin wrappers that build
@@ -61,7 +61,6 @@ from jobs.queue.submission import (  # the one way in; the form's helpers re-exp
     preview,
     quoted,
     resolve_model,
-    rewound,
     submit,
     with_capabilities,
     with_defaults,
@@ -249,19 +248,13 @@ def submit_request_any(
     return job, job.admission
 
 
-def check_again(*, owner: Any, job: Job, form: JobForm) -> tuple[Device, CheckedRequest]:
-    """ "Run again" admitted: a pinned job's on its device (``form``, bound), a pool job's on the pool, each
-    device's "run again" form given the same data (``check_pool``). (device it waits on first, request)."""
-    if job.pinned:
-        return job.device, check_form(form)
-    data, files = form.data, dict(form.files.items())
-    return check_pool(
-        owner=owner,
-        kind=job.kind,
-        check=lambda device: check_form(
-            form_again(owner=owner, job=job, data=data, files=rewound(files), device=device)
-        ),
-    )
+def again_submission(request: HttpRequest, job: Job, token: str | None) -> Submission:
+    """The page's "run again" of ``job`` as a ``Submission``: its form's fields (an unticked checkbox off, as on
+    the page's submit), for its device or, a pool job's, for the pool again; its inputs reused (``again``)."""
+    data = request.POST.copy()
+    data.setdefault("polite", "")
+    device = job.device if job.pinned else None
+    return Submission(request.user, job.kind, data, device=device, token=token, again=job)
 
 
 def form_again(
@@ -353,10 +346,10 @@ def show_refusal(form: JobForm, exc: RequestInvalid) -> None:
 
 __all__ = [
     "add_errors",
+    "again_submission",
     "already_queued",
     "ANY_DEVICE",
     "any_kinds",
-    "check_again",
     "check_request",
     "check_request_any",
     "check_on",

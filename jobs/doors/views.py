@@ -38,14 +38,15 @@ from jobs.doors.batch import (
 from jobs.doors.filters import CancelForm, DirectionForm, GalleryFilterForm, gallery_page
 from jobs.doors.intake import (
     PageRequest,
+    again_submission,
     already_queued,
-    check_again,
     form_for,
     keep_uploads,
     page_form,
     page_request,
     pool_devices,
     show_refusal,
+    submit,
     submit_page_form,
     submit_token_of,
     typed_form,
@@ -321,12 +322,9 @@ def job_again(request: HttpRequest, job_id: int) -> HttpResponse:
         return _already_queued(request, queued)
     form = again_form(request, job)
     # A pool job's run again is for the pool again (each device's form checks it); a pinned one's, its device.
-    if request.method == "POST" and form.is_bound and (not job.pinned or form.is_valid()):
+    if request.method == "POST" and form.is_bound:
         try:
-            device, checked = check_again(owner=request.user, job=job, form=form)
-            new = services.job_run_again(
-                job=job, by=request.user, checked=checked, idempotency_key=token, device=device
-            )
+            new = submit(again_submission(request, job, token))
         except RequestInvalid as exc:
             show_refusal(form, exc)
         else:

@@ -180,7 +180,12 @@ def job_submit(
     would turn down; then as ``submit_checked`` (the same ``idempotency_key`` again returns the job it queued).
 
     A file of ``upload_files`` may be another job's result (``jobs.core.links.ResultRef``): checked by
-    ``jobs.queue.chains.check_refs``; the job is held until that result is stored."""
+    ``jobs.queue.chains.check_refs``; the job is held until that result is stored.
+
+    Not a ``jobs.queue.submission.Submission``, on purpose: a submission is the kind's form's fields, and this
+    takes the device's parameters (and a start time, a pool, sharing) that no form's fields express one to one;
+    wrapping it would change what it accepts. Its admission is the same ``admit`` the form's check ends in
+    (docs/development.md, "The submit path: one way in")."""
     _require_submitter(owner)
     if idempotency_key and (queued := job_already_submitted(owner=owner, idempotency_key=idempotency_key)):
         return queued

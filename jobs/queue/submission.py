@@ -31,9 +31,11 @@ from django.http import QueryDict
 
 from devices.models import Device
 from devices.selectors import device_list_for
+from jobs.core.links import ResultRef
+from jobs.files.inputs import stored_inputs
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
-from jobs.models import Job, JobKind, When
+from jobs.models import Job, JobKind, JobLink, When
 from jobs.queue import chains, services
 from jobs.queue.admission import CheckedRequest, RequestInvalid, check_form, earliest_of
 from jobs.quotas.services import LIFT_ADMINS_ONLY
@@ -50,7 +52,8 @@ class Submission:
     another job's result (``jobs.core.links.ResultRef``); ``device``: the device it is pinned to, None for any
     capable device of the pool; ``fields_on``: instead of ``fields`` and ``files``, the door's own for each device
     (its defaults depend on the device's form); ``token``: the submit form's per-render token or an API caller's
-    ``Idempotency-Key`` (the same again queues nothing and returns the job it queued)."""
+    ``Idempotency-Key`` (the same again queues nothing and returns the job it queued); ``again``: the job this one
+    runs again (``again_files``: its stored inputs are checked again and reused, its parent links kept)."""
 
     owner: Any
     kind: str
@@ -59,10 +62,35 @@ class Submission:
     device: Any = None
     fields_on: FieldsOn | None = None
     token: str | None = None
+    again: Job | None = None
+
+    def __post_init__(self) -> None:
+        if self.again is not None and self.files is not None:
+            raise ValueError("Run again reuses the job's input files; a submission for it carries none.")
 
     def on(self, device: Device) -> tuple[Mapping[str, Any], Mapping[str, Any] | None]:
         """The fields and files this submission gives ``device``'s form."""
         return self.fields_on(device) if self.fields_on else (self.fields, self.files)
+
+
+def again_files(job: Job) -> dict[str, Any]:
+    """What "run again" gives the form for ``job``'s inputs: a ``ResultRef`` for each input taken from a parent
+    still there (the new job is linked to it as ``job`` was: held until its result is stored, or given it at
+    once), and each other stored input reopened from the store (the caller closes them: ``_closed``)."""
+    refs = {
+        link.field: ResultRef(link.parent_number, link.artifact or None)
+        for link in JobLink.objects.filter(child=job, parent__isnull=False)
+    }
+    stored = stored_inputs(job)
+    for name in set(stored) & set(refs):
+        stored.pop(name).close()  # the parent's result is given again, fitted to the new job's device
+    return {**stored, **refs}
+
+
+def _closed(files: Mapping[str, Any] | None) -> None:
+    for f in (files or {}).values():
+        if hasattr(f, "close"):
+            f.close()
 
 
 def _require_submitter(owner: Any) -> None:
@@ -154,6 +182,7 @@ def check_on(
     data: Mapping[str, Any],
     files: Mapping[str, Any] | None = None,
     pinned: bool = True,
+    keep_files: bool = False,
 ) -> CheckedRequest:
     """Raw fields (the page form's names) validated through the same form the page uses, then admitted, on one
     device. Raises ``RequestInvalid`` (by field) or ``PermissionDenied``; for a ``pinned`` request, a value the
@@ -161,6 +190,7 @@ def check_on(
 
     A file may be another job's result (``jobs.core.links.ResultRef``) instead of an upload: checked by
     ``jobs.queue.chains.check_refs`` and carried in ``CheckedRequest.refs`` (the job waits for it).
+    ``keep_files``: a job that already holds its inputs (run again): no file field is asked for.
     """
     _require_submitter(owner)
     data = _with_schedule(owner, data)
@@ -168,9 +198,8 @@ def check_on(
         _form_class(device, kind)  # a kind the device can't run is refused before the files are looked at
     uploads, refs = chains.split_files(files)
     parents = chains.check_refs(owner=owner, refs=refs) if refs else {}
-    form = _bound(
-        owner=owner, device=device, kind=kind, data=data, files={**uploads, **chains.stand_ins(refs)}
-    )
+    files = {**uploads, **chains.stand_ins(refs)}
+    form = _bound(owner=owner, device=device, kind=kind, data=data, files=files, keep_files=keep_files)
     if parents:
         form.chained = chains.chained(parents)  # admission plans it after its parents (``form_admission``)
     if unknown := [name for name in refs if name not in form.fields]:
@@ -185,14 +214,16 @@ def check_on(
     return checked
 
 
-def _bound(*, owner: Any, device: Any, kind: str, data: dict[str, Any], files: dict[str, Any]) -> JobForm:
+def _bound(
+    *, owner: Any, device: Any, kind: str, data: dict[str, Any], files: dict[str, Any], keep_files: bool
+) -> JobForm:
     """The kind's form bound to ``data``, its model named loosely resolved (``resolve_model``) among the models the
     same form offers: one form for the device, a second only when the model's name had to be resolved."""
     form = form_for(owner=owner, device=device, kind=kind, data=data, files=files)
     if "model" in data and (model := _resolved(form, data["model"])) != data["model"]:
         data["model"] = model
         form = form_for(owner=owner, device=device, kind=kind, data=data, files=files)
-    return form
+    return form.keep_files() if keep_files else form
 
 
 #: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").
@@ -292,24 +323,25 @@ def no_device_can(reasons: list[tuple[Device, str]]) -> str:
 
 def preview(submission: Submission) -> tuple[Device, CheckedRequest]:
     """The submission checked and admitted, nothing written: (the device it would wait on first, the request).
-    Pinned: its device's form, once; "any capable device": each device of the pool, once each."""
+    Pinned: its device's form, once; "any capable device": each device of the pool, once each. Run again
+    (``again``): the job's inputs are its files (``again_files``), none asked for."""
     sub = submission
-    if sub.device is not None:
-        data, files = sub.on(sub.device)  # (files read from their start: a batch's members share them)
-        return sub.device, check_on(
-            owner=sub.owner, device=sub.device, kind=sub.kind, data=data, files=rewound(files)
-        )
+    keep = sub.again is not None
+    opened = again_files(sub.again) if keep else None
 
-    def check(device: Device) -> CheckedRequest:
-        data, files = sub.on(device)
-        return check_on(
-            owner=sub.owner, device=device, kind=sub.kind, data=data, files=rewound(files), pinned=False
-        )
+    def check(device: Device, pinned: bool) -> CheckedRequest:
+        data, files = sub.on(device)  # (files read from their start: a batch's members share them)
+        files = opened if keep else files
+        return check_on(owner=sub.owner, device=device, kind=sub.kind, data=data, files=rewound(files),
+                        pinned=pinned, keep_files=keep)  # fmt: skip
 
     try:
-        return check_pool(owner=sub.owner, kind=sub.kind, check=check)
+        if sub.device is not None:
+            return sub.device, check(sub.device, True)
+        return check_pool(owner=sub.owner, kind=sub.kind, check=lambda device: check(device, False))
     finally:
         rewound(sub.files)
+        _closed({k: f for k, f in (opened or {}).items() if not isinstance(f, ResultRef)})
 
 
 def submit(submission: Submission, *, previewed: tuple[Device, CheckedRequest] | None = None) -> Job:
@@ -319,9 +351,13 @@ def submit(submission: Submission, *, previewed: tuple[Device, CheckedRequest] |
     ``previewed``: this submission's ``preview``, when the door looked at it first (/v1 looks for the job an SDK
     retry already queued): it is not checked again."""
     device, checked = previewed or preview(submission)
-    job = services.submit_checked(
-        owner=submission.owner, device=device, checked=checked, idempotency_key=submission.token
-    )
+    if submission.again is not None:  # its inputs are reused, not saved again (``services.job_run_again``)
+        job = services.job_run_again(job=submission.again, by=submission.owner, checked=checked,
+                                     idempotency_key=submission.token, device=device)  # fmt: skip
+    else:
+        job = services.submit_checked(
+            owner=submission.owner, device=device, checked=checked, idempotency_key=submission.token
+        )
     job.admission = checked.admission
     return job
 
@@ -330,6 +366,7 @@ __all__ = [
     "CheckOn",
     "FieldsOn",
     "Submission",
+    "again_files",
     "check_on",
     "check_pool",
     "form_for",

@@ -1,8 +1,8 @@
 """One way in: a submission plans each candidate device once, whatever door it came through.
 
 A small counting wrapper around the device's scheduling facts (``snapshot_for``), the plan (``eta.plan``) and the
-kind's form: a pinned job, a pool job, a batch of 20 and a three-step chain must not multiply them (issue 35,
-"one way in"). No worker runs; the after-commit replan is not part of the submission (it is the plan written).
+kind's form: a pinned job, a pool job, a batch of 20, a three-step chain and a run again must not multiply them
+(issue 35, "one way in"). No worker runs; the after-commit replan is not part of the submission (it is the plan written).
 """
 
 from __future__ import annotations
@@ -142,3 +142,50 @@ def test_a_three_step_chain_plans_each_step_once(member, home, counts):
     assert dict(counts.forms) == {
         home.pk: 3 * 2
     }  # each step: its defaults for the model, the bound one (was 3)
+
+
+def _again(client, job_id, body=None):
+    return _post(client, f"/api/jobs/{job_id}/again", body or {})
+
+
+def test_a_pinned_run_again_plans_its_device_once(member, home, counts):
+    client = _bearer(member)
+    first = _post(client, "/api/jobs", {"device": home.pk, "kind": "video", **VIDEO_FIELDS}).json()
+    counts.reset()
+    response = _again(client, first["id"], {"steps": 6})
+    assert response.status_code == 201, response.content
+    _report("run again, pinned", counts, 1)
+    assert dict(counts.plans) == {home.pk: 1}
+    assert dict(counts.snapshots) == {home.pk: 1}
+
+
+def test_a_pool_run_again_plans_each_candidate_once(member, home, office, counts):
+    client = _bearer(member)
+    first = _post(client, "/api/jobs", {"kind": "video", **VIDEO_FIELDS}).json()
+    counts.reset()
+    response = _again(client, first["id"])
+    assert response.status_code == 201, response.content
+    _report("run again, pool", counts, 1)
+    assert dict(counts.plans) == {home.pk: 1, office.pk: 1}
+    assert dict(counts.snapshots) == {home.pk: 1, office.pk: 1}
+
+
+def test_a_chained_job_run_again_keeps_its_parent_link(member, home, counts):
+    from jobs.doors.chaining import ChainStep, StepRef, submit_chain
+    from jobs.models import JobLink, JobState
+
+    steps = [
+        ChainStep("image", IMAGE_FIELDS, device=home),
+        ChainStep("video", VIDEO_FIELDS, {"start_image": StepRef(0)}, device=home),
+    ]
+    parent, child = submit_chain(owner=member, steps=steps).jobs
+    counts.reset()
+    response = _again(_bearer(member), child.pk, {"steps": 6})
+    assert response.status_code == 201, response.content
+    _report("run again, chained", counts, 1)
+    assert dict(counts.plans) == {home.pk: 1}
+    assert dict(counts.snapshots) == {home.pk: 1}
+    new = response.json()["id"]
+    link = JobLink.objects.get(child_id=new)
+    assert (link.parent_id, link.field) == (parent.pk, "start_image")
+    assert response.json()["state"] == JobState.HELD  # it waits for the parent's image, as the job it repeats
