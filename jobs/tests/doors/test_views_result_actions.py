@@ -159,7 +159,10 @@ def test_the_form_queues_a_job_that_waits_for_a_result_not_done(member_client, m
         (parent.pk, child.pk, "image")
     ]
     html = page(member_client, f"/jobs/{parent.pk}/")
-    assert f"/jobs/{child.pk}/" in html and "waits for this one" in html
+    assert f"/jobs/{child.pk}/" in html and "Waits for this one</span>" in html
+    assert (
+        "Waits for another job" not in html
+    )  # the child's own label, beside "waits for this one", read twice
     html = page(member_client, f"/jobs/{child.pk}/")
     assert "Made from" in html and "Waits for job" in html
 
