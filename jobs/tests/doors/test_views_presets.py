@@ -73,6 +73,15 @@ def test_a_refused_save_keeps_what_was_typed(member_client, device, night):
     assert Preset.objects.count() == 1
 
 
+def test_a_save_without_a_name_says_so_plainly_with_the_box_open(member_client, device):
+    response = member_client.post("/jobs/presets/save/", video_post(device, preset_name=""))
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The preset was not saved. Give the preset a name." in html  # no "name:" field prefix
+    assert '<details class="save-preset" id="save-preset" open>' in html  # the name field is in sight
+    assert Preset.objects.count() == 0
+
+
 def test_only_admins_save_for_the_household(member_client, admin_client, device):
     assert (
         member_client.post(
