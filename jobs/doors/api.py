@@ -283,7 +283,8 @@ def _device_for_submit(raw: Any) -> Device | None:
 
 
 def _what(device: Device, kind: str) -> str:
-    return f"a {JobKind(kind).label.lower()} job on a {device.get_kind_display()}"
+    label = JobKind(kind).label.lower()
+    return f"{'an' if label[0] in 'aeiou' else 'a'} {label} job on a {device.get_kind_display()}"
 
 
 def _validated(

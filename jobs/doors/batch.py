@@ -202,8 +202,10 @@ def page_batch_preview(request: Any, form: Any, *, pool: bool) -> tuple[BatchPre
     """The summary's batch line: (what queuing it now would give, why it can't be made: "" when it can)."""
     try:
         members = _page_members(request)
-    except RequestInvalid as exc:
-        return None, exc.summary()
+    except (
+        RequestInvalid
+    ) as exc:  # the batch's own fields: their words say what is wrong, no "prompt:" prefix
+        return None, " ".join(m for messages in exc.errors.values() for m in messages)
     preview = batch_preview(owner=request.user, members=_page_checks(request, form, members, pool=pool))
     if preview.errors:
         return preview, batch_refusal(BatchInvalid(preview.errors, preview.size), members).summary()

@@ -84,13 +84,16 @@ def preset_save(request: HttpRequest) -> HttpResponse:
             household=bool(data.get("preset_household")),
         )
     except RequestInvalid as exc:
-        messages.error(request, f"The preset was not saved. {exc.summary()}")
+        # A name's error needs no "name:" prefix: the box it names is opened beside it (preset_save_failed).
+        why = " ".join(exc.errors["name"]) if set(exc.errors) == {"name"} else exc.summary()
+        messages.error(request, f"The preset was not saved. {why}")
         if taken.device is None:
             return redirect("jobs-presets")
         ctx = new_job_context(
             request, taken.device, taken.kind, form=typed_form(request, taken), pool=taken.pool
         )
         ctx["preset_name_typed"] = data.get("preset_name", "")
+        ctx["preset_save_failed"] = True
         return render(request, "jobs/new.html", ctx, status=400)
     messages.success(request, f"Saved the preset “{preset.name}”; pick it here next time.")
     return redirect(_new_job_url(taken.kind, data.get("device"), preset.name))

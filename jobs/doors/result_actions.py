@@ -210,7 +210,7 @@ def mark_from(form: JobForm | None, refs: Mapping[str, FromResult]) -> None:
 
 def from_initial(request: HttpRequest, kind: str, refs: Mapping[str, FromResult]) -> dict[str, Any]:
     """What a form opened from a result starts with: the model the action chose (a voice-cloning one), a
-    TensorSharp video's "start image to video" mode."""
+    TensorSharp video's "start image to video" mode, a cloned voice's words (the speech job's own text)."""
     if not refs:
         return {}
     initial: dict[str, Any] = {}
@@ -218,6 +218,10 @@ def from_initial(request: HttpRequest, kind: str, refs: Mapping[str, FromResult]
         initial["model"] = model[:200]
     if kind == JobKind.VIDEO and ("start_image" in refs or "end_image" in refs):
         initial["video_mode"] = "fl2v" if "end_image" in refs else "i2v"
+    if voice := refs.get("ref_audio"):  # "Use this voice": the hub's own recording says its job's text
+        source = job_for(request.user, voice.ref.job_id)  # refs_in has checked it may be seen
+        if source.kind == JobKind.SPEECH and isinstance(text := source.params.get("input"), str):
+            initial["ref_text"] = text[:2000]
     return initial
 
 

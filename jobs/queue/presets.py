@@ -196,7 +196,9 @@ def _taken(owner_id: int | None, kind: str, name: str, *, but: int | None = None
 
 def _name_taken(kind: str, name: str, household: bool) -> RequestInvalid:
     whose = "The household already has" if household else "You already have"
-    return RequestInvalid({"name": [f"{whose} a {JobKind(kind).label.lower()} preset “{name}”."]})
+    label = JobKind(kind).label.lower()
+    article = "an" if label[0] in "aeiou" else "a"
+    return RequestInvalid({"name": [f"{whose} {article} {label} preset “{name}”."]})
 
 
 def preset_create(

@@ -177,3 +177,12 @@ def test_a_refused_batch_with_a_picture_leaves_no_file(admin_user, member, membe
     assert "Job 3" in text(response) and "Jobs in the queue" in text(response)
     assert not Job.objects.exists()
     assert [p for p in _stored(media) if "inputs" in p.parts] == []
+
+
+def test_the_summary_says_why_a_batch_is_too_big_without_a_field_name(member_client, device):
+    prompt = "{a|b|c|d|e|f|g|h} x {1|2|3|4|5|6|7|8}"
+    response = member_client.post("/jobs/new/admission/", form(device, prompt, mode="matrix"))
+    words = text(response)
+    assert "Can't queue yet: A batch holds at most 50 jobs" in words, (
+        words
+    )  # not "Can't queue yet: prompt: A …"

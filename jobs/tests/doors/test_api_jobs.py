@@ -183,6 +183,21 @@ def test_bad_fields_are_a_422_naming_the_field(clients, device, body, field, wor
     assert Job.objects.count() == 0
 
 
+def test_an_unknown_field_names_the_kind_with_its_article(clients, device):
+    body = {
+        "kind": "image",
+        "device": device.pk,
+        "model": "Tongyi-MAI/Z-Image-Turbo",
+        "prompt": "a",
+        "size": "1x1",
+    }
+    response = post_json(clients["owner"], "/api/jobs", body)
+    assert response.status_code == 422
+    assert response.json()["errors"]["size"][0].startswith(
+        "Unknown field for an image job on a Tiiny Pocket;"
+    )
+
+
 @pytest.mark.parametrize(
     ("raw", "status", "words"),
     [

@@ -88,3 +88,17 @@ def test_save_as_preset_from_the_form(signed_in_page, member, pocket):
     page.keyboard.press("Tab")
     assert page.evaluate("() => document.activeElement.textContent.trim()") == "Rename"
     save_screenshot(page, "presets-page-phone")
+
+
+def test_a_preset_can_be_picked_before_anything_is_typed(signed_in_page, member, pocket):
+    """The picker sends the typed prompt along; an empty (required) prompt must not stop the request, or picking a
+    preset first — what a person does — silently does nothing."""
+    from jobs.queue.presets import preset_create
+
+    off_loop(preset_create, by=member, kind="video", name="three", values={"model": VIDEO, "seconds": 3})
+    page = signed_in_page(member)
+    page.goto(f"/jobs/new/?device={pocket.pk}&kind=video")
+    page.wait_for_selector("#admission")
+    assert page.input_value("#id_seconds") != "3" and page.input_value("#id_prompt") == ""
+    page.select_option("#pick-preset", "three")
+    page.wait_for_function("() => document.getElementById('id_seconds').value === '3'", timeout=15000)

@@ -73,6 +73,15 @@ def test_a_refused_save_keeps_what_was_typed(member_client, device, night):
     assert Preset.objects.count() == 1
 
 
+def test_a_save_without_a_name_says_so_plainly_with_the_box_open(member_client, device):
+    response = member_client.post("/jobs/presets/save/", video_post(device, preset_name=""))
+    assert response.status_code == 400
+    html = response.content.decode()
+    assert "The preset was not saved. Give the preset a name." in html  # no "name:" field prefix
+    assert '<details class="save-preset" id="save-preset" open>' in html  # the name field is in sight
+    assert Preset.objects.count() == 0
+
+
 def test_only_admins_save_for_the_household(member_client, admin_client, device):
     assert (
         member_client.post(
@@ -169,6 +178,7 @@ def test_a_bad_import_says_why_and_imports_nothing(member_client, content, words
 
 def test_viewers_see_the_household_presets_but_keep_none(viewer_client, admin_user, device):
     preset_create(by=admin_user, kind="video", name="house", values={}, household=True)
-    assert "house" in viewer_client.get("/jobs/presets/").content.decode()
+    html = viewer_client.get("/jobs/presets/").content.decode()
+    assert "house" in html and 'id="own-title"' not in html  # no empty "Yours" for someone who keeps none
     assert viewer_client.post("/jobs/presets/save/", video_post(device, preset_name="v")).status_code == 403
     assert Preset.objects.count() == 1

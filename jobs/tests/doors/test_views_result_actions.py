@@ -106,6 +106,17 @@ def test_use_this_voice_needs_a_cloning_model(member_client, member, device, med
     assert f"ref_audio_from={speech.pk}" in html and "model=Qwen%2FQwen3-TTS-12Hz-1.7B-Base" in html
 
 
+def test_use_this_voice_fills_in_what_the_recording_says(member_client, member, device, media):
+    speech = make_job(member, device, kind="speech", state="done", prompt="hello from the kitchen")
+    add_artifact(speech, media, kind="audio", name="speech.wav", mime="audio/wav", data=b"RIFF0000WAVE")
+    caps = capabilities()
+    caps["models"].append({"id": CLONE, "name": "Qwen3-TTS Base", "kind": "tts", "loaded": False})
+    Device.objects.filter(pk=device.pk).update(capabilities=Capabilities.from_dict(caps).to_dict())
+    html = page(member_client, f"/jobs/new/?kind=speech&ref_audio_from={speech.pk}&model={CLONE}")
+    field = re.search(r'<(?:input|textarea)[^>]*name="ref_text"[^>]*>([^<]*)', html)
+    assert field and "hello from the kitchen" in field.group(0) + field.group(1)
+
+
 def test_a_viewer_has_no_actions(viewer_client, member, device, media):
     job = done_image(member, device, media, shared=True)
     html = page(viewer_client, f"/jobs/{job.pk}/")
@@ -159,7 +170,10 @@ def test_the_form_queues_a_job_that_waits_for_a_result_not_done(member_client, m
         (parent.pk, child.pk, "image")
     ]
     html = page(member_client, f"/jobs/{parent.pk}/")
-    assert f"/jobs/{child.pk}/" in html and "waits for this one" in html
+    assert f"/jobs/{child.pk}/" in html and "Waits for this one</span>" in html
+    assert (
+        "Waits for another job" not in html
+    )  # the child's own label, beside "waits for this one", read twice
     html = page(member_client, f"/jobs/{child.pk}/")
     assert "Made from" in html and "Waits for job" in html
 

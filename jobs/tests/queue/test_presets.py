@@ -110,6 +110,9 @@ def test_names_are_unique_per_owner_and_kind(member, admin_user):
     with pytest.raises(RequestInvalid) as exc:
         svc.preset_create(by=member, kind="video", name=" a ", values={})
     assert exc.value.errors["name"] == ["You already have a video preset “a”."]
+    with pytest.raises(RequestInvalid) as exc:
+        svc.preset_create(by=member, kind="image", name="a", values={})
+    assert exc.value.errors["name"] == ["You already have an image preset “a”."]
     b = svc.preset_create(by=member, kind="video", name="b", values={})
     with pytest.raises(RequestInvalid):
         svc.preset_update(preset=b, by=member, name="a")
