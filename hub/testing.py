@@ -309,12 +309,29 @@ def run_async(coroutine_function, *args):
 
     Playwright's sync API keeps an event loop running in the test thread for the whole session, so a plain
     ``asyncio.run`` there would fail; a worker thread has no loop of its own.
+
+    A daemon thread, waited on with an interruptible join and never joined again: when the test's timeout ends
+    the wait, a loop stuck in ``asyncio.run``'s cleanup (a task that won't finish cancelling) is left behind,
+    and the run goes on. A thread pool's ``with`` joined it again after the timeout, with nothing left to end
+    that wait: CI's PostgreSQL pass hung in ``test_the_websocket_matrix`` that way.
     """
     import asyncio
-    from concurrent.futures import ThreadPoolExecutor
+    import threading
 
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        return pool.submit(asyncio.run, coroutine_function(*args)).result()
+    box: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = asyncio.run(coroutine_function(*args))
+        except BaseException as exc:  # noqa: BLE001 - raised again in the test's thread
+            box["error"] = exc
+
+    thread = threading.Thread(target=run, name="run-async", daemon=True)
+    thread.start()
+    thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")
 
 
 def fresh_broker_pools(url: str | None = None) -> None:

@@ -58,7 +58,7 @@ class Socket:
         self.pushed: list[str] = []
 
     async def open(self) -> Socket:
-        self.accepted, _ = await self.comm.connect(timeout=5)
+        self.accepted, _ = await self.comm.connect(timeout=30)  # dozens open at once, on a busy machine
         if self.accepted:
             self.snapshot = await self.drain()
         return self
