@@ -124,6 +124,7 @@ def _paths(evening, pocket) -> list[str]:
         f"/devices/{pocket.pk}/",
         "/accounts/people/",
         "/accounts/tokens/",
+        "/jobs/presets/",
     ]
 
 
