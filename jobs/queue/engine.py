@@ -570,6 +570,11 @@ def recover(job_id: int) -> None:
         elif job.state == S.SUBMITTED:
             _recover_submission(job.pk)
         return
+    if job.state == S.COLLECTING:
+        # A blocking or stream call's result is saved before the job is collecting: only "done" was lost.
+        job_note(job.pk, "The hub restarted after saving the result; finishing it.")
+        finish_done(job)
+        return
     # Blocking and stream calls die with the worker that held them.
     interrupt(job, "Interrupted: the hub lost the connection to the render (a worker restarted).")
 
