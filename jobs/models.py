@@ -215,10 +215,6 @@ class Job(models.Model):
     def can_retry(self) -> bool:
         return self.state in RETRYABLE_STATES
 
-    def may_run_on(self, device_id: int) -> bool:
-        """Whether ``device_id`` may run this job: its own device, or, for a pool job, any device of its pool."""
-        return device_id == self.device_id or (not self.pinned and device_id in (self.pool or []))
-
 
 class JobLink(models.Model):
     """One file input of ``child`` taken from ``parent``'s result (``jobs.core.links.ResultRef``): the child is

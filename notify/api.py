@@ -24,10 +24,10 @@ from ninja.responses import Status
 from pydantic import BaseModel
 
 from hub.api_auth import require_scope
+from hub.api_errors import ErrorOut
+from hub.cursors import decode_cursor, encode_cursor
 from hub.links import link_origin
 from hub.ratelimit import RateLimited
-from jobs.doors.filters import decode_cursor, encode_cursor
-from jobs.kinds.schemas import ErrorOut
 from jobs.queue.admission import RequestInvalid
 from notify import selectors, services
 from notify.forms import ChannelForm

@@ -73,9 +73,6 @@ class TensorSharpClient(HttpDevice):
     def models(self) -> dict:
         return self.json(self._get("/api/models"))
 
-    def queue_status(self) -> dict:
-        return self.json(self._get("/api/queue/status"))
-
     def capabilities(self, previous: Capabilities | None = None) -> Capabilities:
         """The hosted model (the one loaded) and the others it could host; video options for a video model."""
         raw = self.models()

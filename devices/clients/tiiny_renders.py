@@ -216,9 +216,6 @@ class TiinyRenders(TiinyHttp):
             id_call=True,
         )
 
-    def music_info(self) -> dict:
-        return self._get_json("/v1/music/info")
-
     # -- internals ---------------------------------------------------------------------------------------
     def _music_json(self, path: str, body: dict, timeout: float) -> dict:
         out = self._post_json(path, body, read=timeout, id_call=True)

@@ -24,12 +24,13 @@ from pydantic import ValidationError as PydanticValidationError
 from devices.models import Device
 from hub.api_auth import require_scope
 from hub.api_errors import ERRORS, ErrorOut
+from hub.cursors import decode_cursor, encode_cursor
 from hub.parsing import parse_id
 from hub.ratelimit import check_submit
 from jobs.core.links import Link
 from jobs.core.selectors import job_for, job_links, jobs_visible_to
 from jobs.doors.chaining import result_refs
-from jobs.doors.filters import STATE_GROUPS, decode_cursor, encode_cursor, prompt_search
+from jobs.doors.filters import STATE_GROUPS, prompt_search
 from jobs.doors.intake import (
     ANY_DEVICE,
     find_device,

@@ -6,7 +6,6 @@ arriving meanwhile don't shift or repeat cards, and page 500 costs what page 1 d
 
 from __future__ import annotations
 
-import base64
 import datetime as dt
 from dataclasses import dataclass, field
 from typing import Any
@@ -15,10 +14,9 @@ from django import forms
 from django.contrib.auth import get_user_model
 from django.db.models import Exists, OuterRef, Prefetch, Q
 from django.urls import reverse
-from django.utils import timezone
-from django.utils.dateparse import parse_datetime
 
 from devices.models import Device
+from hub.cursors import decode_cursor, encode_cursor
 from hub.parsing import parse_id
 from hub.widgets import LongSelect
 from jobs.core.bookmarks import bookmarked_ids
@@ -165,40 +163,6 @@ class GalleryFilterForm(forms.Form):
     @property
     def active(self) -> bool:
         return self.is_valid() and any(self.cleaned_data.get(k) for k in self.fields)
-
-
-def encode_cursor(job: Job) -> str:
-    raw = f"{job.created.isoformat()}|{job.pk}".encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
-
-
-#: A real cursor is ~45 characters; anything much longer is not one (and is not worth decoding).
-MAX_CURSOR_CHARS = 120
-#: Cursors name a job's creation time: anything outside these years is not one (and extreme dates overflow
-#: when converted to UTC or handed to the database).
-CURSOR_YEARS = (2000, 9000)
-
-
-def decode_cursor(cursor: str) -> tuple[dt.datetime, int] | None:
-    """(created, id) of the last card shown, or None: a mangled, foreign or extreme cursor shows the first
-    page rather than an error."""
-    if not cursor or len(cursor) > MAX_CURSOR_CHARS:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
-        stamp, _, pk_text = raw.partition("|")
-        created = parse_datetime(stamp)
-        if created is None:
-            return None
-        if timezone.is_naive(created):
-            created = created.replace(tzinfo=dt.UTC)
-        created = created.astimezone(dt.UTC)  # "9999-12-31T23:59-05:00" overflows here
-    except (ValueError, UnicodeDecodeError, OverflowError):
-        return None
-    pk = parse_id(pk_text)
-    if pk is None or not CURSOR_YEARS[0] <= created.year <= CURSOR_YEARS[1]:
-        return None
-    return created, pk
 
 
 @dataclass(frozen=True)
