@@ -110,6 +110,7 @@ HEARTBEAT_EVERY_S = 5.0
 
 # (Read with the settings' own helper: the beat schedule is built before Django's settings load.)
 RECONCILE_S = env_float("JOBS_RECONCILE_S", 5.0, minimum=0.01)
+NOTIFY_SWEEP_S = env_float("NOTIFY_SWEEP_S", 60.0, minimum=0.01)
 BACKUP_HOUR, BACKUP_MINUTE = env_clock("HUB_BACKUP_AT", "13:30")
 
 # Periodic tasks, declared in code. Other apps add their own entries here (one place to read them all).
@@ -121,8 +122,13 @@ app.conf.beat_schedule = {
     "devices-prune-metrics": {"task": "devices.tasks.prune_metrics", "schedule": 3600.0},
     # Jobs: the safety net after any crash (dead poll chains, lapsed leases, idle queues). Countdown polls live in
     # a worker's memory, so after a worker restart this is what resumes them; cheap, hence often.
-    # Notifications: deliveries whose task was lost (Redis away when it was enqueued, a worker killed mid-send).
-    "notify-sweep": {"task": "notify.tasks.sweep", "schedule": 60.0, "options": {"expires": 60.0}},
+    # Notifications: a job's news whose hand-over was lost (its process killed after the commit), deliveries whose
+    # task was lost (Redis away when it was enqueued, a worker killed mid-send).
+    "notify-sweep": {
+        "task": "notify.tasks.sweep",
+        "schedule": NOTIFY_SWEEP_S,
+        "options": {"expires": NOTIFY_SWEEP_S},
+    },
     # Thumbnails whose task was lost with the broker at a job's end (made off the lease, so nothing else notices).
     "jobs-thumbnails-sweep": {
         "task": "jobs.tasks.sweep_thumbnails",

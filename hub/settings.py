@@ -488,6 +488,8 @@ try:
     NOTIFY_RETRY_DELAYS_S = [max(float(x), 0.0) for x in _delays]
 except ValueError:
     raise SettingError("NOTIFY_RETRY_DELAYS_S: seconds, comma-separated (e.g. 10,60,300)") from None
+# A job's news that the hand-over after its commit did not prepare within this (its process died) is the sweep's.
+NOTIFY_NOTICE_GRACE_S = env_float("NOTIFY_NOTICE_GRACE_S", 30.0, minimum=0.0)
 NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webhook/Apprise/push call at most
 # Private hosts every channel may reach (host or host:port, comma-separated: the household's Home Assistant, a LAN
 # ntfy). Any other target on this machine or the private network is refused (notify.targets); admins add more on

@@ -14,6 +14,7 @@ import secrets
 
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 
 class JobKind(models.TextChoices):
@@ -258,6 +259,31 @@ class JobEvent(models.Model):
 
     def __str__(self) -> str:
         return f"#{self.job_id}.{self.seq} {self.state}: {self.message}"
+
+
+class Notice(models.Model):
+    """Something a committed change must tell people, kept until what tells of it is prepared (``jobs.core.notices``).
+
+    Written in the change's own transaction (a job entering a state someone follows, a result waiting for disk
+    space) and deleted once notify has made its deliveries, which are keyed on ``(job, seq)``. A process killed
+    between the commit and that leaves the row, and notify's sweep prepares it: nothing is lost, nothing is told
+    twice."""
+
+    class Kind(models.TextChoices):
+        ENTERED = "entered", "Entered a state"
+        DISK_FULL = "disk_full", "Waits for disk space"
+
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="+")
+    seq = models.PositiveIntegerField()  # the job's event this tells of (its ``last_seq`` then)
+    kind = models.CharField(max_length=10, choices=Kind.choices)
+    state = models.CharField(max_length=12, blank=True, default="")  # the state entered (``entered``)
+    created = models.DateTimeField(default=timezone.now, db_index=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["job", "seq", "kind"], name="jobs_notice_once")]
+
+    def __str__(self) -> str:
+        return f"#{self.job_id}.{self.seq} {self.kind} {self.state}"
 
 
 class Artifact(models.Model):

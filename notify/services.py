@@ -1,9 +1,10 @@
 """Notifications: every change to channels and deliveries goes through here.
 
 The flow: transition -> outbox -> pages/pushes/notifications. The jobs outbox (``jobs.live.outbox``, which
-``NotifyConfig.ready`` registers :func:`jobs_entered` with) and ``devices.hooks.device_locked`` are the two ways in:
+``NotifyConfig.ready`` registers ``notify.job_news.jobs_entered`` with) and ``devices.hooks.device_locked`` are the
+two ways in:
 
-1. After the job's transition committed, :func:`job_entered` maps the state to an event (done, failed,
+1. After the job's transition committed, ``notify.job_news.job_entered`` maps the state to an event (done, failed,
    started) and calls :func:`notify_event`, which writes one pending Delivery per channel that wants it and
    enqueues ``notify.tasks.deliver`` after *that* commit. Nothing here runs inside the job's transaction, and
    every exception is caught and logged: a notification can never undo, delay or fail a transition.
@@ -31,9 +32,8 @@ from django.utils import timezone
 
 from devices.models import Device
 from hub.disk import disk_space
-from jobs.core.changes import Changes
 from jobs.live.fragments import job_title
-from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState
+from jobs.models import Job
 from notify import confirm, crypto, senders, targets
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
 from notify.selectors import (
@@ -55,8 +55,6 @@ SWEEP_BATCH = 200
 #: per channel per TEST_COOLDOWN, and at most TEST_PER_HOUR a person over all their channels.
 TEST_COOLDOWN = dt.timedelta(seconds=30)
 TEST_PER_HOUR = 20
-STATE_EVENTS = {"done": Event.JOB_DONE, "failed": Event.JOB_FAILED, "preparing": Event.JOB_STARTED}
-FINAL = ("done", "failed", "cancelled")
 
 
 # -- channels ----------------------------------------------------------------------------------------------------
@@ -360,52 +358,6 @@ def channel_rekey_all() -> tuple[int, int]:
 
 
 # -- events ----------------------------------------------------------------------------------------------------
-def jobs_entered(changes: Changes) -> None:
-    """The jobs outbox's ``notify`` stage: each state a job entered in a transaction that committed, in order."""
-    for entered in changes.entered:
-        job_entered(job_id=entered.job_id, state=entered.state, seq=entered.seq)
-
-
-def job_entered(*, job_id: int, state: str, seq: int) -> None:
-    """Job ``job_id`` entered ``state`` (its event ``seq``) and that committed. Never raises."""
-    try:
-        event = STATE_EVENTS.get(state)
-        if event:
-            notify_event(event, job_id=job_id, key=f"{event}:{job_id}:{seq}")
-        if state in FINAL:
-            _queue_empty_after(job_id)
-    except Exception:
-        logger.exception("notifications for job %s (%s) could not be prepared", job_id, state)
-
-
-def jobs_waiting_for_disk(changes: Changes) -> None:
-    """The jobs outbox's ``notify`` stage: a finished render's result found the hub's disk full and waits for
-    space. The household channels hear of it once per wait (the job's story holds when it began). Never raises."""
-    for job_id in changes.disk_full:
-        try:
-            row = Job.objects.filter(pk=job_id).values_list("device_id", "last_seq").first()
-            if row is not None:
-                notify_event(
-                    Event.DISK_FULL,
-                    job_id=job_id,
-                    device_id=row[0],
-                    key=f"{Event.DISK_FULL}:{job_id}:{row[1]}",
-                )
-        except Exception:
-            logger.exception("notifications for job %s (disk full) could not be prepared", job_id)
-
-
-def _queue_empty_after(job_id: int) -> None:
-    device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
-    if device_id is None:
-        return
-    busy = Job.objects.filter(
-        device_id=device_id, state__in=[*PENDING_STATES, *ACTIVE_STATES, JobState.INTERRUPTED]
-    )
-    if not busy.exists():
-        notify_event(Event.QUEUE_EMPTY, device_id=device_id, key=f"{Event.QUEUE_EMPTY}:{device_id}:{job_id}")
-
-
 def device_locked(*, device_id: int, since: dt.datetime | None = None) -> None:
     """The hook ``devices.services.device_set_state`` calls when a device becomes locked. Never raises."""
     try:

@@ -11,6 +11,7 @@ from smtplib import SMTPException
 from celery import shared_task
 
 from notify.confirm import confirmation_mail_send
+from notify.job_news import notices_sweep
 from notify.services import delivery_attempt, delivery_sweep
 
 
@@ -22,8 +23,9 @@ def deliver(delivery_id: int) -> str:
 
 @shared_task(ignore_result=True, soft_time_limit=20, time_limit=30)
 def sweep() -> int:
-    """Beat, every minute: deliveries whose task was lost (see ``notify.services.delivery_sweep``)."""
-    return delivery_sweep()
+    """Beat, every minute: job notices whose hand-over was lost (``notify.job_news.notices_sweep``), then
+    deliveries whose task was lost (``notify.services.delivery_sweep``)."""
+    return notices_sweep() + delivery_sweep()
 
 
 @shared_task(

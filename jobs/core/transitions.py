@@ -18,7 +18,7 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from jobs.core import changes
+from jobs.core import changes, notices
 from jobs.models import ACTIVE_STATES, Job, JobEvent
 
 logger = logging.getLogger("jobs")
@@ -46,6 +46,9 @@ def job_transition(
             return False
         seq, device_id = Job.objects.filter(pk=job_id).values_list("last_seq", "device_id").get()
         JobEvent.objects.create(job_id=job_id, seq=seq, state=to, message=message[:500], data=data or {})
+        notices.job_entered(
+            job_id, seq, to
+        )  # kept until told: a crash after the commit loses no notification
         changes.job_entered(job_id, device_id, state=to, seq=seq, moved_on=_stays_active(from_states, to))
     logger.info("job %s -> %s: %s", job_id, to, message)
     return True

@@ -10,7 +10,7 @@ The flow: transition -> outbox -> pages/pushes/notifications.
 3. :func:`send` calls the handlers registered here, stage by stage (:data:`STAGES`): ``plan``, the planner
    (``jobs.queue.eta.replan_changed``: the pages show its times, so it goes first); ``push``, this module's :func:`push`
    (``jobs.live.broadcast``) then :func:`pages_changed` (``hub.pagecache``); ``notify``, what a job entering a
-   state tells people (``notify.services.jobs_entered``, registered by ``notify.apps``, the layer above jobs).
+   state tells people (``notify.job_news.jobs_entered``, registered by ``notify.apps``, the layer above jobs).
 
 Every handler is best effort: one that fails is logged, the ones after it still run, and no job ever fails by it.
 """

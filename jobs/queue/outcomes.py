@@ -17,6 +17,7 @@ from django.utils import timezone
 from devices import errors
 from hub.disk import disk_space, is_store_unreachable, size_text
 from hub.media_storage import UNREACHABLE
+from jobs.core import notices
 from jobs.core.changes import job_ticked, job_waits_for_disk
 from jobs.core.links import note_parent_failed
 from jobs.core.transitions import job_note, job_set, job_transition
@@ -263,7 +264,7 @@ def wait_for_disk(job: Job, exc: OSError) -> None:
             phase=phase[:100],
         )
         if noted:
-            job_waits_for_disk(job.pk)
+            _tell_disk_full(job.pk)
     logger.warning(
         "job %s: the disk is full (%s free); waiting for space to save its result", job.pk, free_text
     )
@@ -288,6 +289,14 @@ def _wait_for_store(job: Job, exc: OSError) -> None:
         phase=phase[:100],
     )
     logger.warning("job %s: %s; waiting to save its result", job.pk, UNREACHABLE)
+
+
+def _tell_disk_full(job_id: int) -> None:
+    """The admins hear that a result waits for disk space: a notice kept until told (a crash loses nothing),
+    and the outbox's notification handlers after commit."""
+    with transaction.atomic():
+        notices.job_waits_for_disk(job_id)
+        job_waits_for_disk(job_id)
 
 
 def disk_recovered(job: Job) -> None:
@@ -330,5 +339,5 @@ def requeue_for_disk(job: Job, exc: OSError) -> bool:
     if ok and first and not store_down:  # after the move: end_job has sent the device's next turn
         stamp = {**job.remote_data, DISK_WAIT: round(timezone.now().timestamp())}
         job_set(job.pk, remote_data=stamp)
-        job_waits_for_disk(job.pk)
+        _tell_disk_full(job.pk)
     return ok

@@ -23,6 +23,8 @@ ENGINE_ENV = {
     "JOBS_LOAD_GRACE_S": "0.05",
     "JOBS_RECONCILE_S": "1",
     "JOBS_DISK_RETRY_S": "0.5",  # a result that found the disk full is tried again soon
+    "NOTIFY_SWEEP_S": "1",  # a job's news lost with a killed worker is prepared soon (notify.job_news)
+    "NOTIFY_NOTICE_GRACE_S": "1",
 }
 
 

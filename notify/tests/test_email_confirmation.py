@@ -19,8 +19,9 @@ from django.utils import timezone
 from jobs.tests.ui_fixtures import make_job
 from notify import confirm
 from notify import tasks as _tasks  # noqa: F401 - registers confirm_mail: an eager run needs the task itself
+from notify.job_news import job_entered
 from notify.models import Channel, Delivery, EmailConfirmation
-from notify.services import delivery_attempt, job_entered
+from notify.services import delivery_attempt
 
 pytestmark = pytest.mark.django_db
 ADD = "/notify/channels/add/"

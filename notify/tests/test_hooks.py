@@ -146,7 +146,7 @@ def test_a_failing_channel_never_touches_the_job_or_the_queue(
 
 
 def test_a_hook_run_twice_makes_no_second_delivery(member, device):
-    from notify.services import job_entered
+    from notify.job_news import job_entered
 
     _hook(member)
     job = make_job(member, device, state="done")

@@ -134,7 +134,7 @@ def test_send_calls_every_handler_stage_by_stage_and_a_failing_one_stops_none(mo
 
 def test_the_apps_register_the_planner_the_pushes_the_page_cache_and_the_notifications():
     from jobs.queue.eta import replan_changed as replan
-    from notify.services import jobs_entered, jobs_waiting_for_disk
+    from notify.job_news import jobs_entered, jobs_waiting_for_disk
 
     assert outbox._handlers == {
         "plan": [replan],
