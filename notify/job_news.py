@@ -4,9 +4,9 @@ waiting for disk space, each once.
 A job's transition leaves a notice in its own transaction (``jobs.core.notices``, for the states this module
 names at start-up: :data:`TOLD_STATES`). After the commit the jobs outbox hands the change here
 (:func:`jobs_entered`, :func:`jobs_waiting_for_disk`, registered in ``NotifyConfig.ready``), which makes the
-deliveries and deletes the notice in one transaction. A process killed in between leaves the notice, and the
-sweep (:func:`notices_sweep`, beat every minute) prepares it. Deliveries are keyed on the job's event, so a
-notice prepared twice (the hand-over and the sweep at once) makes each delivery once.
+deliveries in the transaction that takes the notice (``jobs.core.notices.claim``): whoever takes it tells of it,
+once, and a transition rolled back left none. A process killed in between leaves the notice, and the sweep
+(:func:`notices_sweep`, beat every minute) takes it. The deliveries are keyed on the job's event besides.
 """
 
 from __future__ import annotations
@@ -46,12 +46,13 @@ def job_entered(*, job_id: int, state: str, seq: int) -> None:
     notice for the sweep."""
     try:
         with transaction.atomic():
+            if not notices.claim(job_id, seq, Notice.Kind.ENTERED):
+                return  # told already, or the transition never committed
             event = STATE_EVENTS.get(state)
             if event:
                 notify_event(event, job_id=job_id, key=f"{event}:{job_id}:{seq}")
             if state in FINAL:
                 _queue_empty_after(job_id)
-            notices.told(job_id, seq, Notice.Kind.ENTERED)
     except Exception:
         logger.exception("notifications for job %s (%s) could not be prepared", job_id, state)
 
@@ -69,6 +70,8 @@ def job_waits_for_disk(*, job_id: int, seq: int) -> None:
     """Never raises: a failure keeps the notice for the sweep."""
     try:
         with transaction.atomic():
+            if not notices.claim(job_id, seq, Notice.Kind.DISK_FULL):
+                return
             device_id = Job.objects.filter(pk=job_id).values_list("device_id", flat=True).first()
             if device_id is not None:
                 notify_event(
@@ -77,7 +80,6 @@ def job_waits_for_disk(*, job_id: int, seq: int) -> None:
                     device_id=device_id,
                     key=f"{Event.DISK_FULL}:{job_id}:{seq}",
                 )
-            notices.told(job_id, seq, Notice.Kind.DISK_FULL)
     except Exception:
         logger.exception("notifications for job %s (disk full) could not be prepared", job_id)
 

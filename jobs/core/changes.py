@@ -18,10 +18,10 @@ import contextvars
 import logging
 import threading
 import time
+import weakref
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
 
 from django.db import connections, transaction
 
@@ -52,8 +52,10 @@ class Changes:
     entered: list[Entered] = field(default_factory=list)  # each state a job entered, in order
     #: jobs whose finished result found the hub's disk full and now wait for space (the admins are told)
     disk_full: list[int] = field(default_factory=list)
-    callback: Any = field(default=None, repr=False)  # what sends it after commit (a transaction's collection)
-    savepoints: tuple[str, ...] = ()  # the savepoints its callback was registered inside
+    sent: bool = field(default=False, repr=False)  # a transaction's collection: sent after its commit already
+    #: a transaction's collection: its sendings registered after commit that no rollback has discarded yet (a
+    #: rollback drops Django's last reference to them); none left, and the collection is of no transaction.
+    registered: weakref.WeakSet = field(default_factory=weakref.WeakSet, repr=False)
 
     def is_empty(self) -> bool:
         return not (
@@ -85,7 +87,7 @@ def job_entered(job_id: int, device_id: int | None, *, state: str, seq: int, mov
             else:
                 live.replan.add(device_id)
             live.queues.add(device_id)
-    # Not a live update, so never held; inside a savepoint of its own it goes (or is rolled back) with it.
+    # Not a live update, so never held: it goes with its transaction's commit.
     with _recording(hold=False, exact=True) as told:
         told.entered.append(Entered(job_id, state, seq))
 
@@ -128,22 +130,25 @@ def plan_changed(device_id: int) -> None:
 
 @contextmanager
 def _recording(*, hold: bool = True, exact: bool = False) -> Iterator[Changes]:
-    """The collection a change is recorded in; a new one is sent after commit (outside a transaction: at once)."""
-    changes, new = _collection(hold=hold, exact=exact)
+    """The collection a change is recorded in, sent after commit (outside a transaction: at once)."""
+    changes, register = _collection(hold=hold, exact=exact)
     yield changes
-    if new:
+    if register:
         _send_after_commit(changes)
 
 
 def _collection(*, hold: bool, exact: bool) -> tuple[Changes, bool]:
-    """The collection a change joins, and whether it is new: while the outbox sends one, that one (a replan's
-    new plan joins its own sending); inside :func:`held` (``hold``), the block's; else the transaction's, or a
-    fresh one outside a transaction (sent at once).
+    """The collection a change joins, and whether the change must register its sending after commit: while the
+    outbox sends one, that one (a replan's new plan joins its own sending); inside :func:`held` (``hold``), the
+    block's; else the transaction's, or a fresh one outside a transaction (sent at once). ``exact``: a state
+    entered never joins a collection being sent or held (it goes with its own transaction's commit).
 
-    A collection whose callback a rollback discarded is replaced, so a rolled-back change never holds back a
-    later one. ``exact``: the change must go, or be rolled back, with the savepoint it is made in: it joins the
-    transaction's collection only when that was registered inside the same savepoint, else it gets one of its
-    own there (a notification of a transition a caller's savepoint rolled back would tell of what never was).
+    Every change made in a transaction registers the sending of the transaction's collection, which sends once
+    (:func:`_send_after_commit`): a savepoint rolled back discards only its own registrations, so a later change
+    in the same transaction still sends the collection. What a rolled-back savepoint's change recorded may go out
+    with it; that only sends the truth again (every handler reads the database, and notify tells only of a change
+    whose notice committed: ``jobs.core.notices``). Once a rollback discarded every sending a collection
+    registered, the next change starts a new one.
     """
     if not exact and (flushing := _flushing.get()) is not None:
         return flushing, False
@@ -152,25 +157,24 @@ def _collection(*, hold: bool, exact: bool) -> tuple[Changes, bool]:
     conn = transaction.get_connection()
     if not conn.in_atomic_block:
         return Changes(), True
-    savepoints = tuple(conn.savepoint_ids)
     current: Changes | None = getattr(conn, _CONN_ATTR, None)
-    if current is not None and any(entry[1] is current.callback for entry in conn.run_on_commit):
-        if not exact or current.savepoints == savepoints:
-            return current, False
-        return Changes(savepoints=savepoints), True  # one of its own, beside the transaction's
-    current = Changes(savepoints=savepoints)
-    setattr(conn, _CONN_ATTR, current)
+    if current is None or current.sent or not current.registered:  # sent, or every change in it rolled back
+        current = Changes()
+        setattr(conn, _CONN_ATTR, current)
     return current, True
 
 
 def _send_after_commit(changes: Changes) -> None:
     def run() -> None:
+        if changes.sent:
+            return  # another change of the same transaction sent it
+        changes.sent = True
         conn = transaction.get_connection()
         if getattr(conn, _CONN_ATTR, None) is changes:
             setattr(conn, _CONN_ATTR, None)
         flush(changes)
 
-    changes.callback = run
+    changes.registered.add(run)
     transaction.on_commit(run)  # outside a transaction: at once
 
 

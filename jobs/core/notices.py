@@ -3,9 +3,9 @@
 The in-memory collection (``jobs.core.changes``) hands a transaction's changes to the outbox after it commits; a
 process killed between the commit and that hand-over would lose what the change had to tell. So a change that
 someone may be told of also writes a :class:`~jobs.models.Notice` in its own transaction. Whoever tells of it
-(notify, the layer above, through the outbox's ``notify`` stage) deletes the row once its deliveries are made, and
-its sweep takes the rows left behind (:func:`pending`). The deliveries are keyed on the job's event, so a notice
-prepared twice (the hand-over and the sweep at once) makes them once.
+(notify, the layer above, through the outbox's ``notify`` stage) takes the row (:func:`claim`) in the transaction
+that makes its deliveries, and its sweep takes the rows left behind (:func:`pending`): whoever takes it tells of
+it, once, and a change rolled back left none to take.
 
 Which states are worth a row is said by the layer above at start-up (:func:`tell_of_states`): the core knows
 nothing of notifications, and a transition into any other state writes nothing.
@@ -48,9 +48,11 @@ def disk_full_seq(job_id: int) -> int | None:
     return Notice.objects.filter(job_id=job_id, kind=Notice.Kind.DISK_FULL).aggregate(m=Max("seq"))["m"]
 
 
-def told(job_id: int, seq: int, kind: str) -> None:
-    """What tells of this notice is prepared: the row goes (in the teller's transaction)."""
-    Notice.objects.filter(job_id=job_id, seq=seq, kind=kind).delete()
+def claim(job_id: int, seq: int, kind: str) -> bool:
+    """In the teller's transaction: take the notice (delete it). False when there is none: told already (the
+    hand-over and the sweep at once: the second waits for the first's commit and finds nothing), or never
+    committed (a transition a savepoint rolled back)."""
+    return Notice.objects.filter(job_id=job_id, seq=seq, kind=kind).delete()[0] > 0
 
 
 def pending(*, older_than: dt.timedelta, limit: int, now: dt.datetime | None = None) -> list[Notice]:

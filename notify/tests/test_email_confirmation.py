@@ -16,6 +16,8 @@ from django.db import IntegrityError, transaction
 from django.test import Client
 from django.utils import timezone
 
+from jobs.core.transitions import job_transition
+from jobs.models import Job
 from jobs.tests.ui_fixtures import make_job
 from notify import confirm
 from notify import tasks as _tasks  # noqa: F401 - registers confirm_mail: an eager run needs the task itself
@@ -69,8 +71,9 @@ def test_a_new_email_channel_sends_nothing_until_its_link_is_confirmed(
     assert f'id="channel-{channel.pk}-resend"' in page and f'id="channel-{channel.pk}-test"' not in page
 
     # what happens before the address is confirmed: a job's news and the test button send nothing, and say why
-    job = make_job(member, device, state="done")
-    job_entered(job_id=job.pk, state="done", seq=2)
+    job = make_job(member, device, state="running")
+    assert job_transition(job.pk, from_states=["running"], to="done", message="Done.")
+    job_entered(job_id=job.pk, state="done", seq=Job.objects.get(pk=job.pk).last_seq)
     (news,) = Delivery.objects.filter(channel=channel)
     assert delivery_attempt(delivery_id=news.pk) == "failed"
     news.refresh_from_db()

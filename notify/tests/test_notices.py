@@ -72,8 +72,11 @@ def test_the_hand_over_and_the_sweep_at_once_make_one_delivery(member, device):
     _finish(job)
     seq = Notice.objects.get().seq
     notices_sweep(now=timezone.now() + NOTICE_GRACE * 2)
-    job_entered(job_id=job.pk, state="done", seq=seq)  # the late hand-over
+    job_entered(job_id=job.pk, state="done", seq=seq)  # the late hand-over finds the notice taken
     assert Delivery.objects.count() == 1
+    Delivery.objects.all().delete()
+    job_entered(job_id=job.pk, state="done", seq=seq)  # not even the delivery's key is needed
+    assert not Delivery.objects.exists()
 
 
 def test_a_rolled_back_transition_leaves_no_notice(member, device):

@@ -76,26 +76,49 @@ def test_a_rolled_back_transaction_sends_nothing_and_holds_back_nothing(
     assert Job.objects.get(pk=a.pk).state == "queued"
     with django_capture_on_commit_callbacks(execute=True):
         job_note(b.pk, "Another note.")
-    (changes,) = _collections(sent)
+    (changes,) = _collections(sent)  # the next change goes out, alone
     assert changes.jobs == {b.pk: None}
 
 
 def test_a_state_entered_in_a_savepoint_that_rolls_back_tells_nobody(
-    member, device, sent, django_capture_on_commit_callbacks
+    member, device, django_capture_on_commit_callbacks
 ):
-    a, b = make_job(member, device), make_job(member, device, state="running")
+    """With the real handlers: the transaction goes on and commits, its collection goes out, and notify tells of
+    the state that committed only (it takes the change's notice, and the rolled-back one left none)."""
+    from notify.models import Delivery
+    from notify.services import channel_create
+
+    channel_create(owner=member, kind="webhook", name="hook", url="https://hooks.invalid/x")
+    a, b = make_job(member, device, state="running"), make_job(member, device, state="running")
     with django_capture_on_commit_callbacks(execute=True):
         with transaction.atomic():
-            assert job_transition(a.pk, from_states=["queued"], to="preparing", message="Loading.")
+            assert job_transition(a.pk, from_states=["running"], to="done", message="Done.")
             try:
                 with transaction.atomic():
-                    assert job_transition(b.pk, from_states=["running"], to="done", message="Done.")
+                    assert job_transition(b.pk, from_states=["running"], to="failed", message="Failed.")
                     raise RuntimeError("this savepoint fails; the transaction goes on")
             except RuntimeError:
                 pass
-    told = [e for changes in _collections(sent) for e in changes.entered]
-    assert [(e.job_id, e.state) for e in told] == [(a.pk, "preparing")]
+    assert list(Delivery.objects.values_list("job_id", "event")) == [(a.pk, "job.done")]
     assert Job.objects.get(pk=b.pk).state == "running"
+
+
+def test_a_change_after_a_savepoint_rolled_back_still_goes_out(
+    member, device, sent, django_capture_on_commit_callbacks
+):
+    """The savepoint's rollback discarded the sending its change registered; the next change registers it again."""
+    a, b = make_job(member, device), make_job(member, device)
+    with django_capture_on_commit_callbacks(execute=True):
+        with transaction.atomic():
+            try:
+                with transaction.atomic():
+                    job_note(a.pk, "A note rolled back.")
+                    raise RuntimeError
+            except RuntimeError:
+                pass
+            job_note(b.pk, "A note that stays.")
+    (changes,) = _collections(sent)
+    assert b.pk in changes.jobs
 
 
 def test_held_changes_wait_for_the_block_but_what_a_job_entered_goes_with_its_commit(
