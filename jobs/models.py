@@ -143,6 +143,12 @@ class Job(models.Model):
     # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
     # no longer listed anywhere (``jobs_visible_to`` leaves it out).
     hidden_at = models.DateTimeField(null=True, blank=True)
+    # Moved to the trash (``jobs.queue.trash``): hidden like the above (``hidden_at`` is set too), its files kept
+    # until it is restored or removed for good ``HUB_TRASH_DAYS`` later. NULL = not in the trash.
+    trashed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    trashed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # The idempotency key it was submitted with (hashed with the owner, ``jobs.queue.services.job_submit``): the same
     # form posted twice, or an API call retried, finds this job instead of queuing another. NULL = none given.
     submit_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
