@@ -11,6 +11,8 @@ class NotifyConfig(AppConfig):
         # These import the models, which the app registry has ready only now.
         from devices import hooks as device_hooks
         from jobs.live import outbox
+        from jobs.queue import retention
+        from notify.retention import results_expiring
         from notify.services import device_locked, jobs_entered, jobs_waiting_for_disk
 
         # Notify is above jobs: it hears of what a transaction changed from the outbox, last (after the pushes).
@@ -19,3 +21,4 @@ class NotifyConfig(AppConfig):
             "notify", jobs_waiting_for_disk
         )  # a result waiting for disk space tells the household
         device_hooks.register_device_locked(device_locked)  # a device locked tells the household
+        retention.register_announced(results_expiring)  # a rule's announcement tells the results' owner

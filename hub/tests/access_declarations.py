@@ -157,6 +157,9 @@ DECLARATIONS: dict[str, dict] = {
     # -- the trash (jobs.doors.trash_views): each person's own; the world's job is not in the trash, so every
     # view that names it is "not found" for everyone (a stranger's trashed job is exactly like that too)
     "jobs-trash": {"GET": EVERYONE, "POST": NO},
+    # retention: everyone's own announced results; the rules are the admins' ({}: the household's rule removed)
+    "jobs-retention": {"GET": EVERYONE, "POST": NO},
+    "jobs-retention-rule": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     "jobs-trash-empty": {"GET": EVERYONE, "POST": EVERYONE},  # one's own trash only
     "jobs-trash-restore": {"GET": NO, "POST": "login 404 404 404 404", "shared": "same"},
     "jobs-trash-purge": {"GET": "login 404 404 404 404", "POST": "login 404 404 404 404", "shared": "same"},
