@@ -193,3 +193,13 @@ def test_the_usage_api_and_page_show_the_trash(member_client, member, device, me
     assert token_client(member).get("/api/usage").json()["trash_mb"] == size_mb
     assert 'id="my-trash"' in member_client.get("/usage/").content.decode()
     assert Job.objects.get(pk=job.pk).trashed_at is not None
+
+
+def test_the_job_page_offers_the_delete_to_its_owner_only(member_client, other_client, member, device, media):
+    job = done_job(member, device, media)
+    job.shared = True
+    job.save(update_fields=["shared"])
+    assert 'id="job-delete"' in member_client.get(f"/jobs/{job.pk}/").content.decode()
+    assert 'id="job-delete"' not in other_client.get(f"/jobs/{job.pk}/").content.decode()
+    done = member_client.post(f"/usage/results/{job.pk}/delete/", {"next": "/jobs/"})
+    assert done["Location"] == "/jobs/"
