@@ -165,7 +165,7 @@ def results_delete(request: HttpRequest, job_id: int) -> HttpResponse:
         "job": job,
         "artifacts": artifacts,
         "total_mb": total / quotas.MB,
-        "running": job.is_active,
+        "running": job.is_active or job.is_waiting,
         "children": trash.waiting_children(job),
         "trash_days": trash.trash_days(),
         "next": _back(request, reverse("usage")),

@@ -32,7 +32,7 @@ from django.utils import timezone
 from jobs.core.links import cancel_children
 from jobs.core.transitions import job_note
 from jobs.files.store import delete, preview_name
-from jobs.models import ACTIVE_STATES, Artifact, Job, JobLink, JobState
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Artifact, Job, JobLink, JobState
 from jobs.quotas.services import MB, can_delete_results, results_delete
 
 logger = logging.getLogger("jobs.queue.trash")
@@ -55,6 +55,7 @@ __all__ = [
 ]
 
 RUNNING = "This job is still running; cancel it or wait until it ends."
+WAITING = "This job is still waiting in the queue; cancel it first."
 
 
 class ChildrenWaiting(ValidationError):
@@ -90,12 +91,14 @@ def _who(by: Any, job: Job) -> str:
 def trash_move(*, job: Job, by: Any, force: bool = True, why: str = "") -> Job:
     """Move a finished job (and its results) to the trash. ``by`` None: the hub itself (a retention rule).
 
-    Refuses a running job, and (``force=False``) a job other jobs still wait for (:class:`ChildrenWaiting`).
+    Refuses a running or waiting job, and (``force=False``) a job other jobs still wait for (:class:`ChildrenWaiting`).
     Idempotent: a job already in the trash stays as it is."""
     if by is not None and not can_delete_results(by, job):
         raise PermissionDenied("You can only delete your own results.")
     if job.state in ACTIVE_STATES:
         raise ValidationError(RUNNING)
+    if job.state in PENDING_STATES:  # it would still run, unseen
+        raise ValidationError(WAITING)
     if job.trashed_at is not None:
         return job
     children = waiting_children(job)

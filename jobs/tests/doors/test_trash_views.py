@@ -156,6 +156,9 @@ def test_the_api_deletes_to_the_trash_refuses_waiting_children_unless_forced_and
 def test_the_api_refuses_a_running_job_and_a_read_token(member, viewer, device):
     running = make_job(member, device, state="running")
     assert token_client(member).delete(f"/api/jobs/{running.pk}").status_code == 422
+    queued = make_job(member, device, state="queued")
+    refused = token_client(member).delete(f"/api/jobs/{queued.pk}")
+    assert refused.status_code == 422 and "cancel it first" in refused.json()["detail"]
     assert token_client(member, scopes=("read",)).delete(f"/api/jobs/{running.pk}").status_code == 403
     assert token_client(member).delete("/api/jobs/99999999").status_code == 404
 
