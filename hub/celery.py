@@ -135,6 +135,20 @@ app.conf.beat_schedule = {
         "schedule": 600.0,
         "options": {"expires": 600.0},
     },
+    # Retention rules: the results announced a week ago go to the trash, what the rules take next is announced
+    # (04:00 household time, before the trash is emptied).
+    "jobs-apply-retention": {
+        "task": "jobs.tasks.apply_retention",
+        "schedule": crontab(hour=4, minute=0),
+        "options": {"expires": 3600.0},
+    },
+    # The trash: what went in HUB_TRASH_DAYS ago is removed for good, daily (at 04:15 household time, after the
+    # night's renders and before the backup).
+    "jobs-empty-trash": {
+        "task": "jobs.tasks.empty_trash",
+        "schedule": crontab(hour=4, minute=15),
+        "options": {"expires": 3600.0},
+    },
     "jobs-reconcile": {
         "task": "jobs.tasks.reconcile",
         "schedule": RECONCILE_S,

@@ -439,6 +439,8 @@ HUB_PREVIEW_RATE = env_rate("HUB_PREVIEW_RATE", "2/s")
 HUB_METRICS_ALLOW = env_networks("HUB_METRICS_ALLOW", ["127.0.0.1", "::1"])
 # The render-time histogram covers the jobs finished in this many days.
 HUB_METRICS_RENDER_DAYS = env_int("HUB_METRICS_RENDER_DAYS", 30, minimum=1, maximum=3650)
+# Deleted results wait this many days in the trash (restorable) before the daily task removes them for good.
+HUB_TRASH_DAYS = env_int("HUB_TRASH_DAYS", 30, minimum=0, maximum=3650)
 if HUB_HTTPS:  # a scraper on the inside speaks plain HTTP, like the /healthz probe
     SECURE_REDIRECT_EXEMPT = [*SECURE_REDIRECT_EXEMPT, r"^metrics$"]
 

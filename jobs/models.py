@@ -144,6 +144,12 @@ class Job(models.Model):
     # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
     # no longer listed anywhere (``jobs_visible_to`` leaves it out).
     hidden_at = models.DateTimeField(null=True, blank=True)
+    # Moved to the trash (``jobs.queue.trash``): hidden like the above (``hidden_at`` is set too), its files kept
+    # until it is restored or removed for good ``HUB_TRASH_DAYS`` later. NULL = not in the trash.
+    trashed_at = models.DateTimeField(null=True, blank=True, db_index=True)
+    trashed_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, null=True, blank=True, on_delete=models.SET_NULL, related_name="+"
+    )
     # The idempotency key it was submitted with (hashed with the owner, ``jobs.queue.services.job_submit``): the same
     # form posted twice, or an API call retried, finds this job instead of queuing another. NULL = none given.
     submit_token = models.CharField(max_length=64, null=True, blank=True, unique=True, editable=False)
@@ -483,3 +489,48 @@ def waiting_on(device_id: int) -> list[Job]:
     them by the scheduler's full key ending in the id. No ORDER BY on purpose: the model's default "-created"
     made SQLite walk the device's whole history by date instead of its few waiting rows (25 -> 5 ms at 100k)."""
     return list(Job.objects.filter(device_id=device_id, state__in=WAITING_STATES).order_by())
+
+
+class RetentionRule(models.Model):
+    """How long results are kept (``jobs.queue.retention``), set by admins: the household's rule (``user`` NULL)
+    or one person's, which replaces the household's for them. Either limit may be empty; both: whichever removes
+    more. Bookmarked results and results something else keeps (``retention.kept_by_others``) stay."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL,
+        null=True,
+        blank=True,
+        on_delete=models.CASCADE,
+        related_name="retention_rule",
+    )
+    keep_days = models.PositiveIntegerField(null=True, blank=True)  # results older than this go
+    keep_gb = models.FloatField(null=True, blank=True)  # beyond the newest this many GB, results go
+    updated = models.DateTimeField(auto_now=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(
+                fields=["user"], condition=models.Q(user__isnull=True), name="jobs_retention_one_household"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"retention of {self.user or 'the household'}"
+
+
+class RetentionNotice(models.Model):
+    """A result a retention rule will move to the trash at ``due_at`` (a week after it was announced): shown on
+    the Retention pages and told to its owner; removed when it goes, or when the rule no longer takes it."""
+
+    job = models.OneToOneField(Job, on_delete=models.CASCADE, related_name="retention_notice")
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="+")
+    announced_at = models.DateTimeField()
+    due_at = models.DateTimeField(db_index=True)
+    reason = models.CharField(max_length=200)
+
+    class Meta:
+        ordering = ["due_at", "job_id"]
+        indexes = [models.Index(fields=["owner", "due_at"], name="jobs_retention_owner_idx")]
+
+    def __str__(self) -> str:
+        return f"job {self.job_id} to the trash at {self.due_at:%Y-%m-%d}"

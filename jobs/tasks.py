@@ -18,6 +18,8 @@ from jobs.queue import engine
 from jobs.queue.dispatch import dispatch_device
 from jobs.queue.eta import plan_device
 from jobs.queue.reconcile import reconcile as run_reconcile
+from jobs.queue.retention import retention_apply
+from jobs.queue.trash import trash_expire
 
 logger = logging.getLogger("jobs.tasks")
 
@@ -86,3 +88,16 @@ def make_thumbnail(job_id: int) -> None:
     job = Job.objects.filter(pk=job_id).select_related("owner").first()
     if job is not None:
         thumbnail_for_job(job)
+
+
+@shared_task(ignore_result=True, soft_time_limit=1800, time_limit=1900)
+def empty_trash() -> int:
+    """Beat, daily: remove for good what has been in the trash ``HUB_TRASH_DAYS`` days. Returns how many jobs."""
+    return trash_expire().jobs
+
+
+@shared_task(ignore_result=True, soft_time_limit=1800, time_limit=1900)
+def apply_retention() -> tuple[int, int]:
+    """Beat, daily: the retention rules (``jobs.queue.retention``): what was announced for today goes to the trash,
+    what they take a week from now is announced. Returns (announced, moved to the trash)."""
+    return retention_apply().counts

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import preset_views, views
+from jobs.doors import preset_views, retention_views, trash_views, views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
@@ -18,6 +18,13 @@ urlpatterns = [
     path("presets/<int:preset_id>/rename/", preset_views.preset_rename, name="jobs-preset-rename"),
     path("presets/<int:preset_id>/delete/", preset_views.preset_delete, name="jobs-preset-delete"),
     path("presets/<int:preset_id>/export/", preset_views.preset_export, name="jobs-preset-export"),
+    path("retention/", retention_views.retention_page, name="jobs-retention"),
+    path("retention/rule/", retention_views.retention_rule, name="jobs-retention-rule"),
+    path("trash/", trash_views.trash_page, name="jobs-trash"),
+    path("trash/empty/", trash_views.trash_empty, name="jobs-trash-empty"),
+    path("trash/<int:job_id>/restore/", trash_views.trash_restore, name="jobs-trash-restore"),
+    path("trash/<int:job_id>/delete/", trash_views.trash_purge, name="jobs-trash-purge"),
+    path("trash/<int:job_id>/thumb/<int:artifact_id>/", trash_views.trash_thumb, name="jobs-trash-thumb"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
     path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),

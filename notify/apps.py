@@ -12,7 +12,9 @@ class NotifyConfig(AppConfig):
         from devices import hooks as device_hooks
         from jobs.core import notices
         from jobs.live import outbox
+        from jobs.queue import retention
         from notify.job_news import TOLD_STATES, jobs_entered, jobs_waiting_for_disk
+        from notify.retention import results_expiring
         from notify.services import device_locked
 
         # Notify is above jobs: it hears of what a transaction changed from the outbox, last (after the pushes).
@@ -22,3 +24,4 @@ class NotifyConfig(AppConfig):
         )  # a result waiting for disk space tells the household
         notices.tell_of_states(TOLD_STATES)  # these transitions keep a notice until told: a crash loses none
         device_hooks.register_device_locked(device_locked)  # a device locked tells the household
+        retention.register_announced(results_expiring)  # a rule's announcement tells the results' owner

@@ -26,6 +26,9 @@ class Event(models.TextChoices):
     DEVICE_LOCKED = "device.locked", "A device is locked"
     BACKUP_FAILED = "backup.failed", "The daily backup failed"
     DISK_FULL = "disk.full", "The hub's disk is full"
+    # Told to the channels that want "my job finished" (no flag of its own): a retention rule will move some of
+    # the person's results to the trash in a week (``jobs.queue.retention``).
+    RESULTS_EXPIRING = "results.expiring", "My results go to the trash soon"
     TEST = "test", "Test"
 
 

@@ -36,6 +36,7 @@ from jobs.live.fragments import job_title
 from jobs.models import Job
 from notify import confirm, crypto, senders, targets
 from notify.models import EVENT_FLAGS, HOUSEHOLD_EVENTS, PERSONAL_EVENTS, Channel, Delivery, Event
+from notify.retention import expiring_message
 from notify.selectors import (
     ChannelRefused,
     channel_silent_reason,
@@ -535,7 +536,9 @@ def _failed(delivery: Delivery, reason: str, *, permanent: bool) -> str:
 def build_message(delivery: Delivery) -> senders.Message:
     event = delivery.event
     job, device = delivery.job, delivery.device or (delivery.job.device if delivery.job else None)
-    if job is not None and event in PERSONAL_EVENTS:
+    if event == Event.RESULTS_EXPIRING:
+        path, title, body, data = expiring_message(delivery)
+    elif job is not None and event in PERSONAL_EVENTS:
         path, title, body, data = _job_message(job, event)
     elif event in HOUSEHOLD_EVENTS and device is not None:
         path, title, body, data = _device_message(device, event)

@@ -154,6 +154,16 @@ DECLARATIONS: dict[str, dict] = {
         "POST": MANAGE_PRIVATE,
         "shared": {"GET": MANAGE_SHARED, "POST": MANAGE_SHARED},
     },
+    # -- the trash (jobs.doors.trash_views): each person's own; the world's job is not in the trash, so every
+    # view that names it is "not found" for everyone (a stranger's trashed job is exactly like that too)
+    "jobs-trash": {"GET": EVERYONE, "POST": NO},
+    # retention: everyone's own announced results; the rules are the admins' ({}: the household's rule removed)
+    "jobs-retention": {"GET": EVERYONE, "POST": NO},
+    "jobs-retention-rule": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    "jobs-trash-empty": {"GET": EVERYONE, "POST": EVERYONE},  # one's own trash only
+    "jobs-trash-restore": {"GET": NO, "POST": "login 404 404 404 404", "shared": "same"},
+    "jobs-trash-purge": {"GET": "login 404 404 404 404", "POST": "login 404 404 404 404", "shared": "same"},
+    "jobs-trash-thumb": {"GET": "login 404 404 404 404", "POST": NO, "shared": "same"},
     "quota-defaults": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},  # {} changes nothing: a message
     "quota-person": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # -- notifications (notify/): everyone's own channels; the household's for admins. A channel is its owner's
@@ -184,7 +194,17 @@ DECLARATIONS: dict[str, dict] = {
     "api:api-root": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     "api:job_submit": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
     "api:job_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
-    "api:job_get": {"GET": API_PRIVATE, "POST": API_NO, "shared": {"GET": API_READ}},
+    # one route, two names: DELETE moves the job to the trash (the owner's and admins'; a read token: 403)
+    **{
+        name: {
+            "GET": API_PRIVATE,
+            "POST": API_NO,
+            "DELETE": "401 403 ok 404 ok",
+            "shared": {"GET": API_READ, "DELETE": "401 403 ok 403 ok"},
+        }
+        for name in ("api:job_get", "api:job_delete")
+    },
+    "api:job_restore": {"GET": API_NO, "POST": "401 403 404 404 404", "shared": "same"},
     # the scope is checked first (a read token learns nothing); a finished job can't be cancelled: 422
     "api:job_cancel": {
         "GET": API_NO,

@@ -66,7 +66,12 @@ def job_for(user: Any, job_id: int | str) -> Job:
 def job_by_share_token(token: str) -> Job:
     if not token:
         raise Http404("No such job.")
-    job = Job.objects.select_related("owner", "device").filter(share_token=token).first()
+    # A hidden job (in the trash, deleted through /v1) opens for nobody by its link.
+    job = (
+        Job.objects.select_related("owner", "device")
+        .filter(share_token=token, hidden_at__isnull=True)
+        .first()
+    )
     if job is None:
         raise Http404("No such job.")
     return job

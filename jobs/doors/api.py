@@ -8,15 +8,16 @@ Errors are turned into JSON by the handlers in ``hub.api``.
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from typing import Any
 
 from django.conf import settings
-from django.core.exceptions import RequestDataTooBig
+from django.core.exceptions import PermissionDenied, RequestDataTooBig
 from django.db.models import Prefetch, Q
 from django.http import Http404, HttpRequest, HttpResponse
 from django.urls import reverse
-from ninja import Query, Router
+from ninja import Field, Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 from pydantic import ValidationError as PydanticValidationError
@@ -50,7 +51,7 @@ from jobs.kinds.schemas import (
 from jobs.kinds.table import api_schemas, file_fields_of, form_class_for, schema_for
 from jobs.live.fragments import eta_for
 from jobs.models import Artifact, Job, JobEvent, JobKind, JobState
-from jobs.queue import services
+from jobs.queue import services, trash
 from jobs.queue.admission import RequestInvalid
 from jobs.queue.presets import with_preset
 from jobs.queue.submission import Submission
@@ -70,6 +71,17 @@ def _job(request: HttpRequest, job_id: str) -> Job:
     if pk is None:
         raise Http404("No such job.")
     return job_for(request.user, pk)
+
+
+def _job_or_trashed(request: HttpRequest, job_id: str) -> Job:
+    """The job as ``_job`` finds it, or one of the person's own in the trash (deleting it again is no error)."""
+    pk = parse_id(job_id)
+    if pk is None:
+        raise Http404("No such job.")
+    try:
+        return job_for(request.user, pk)
+    except Http404:
+        return trash.trashed_job_for(request.user, pk)
 
 
 def _invalid(field: str, message: str) -> RequestInvalid:
@@ -463,6 +475,59 @@ def job_cancel(request: HttpRequest, job_id: str):
     reason = " ".join(str(payload.get("reason") or "").split())[:300]
     services.job_cancel(job=job, by=request.user, reason=reason)
     return job_detail_out(request, job)
+
+
+class TrashedOut(Schema):
+    id: int
+    trashed: bool = Field(description="In the trash: hidden everywhere, restorable until `purge_at`.")
+    trashed_at: dt.datetime | None
+    purge_at: dt.datetime | None = Field(description="When the daily task removes its files for good.")
+    cancelled: list[int] = Field(description="The jobs that waited for its result and were cancelled.")
+
+
+@router.delete(
+    "/{job_id}",
+    url_name="job_delete",
+    response={200: TrashedOut, 409: ErrorOut, **ERRORS},
+    summary="Move a job's results to the trash",
+)
+def job_delete(request: HttpRequest, job_id: str, force: bool = False):
+    """Moves a finished job and its results to the trash (yours; admins: anyone's): hidden everywhere, its files
+    kept `HUB_TRASH_DAYS` days, restored byte for byte by `POST /api/jobs/{id}/restore`. A job other jobs still
+    wait for (a chain) is refused with 409 naming them unless `?force=true`, which cancels them. A running job:
+    422 (cancel it first). Deleting a job already in the trash answers the same again."""
+    require_scope(request, SUBMIT)
+    job = _job_or_trashed(request, job_id)
+    if not trash.can_delete_results(request.user, job):
+        raise PermissionDenied("You can only delete your own results.")
+    waiting = trash.waiting_children(job)
+    try:
+        job = trash.trash_move(job=job, by=request.user, force=force)
+    except trash.ChildrenWaiting as exc:
+        return Status(409, {"detail": " ".join(exc.messages), "errors": {"force": [" ".join(exc.messages)]}})
+    cancelled = [pk for pk in waiting if Job.objects.filter(pk=pk, state=JobState.CANCELLED).exists()]
+    return {
+        "id": job.pk,
+        "trashed": job.trashed_at is not None,
+        "trashed_at": job.trashed_at,
+        "purge_at": trash.purge_at(job),
+        "cancelled": cancelled,
+    }
+
+
+@router.post(
+    "/{job_id}/restore",
+    url_name="job_restore",
+    response={200: JobDetailOut, **ERRORS},
+    summary="Restore a job from the trash",
+)
+def job_restore(request: HttpRequest, job_id: str):
+    """Takes a job of yours (admins: anyone's) out of the trash, its files as they were. 404 for a job that is not
+    in the trash or not yours. Jobs that its delete cancelled stay cancelled (retry them)."""
+    require_scope(request, SUBMIT)
+    pk = parse_id(job_id)
+    job = trash.trashed_job_for(request.user, pk if pk is not None else -1)
+    return job_detail_out(request, trash.trash_restore(job=job, by=request.user))
 
 
 @router.post(

@@ -271,6 +271,7 @@ def usage(request: HttpRequest):
         "booked_minutes": round(used.booked_s / 60, 1),
         "queued": used.queued,
         "storage_mb": round(used.storage_mb, 1),
+        "trash_mb": round(used.trash_mb, 1),
         "summary": quotas.usage_line(limits, used) if limits.any else "",
         "days": [
             {"date": d.date, "device_minutes": round(d.device_min, 1), "stored_mb": round(d.stored_mb, 1)}

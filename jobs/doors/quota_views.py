@@ -22,6 +22,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from hub.accounts.decorators import admin_required
 from jobs.core.selectors import job_for
 from jobs.models import QUOTA_FIELDS, UNLIMITED
+from jobs.queue import trash
 from jobs.quotas import services as quotas
 from jobs.quotas.per_device import device_times
 
@@ -109,6 +110,7 @@ def usage(request: HttpRequest) -> HttpResponse:
         "chart_days": CHART_DAYS,
         "people_days": PEOPLE_DAYS,
         "device_times": device_times(user=user, days=CHART_DAYS, now=now),
+        "trash_days": trash.trash_days(),
     }
     if user.is_admin:
         people = quotas.usage_people(days=PEOPLE_DAYS, now=now)
@@ -143,26 +145,29 @@ def _back(request: HttpRequest, default: str) -> str:
 
 @require_http_methods(["GET", "POST"])
 def results_delete(request: HttpRequest, job_id: int) -> HttpResponse:
-    """GET: what would go, and a button; POST: delete the files (the job and its story stay)."""
+    """GET: what would go (and the jobs that wait for it), and a button; POST: move the job and its results to
+    the trash (``jobs.queue.trash``), where they stay ``HUB_TRASH_DAYS`` days, restorable."""
     job = _deletable(request, job_id)
     artifacts = list(job.artifacts.order_by("id"))
     if request.method == "POST":
         try:
-            freed = quotas.results_delete(job=job, by=request.user)
+            trash.trash_move(job=job, by=request.user, force=True)  # the page warned of the waiting jobs
         except ValidationError as exc:
             messages.error(request, " ".join(exc.messages))
             return redirect(_back(request, reverse("usage")))
-        if freed:
-            messages.success(request, f"Deleted the results of {job}: {freed / quotas.MB:.1f} MB freed.")
-        else:
-            messages.info(request, f"{job} has no result files left.")
+        messages.success(
+            request,
+            f"Moved {job} to the trash: restore it from the Trash page within {trash.trash_days()} days.",
+        )
         return redirect(_back(request, reverse("usage")))
     total = sum(a.bytes for a in artifacts)
     ctx = {
         "job": job,
         "artifacts": artifacts,
         "total_mb": total / quotas.MB,
-        "running": job.is_active,
+        "running": job.is_active or job.is_waiting,
+        "children": trash.waiting_children(job),
+        "trash_days": trash.trash_days(),
         "next": _back(request, reverse("usage")),
     }
     return render(request, "jobs/usage_delete.html", ctx)

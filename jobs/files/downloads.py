@@ -170,10 +170,22 @@ def _stream(request: HttpRequest, found: Stored, start: int, length: int, *, sta
 
 
 def artifact_response(
-    request: HttpRequest, artifact: Artifact, *, share_token: str | None = None, inline: bool = True
+    request: HttpRequest,
+    artifact: Artifact,
+    *,
+    share_token: str | None = None,
+    inline: bool = True,
+    access_checked: bool = False,
 ) -> HttpResponse:
+    """``access_checked``: the caller has checked access its own way (the Trash page's thumbnails, of jobs that
+    are hidden from every other page: ``jobs.queue.trash.trashed_job_for``)."""
     job = artifact.job
-    allowed = can_view(request.user, job) or (bool(share_token) and share_token == job.share_token)
+    # A share link opens nothing while its job is hidden (in the trash, deleted through /v1).
+    allowed = (
+        access_checked
+        or can_view(request.user, job)
+        or (bool(share_token) and share_token == job.share_token and job.hidden_at is None)
+    )
     if not allowed:
         raise Http404("No such file.")  # no existence leak
     try:

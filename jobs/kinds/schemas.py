@@ -458,7 +458,8 @@ class UsageOut(Schema):
         description="What your waiting and running jobs are estimated to take still."
     )
     queued: int = Field(description="Your jobs waiting or running.")
-    storage_mb: float
+    storage_mb: float = Field(description="Your results' files, those in the trash included (they count).")
+    trash_mb: float = Field(description="Of which in the trash, until it is emptied.")
     summary: str = Field(
         description="The Usage page's line, e.g. “Today 12 of 60 device minutes · …”; empty without limits."
     )

@@ -197,12 +197,17 @@ class Usage:
     week_s: float = 0.0
     booked_s: float = 0.0  # device seconds still to come for the jobs waiting or running (estimates)
     queued: int = 0  # jobs waiting or running
-    storage_bytes: int = 0
+    storage_bytes: int = 0  # the trash's files included: they are still on the disk
+    trash_bytes: int = 0  # of which in the trash (``jobs.queue.trash``)
     next_end: dt.datetime | None = None  # the first predicted end among the queued jobs
 
     @property
     def storage_mb(self) -> float:
         return self.storage_bytes / MB
+
+    @property
+    def trash_mb(self) -> float:
+        return self.trash_bytes / MB
 
 
 def _spans(
@@ -230,14 +235,13 @@ def storage_bytes(user: Any) -> int:
     return _stored_bytes([uid]).get(uid, 0)
 
 
-def _stored_bytes(user_ids: list[int]) -> dict[int, int]:
-    """{person: bytes of their results on disk} (people with none are left out)."""
-    rows = (
-        Artifact.objects.filter(job__owner_id__in=user_ids)
-        .values("job__owner_id")
-        .annotate(b=Sum("bytes"))
-        .values_list("job__owner_id", "b")
-    )
+def _stored_bytes(user_ids: list[int], *, trash_only: bool = False) -> dict[int, int]:
+    """{person: bytes of their results on disk, the trash's included} (people with none are left out);
+    ``trash_only``: the bytes of those in the trash alone."""
+    files = Artifact.objects.filter(job__owner_id__in=user_ids)
+    if trash_only:
+        files = files.filter(job__trashed_at__isnull=False)
+    rows = files.values("job__owner_id").annotate(b=Sum("bytes")).values_list("job__owner_id", "b")
     return {owner: total or 0 for owner, total in rows}
 
 
@@ -271,6 +275,8 @@ def usage_of_many(user_ids: list[int], *, now: dt.datetime | None = None) -> dic
             usage.next_end = finish
     for owner, total in _stored_bytes(list(usages)).items():
         usages[owner].storage_bytes = total
+    for owner, total in _stored_bytes(list(usages), trash_only=True).items():
+        usages[owner].trash_bytes = total
     return usages
 
 
@@ -382,8 +388,10 @@ def _count_limits_broken(limits: Limits, usage: Usage) -> list[str]:
         )
     if (limit := limits.storage_mb) is not None and usage.storage_bytes >= limit * MB:
         broken.append(
-            f"{LABELS['storage_mb']}: {usage.storage_mb:.0f} of {limit} MB used; frees up when you delete "
-            "results you no longer need (the Usage page lists them, largest first)."
+            f"{LABELS['storage_mb']}: {usage.storage_mb:.0f} of {limit} MB used"
+            + (f" ({usage.trash_mb:.0f} MB of it in the trash)" if usage.trash_bytes else "")
+            + "; frees up when you delete results you no longer need (the Usage page lists them, largest first) "
+            "and empty the trash (the trash counts until it is emptied)."
         )
     return broken
 
@@ -402,7 +410,8 @@ def usage_line(limits: Limits, usage: Usage) -> str:
     if (limit := limits.max_queued) is not None:
         parts.append(f"{usage.queued} of {limit} jobs in the queue")
     if (limit := limits.storage_mb) is not None:
-        parts.append(f"{usage.storage_mb:.0f} of {limit} MB of results")
+        trash = f" ({usage.trash_mb:.0f} MB in the trash)" if usage.trash_bytes else ""
+        parts.append(f"{usage.storage_mb:.0f} of {limit} MB of results{trash}")
     line = " · ".join(parts)
     return line[:1].upper() + line[1:]
 
@@ -475,10 +484,12 @@ def can_delete_results(user: Any, job: Job) -> bool:
     return bool(user.is_admin or job.owner_id == user.pk)
 
 
-def results_delete(*, job: Job, by: Any) -> int:
-    """Delete a finished job's result files (thumbnail included) to free storage; the job and its story stay.
-    Returns the bytes freed. The files go after commit, so a rolled-back delete leaves them all in place."""
-    if not can_delete_results(by, job):
+def results_delete(*, job: Job, by: Any | None) -> int:
+    """Delete a finished job's result files (thumbnail included) for good; the job and its story stay. People
+    delete through the trash (``jobs.queue.trash``), which calls this when it is emptied (``by`` None: the daily
+    task or the command line). Returns the bytes freed. The files go after commit, so a rolled-back delete leaves
+    them all in place."""
+    if by is not None and not can_delete_results(by, job):
         raise PermissionDenied("You can only delete your own results.")
     if job.state in ACTIVE_STATES:
         raise ValidationError("This job is still running; cancel it or wait until it ends.")
@@ -489,7 +500,10 @@ def results_delete(*, job: Job, by: Any) -> int:
         freed = sum(a.bytes for a in artifacts)
         names = [a.file.name for a in artifacts]
         Artifact.objects.filter(pk__in=[a.pk for a in artifacts]).delete()
-        who = "its owner" if by.pk == job.owner_id else f"an admin ({by.username})"
+        if by is None:
+            who = "the hub (trash emptied)"
+        else:
+            who = "its owner" if by.pk == job.owner_id else f"an admin ({by.username})"
         job_note(
             job.pk,
             f"Results deleted by {who}: {len(artifacts)} file(s), {freed / MB:.1f} MB freed.",
@@ -604,7 +618,7 @@ def results_of(*, user: Any | None, limit: int = 50) -> list[Job]:
     ``user``'s own, or everyone's (``user=None``, admins)."""
     # From the files' side: only jobs that keep files are read. Grouping every job of the person by all its
     # columns to find them took 166 ms at 100k jobs (20k of one person's) for an empty list.
-    files = Artifact.objects.exclude(job__state__in=ACTIVE_STATES)
+    files = Artifact.objects.exclude(job__state__in=ACTIVE_STATES).filter(job__trashed_at__isnull=True)
     if user is not None:
         files = files.filter(job__owner_id=getattr(user, "pk", user))
     sizes = list(

@@ -37,7 +37,8 @@ from jobs.doors.v1.fields import (
 from jobs.files import store
 from jobs.files.downloads import artifact_response
 from jobs.models import ACTIVE_STATES, CANCELLABLE_STATES, Artifact, Job, JobKind, JobState
-from jobs.queue.services import job_cancel, job_hide
+from jobs.queue.services import job_cancel
+from jobs.queue.trash import trash_move
 
 log = logging.getLogger("jobs.doors.v1")
 
@@ -225,12 +226,13 @@ def video(request: HttpRequest, video_id: str) -> HttpResponse:
     if job.state in CANCELLABLE_STATES:
         try:
             job_cancel(job=job, by=request.user, reason="Deleted through the API.")
-        except ValidationError:  # it finished in the meantime: hide it instead
-            job_hide(job=job, by=request.user)
+        except ValidationError:  # it finished in the meantime: to the trash instead
+            trash_move(job=job, by=request.user, force=True)
     else:
-        # Finished: the row stays (fair share, the record) but no list or gallery shows it any more; the jobs
-        # still waiting for its result are cancelled.
-        job_hide(job=job, by=request.user)
+        # Finished: to the trash (``jobs.queue.trash``): no list or gallery shows it any more, its files kept
+        # HUB_TRASH_DAYS days (the Trash page restores it); the jobs still waiting for its result are cancelled,
+        # as OpenAI's delete has no way to ask first.
+        trash_move(job=job, by=request.user, force=True)
     return JsonResponse({"id": video_id, "object": "video.deleted", "deleted": True})
 
 

@@ -248,7 +248,7 @@ def test_delete_cancels_a_queued_video_and_hides_a_finished_one(member, device, 
     assert me.get(f"/v1/videos/video_{queued.pk}").json()["error"]["code"] == "cancelled"
     assert me.delete(f"/v1/videos/video_{done.pk}").json()["deleted"] is True
     done.refresh_from_db()
-    assert done.hidden_at is not None
+    assert done.hidden_at is not None and done.trashed_at is not None  # in the trash: restorable
     assert error_of(me.get(f"/v1/videos/video_{done.pk}"), 404)
     assert done not in jobs_visible_to(member)  # gone from the gallery and history too
     assert [v["id"] for v in me.get("/v1/videos").json()["data"]] == [f"video_{queued.pk}"]

@@ -102,7 +102,7 @@ def test_results_are_listed_largest_first_with_their_files_and_only_the_persons_
 
 
 # -- deleting results -------------------------------------------------------------------------------------------
-def test_deleting_results_asks_first_then_frees_storage_and_the_files(
+def test_deleting_results_asks_first_moves_them_to_the_trash_and_emptying_it_frees_storage(
     member_client, member, device, media, django_capture_on_commit_callbacks
 ):
     job = make_job(member, device, state="done")
@@ -119,11 +119,16 @@ def test_deleting_results_asks_first_then_frees_storage_and_the_files(
     with django_capture_on_commit_callbacks(execute=True):
         done = member_client.post(f"/usage/results/{job.pk}/delete/")
     assert done.status_code == 302 and done["Location"] == "/usage/"
+    # In the trash: the files are kept and still count against storage (the Usage page says how much)
+    assert quotas.storage_bytes(member) == 4100 and all(p.exists() for p in paths)
+    assert job.events.filter(message__startswith="Moved to the trash by its owner").exists()
+    text = member_client.get("/usage/").content.decode()
+    assert f'id="result-{job.pk}"' not in text and 'id="my-trash"' in text
+    with django_capture_on_commit_callbacks(execute=True):
+        member_client.post(f"/jobs/trash/{job.pk}/delete/")
     assert quotas.storage_bytes(member) == 0
     assert not any(p.exists() for p in paths)
     assert job.events.filter(message__startswith="Results deleted by its owner: 2 file(s)").exists()
-    text = member_client.get("/usage/").content.decode()
-    assert f'id="result-{job.pk}"' not in text
 
 
 def test_a_deleted_result_lets_a_refused_job_in(
@@ -153,8 +158,9 @@ def test_others_may_not_delete_my_results_but_an_admin_may(
     assert Artifact.objects.count() == 2
     with django_capture_on_commit_callbacks(execute=True):
         assert admin_client.post(f"/usage/results/{private.pk}/delete/").status_code == 302
-    assert private.events.filter(message__startswith="Results deleted by an admin (ada)").exists()
-    assert Artifact.objects.count() == 1
+    assert private.events.filter(message__startswith="Moved to the trash by an admin (ada)").exists()
+    private.refresh_from_db()
+    assert private.trashed_at is not None and Artifact.objects.count() == 2
 
 
 def test_a_running_jobs_results_are_not_deleted(member_client, member, device, media):

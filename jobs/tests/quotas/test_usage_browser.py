@@ -67,5 +67,14 @@ def _read_and_delete(signed_in_page, member, job, artifact, path) -> None:
     page.keyboard.press("Enter")
     page.wait_for_url("**/usage/")
     page.wait_for_selector("#results-empty")
+    # In the trash: the file is kept (a restore gives it back) and still counts, as the page says
+    assert Artifact.objects.filter(pk=artifact.pk).exists() and path.exists()
+    assert "in the trash" in page.inner_text("#my-trash")
+    page.click("#my-trash a")
+    page.wait_for_selector(f"#trash-{job.pk}")
+    page.click(f"#trash-{job.pk}-purge")
+    page.focus("#trash-purge-confirm")
+    page.keyboard.press("Enter")
+    page.wait_for_selector("#trash-empty")
     assert not Artifact.objects.filter(pk=artifact.pk).exists() and not path.exists()
     assert errors == []
