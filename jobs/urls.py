@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import preset_views, views
+from jobs.doors import preset_views, views, zip_views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
+    path("download/", zip_views.download, name="jobs-download"),
+    path("download/summary/", zip_views.download_summary, name="jobs-download-summary"),
     path("new/", views.job_new, name="jobs-new"),
     path("new/admission/", views.job_admission, name="jobs-admission"),
     path("new/from-file/", views.job_from_file, name="jobs-from-file"),
