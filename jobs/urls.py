@@ -33,6 +33,7 @@ urlpatterns = [
     path("<int:job_id>/retry/", views.job_retry, name="jobs-retry"),
     path("<int:job_id>/share/", views.job_share, name="jobs-share"),
     path("<int:job_id>/share-link/", views.job_share_link, name="jobs-share-link"),
+    path("<int:job_id>/share-link/options/", views.job_share_link_options, name="jobs-share-link-options"),
     path("<int:job_id>/bookmark/", views.job_bookmark, name="jobs-bookmark"),
     path("<int:job_id>/move/", views.queue_move, name="jobs-queue-move"),
     path("<int:job_id>/run-next/", views.queue_run_next, name="jobs-queue-run-next"),
