@@ -29,9 +29,9 @@ from django.utils import timezone
 from devices.models import Device
 from devices.services import device_set_queue_paused
 from hub.disk import is_disk_full
+from jobs.core import share_links
 from jobs.core.links import cancel_children, note_parent_retried
 from jobs.core.scheduler import opens_at, snapshot_for
-from jobs.core import share_links
 from jobs.core.selectors import can_manage, can_view, queue_plan
 from jobs.core.transitions import job_note, job_transition
 from jobs.files.store import delete, save_input
