@@ -6,7 +6,8 @@ A throw-away hub (``_hub.private_hub``: SQLite, a private Redis, the local disk 
 whose single result is as big as all of them together. The files are sparse (``truncate``: made at once, read from
 the page cache as zeros): the zip and the single file read the same kind of bytes, so the comparison is fair, and
 the disk is not what is measured. The hub's web server runs as ``make up`` runs it (``hub.webserver``: uvicorn,
-one worker, ``hub.testing.start_asgi_server``); an httpx client signed in through the form downloads over loopback:
+one worker, ``hub.testing.start_asgi_server``); curl, with the session of an httpx client signed in through the form,
+downloads over loopback (to /dev/null):
 
 - the single file (``/jobs/<id>/files/<id>/?download=1``), then the zip of the 8 jobs (``/jobs/download/?ids=``),
   ``BENCH_ZIP_RUNS`` (3) times each, alternating; every body is read to the end and its length checked;
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import os
 import statistics
+import subprocess
 import sys
 import threading
 import time
@@ -94,20 +96,35 @@ def sparse_result(job, name: str, size: int):
 
 
 def download(client, url: str, root: int) -> tuple[int, float, int, int]:
-    """(bytes, seconds, RSS before in kB, peak RSS in kB) of one download read to the end."""
+    """(bytes, seconds, RSS before in kB, peak RSS in kB) of one download read to the end by curl (a client that
+    keeps up: a Python client reading 2 GB measured itself as much as the server), signed in with ``client``'s
+    session cookie."""
+    cookie = "; ".join(f"{name}={value}" for name, value in client.cookies.items())
     with Sampler(root) as sampler:
-        started = time.perf_counter()
-        got = 0
-        with client.stream("GET", url) as response:
-            if response.status_code != 200:
-                raise SystemExit(f"{url}: {response.status_code} {response.read()[:300]!r}")
-            expected = int(response.headers["Content-Length"])
-            for chunk in response.iter_raw(1024 * 1024):
-                got += len(chunk)
-        took = time.perf_counter() - started
-    if got != expected:
+        out = subprocess.run(
+            [
+                "curl",
+                "-sS",
+                "-o",
+                "/dev/null",
+                "-H",
+                f"Cookie: {cookie}",
+                "-w",
+                "%{http_code} %{size_download} %{time_total}",
+                f"{client.base_url}".rstrip("/") + url,
+            ],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+    status, got, took = out.stdout.split()
+    if status != "200" or out.returncode != 0:
+        raise SystemExit(f"{url}: {status} {out.stderr[:300]}")
+    head = client.head(url)
+    expected = int(head.headers["Content-Length"])
+    if int(got) != expected:
         raise SystemExit(f"{url}: {got} bytes of {expected}")
-    return got, took, sampler.before, sampler.peak
+    return int(got), float(took), sampler.before, sampler.peak
 
 
 def main() -> None:
@@ -166,7 +183,7 @@ def main() -> None:
     print(
         f"{FILES} jobs of {each // MB} MB each ({size_mb:.0f} MB zip, stored) against one {each * FILES // MB} MB "
         f"file, both sparse files on the local disk store, served by the hub's web server (uvicorn, 1 worker) "
-        f"over loopback to an httpx client; {RUNS} downloads of each, alternating, medians. Memory: the web "
+        f"over loopback to curl; {RUNS} downloads of each, alternating, medians. Memory: the web "
         "process tree's RSS sampled every 20 ms, peak during a download minus just before it (largest of the runs).\n"
     )
     print("| what | throughput (median) | RSS growth (max) | target |")

@@ -477,7 +477,9 @@ def _password_page(request: HttpRequest, job, *, error: str = "", status: int = 
 @require_http_methods(["GET", "HEAD", "POST"])
 def job_public(request: HttpRequest, token: str) -> HttpResponse:
     job = job_by_share_token(token)
-    if request.method == "POST" and share_links.has_password(job) and not share_links.is_expired(job):
+    if request.method == "POST" and not (share_links.has_password(job) and not share_links.is_expired(job)):
+        return redirect("jobs-public", token=token)  # nothing to unlock: the page says what it is
+    if request.method == "POST":
         try:
             if not share_links.try_password(job, request.POST.get("password", "")):
                 return _password_page(
