@@ -26,7 +26,6 @@ import statistics
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 
 BASE = Path(__file__).resolve().parent.parent
