@@ -158,10 +158,12 @@ def report(rows: list[dict]) -> None:
         f"{AT_ONCE} uploads at once to `/jobs/new/admission/` on one web process (`python -m hub.webserver`), per "
         "profile: the worst picture it accepts (a flat RGBA PNG of exactly `HUB_IMAGE_MAX_MP`) and the issue's "
         "6300×6300 PNG. Cost: the process's peak resident memory (VmHWM, reset before each round) less its "
-        "resident memory before. \"before\" is the hub as it was (40 MP, no bound on decodes at once). Target: at "
+        'resident memory before. "before" is the hub as it was (40 MP, no bound on decodes at once). Target: at '
         f"most budget × 4 B × decodes at once + {ALLOWANCE_MB} MB.\n"
     )
-    print("| profile | budget | decodes at once | picture | file | accepted | before | peak | cost | target |")
+    print(
+        "| profile | budget | decodes at once | picture | file | accepted | before | peak | cost | target |"
+    )
     print("|---|---|---|---|---|---|---|---|---|---|")
     for r in rows:
         cost = (r["peak"] - r["before"]) / 1024
@@ -178,7 +180,7 @@ def report(rows: list[dict]) -> None:
         print("\nVmHWM could not be reset here: a peak may be an earlier round's.")
     statuses = sorted({a for r in rows for a in r["answers"]})
     print(
-        f"\nThe uploads were answered {', '.join(statuses)} (the summary shows no field's error; \"accepted\" is "
+        f'\nThe uploads were answered {", ".join(statuses)} (the summary shows no field\'s error; "accepted" is '
         "whether the submit form takes the picture). The picture's size is read from its header: a refused one "
         "costs no decode."
     )

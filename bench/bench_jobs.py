@@ -30,7 +30,9 @@ PG_URL = pg_run_url(os.environ.get("BENCH_PG_URL", "postgres://postgres@127.0.0.
 os.environ["DATABASE_URL"] = PG_URL if BACKEND == "postgresql" else f"sqlite:///{TMP}/bench.sqlite3"
 os.environ["HUB_INSECURE_FAST_HASHER"] = "1"
 os.environ["HUB_ALLOWED_HOSTS"] = "testserver"
-os.environ["HUB_PAGE_CACHE_S"] = "0"  # these rows are what drawing a page costs: never a kept copy (hub.pagecache)
+os.environ["HUB_PAGE_CACHE_S"] = (
+    "0"  # these rows are what drawing a page costs: never a kept copy (hub.pagecache)
+)
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "hub.settings")
 # Views render without Redis (the banner probe fails fast); point it at a closed port explicitly.
 os.environ["REDIS_URL"] = "redis://127.0.0.1:1/0"

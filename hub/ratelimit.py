@@ -45,6 +45,14 @@ def preview_allowed(key: str) -> int | None:
     return _allowed("preview", key, getattr(settings, "HUB_PREVIEW_RATE", "2/s"), "HUB_PREVIEW_RATE")
 
 
+def share_password_allowed(key: str) -> int | None:
+    """Count one password tried on a share link (``key``: the link). None when allowed, else the seconds until the
+    next try. Counted per link, whoever tries: guessing one link's password from many addresses is no faster."""
+    return _allowed(
+        "share-password", key, getattr(settings, "HUB_SHARE_PASSWORD_RATE", "5/m"), "HUB_SHARE_PASSWORD_RATE"
+    )
+
+
 def _allowed(kind: str, key: str, setting: str, name: str) -> int | None:
     """Count one request of ``kind`` for ``key`` against the rate ``setting``.
 

@@ -431,6 +431,11 @@ HUB_API_SUBMIT_RATE = env_rate("HUB_API_SUBMIT_RATE", "30/m")
 # Summaries under the new-job form (/jobs/new/admission/) per person: each one decodes the form's uploads. A page
 # asks one at a time (htmx queues them), at most about one a second as a person types; 0 = no limit.
 HUB_PREVIEW_RATE = env_rate("HUB_PREVIEW_RATE", "2/s")
+# Password guesses on one share link (jobs.core.share_links), counted per link and per address: N/s, N/m or N/h.
+HUB_SHARE_PASSWORD_RATE = env_rate("HUB_SHARE_PASSWORD_RATE", "5/m")
+
+# --- Zips (jobs.files.zips): the most jobs one "Download all" / selection / album zip gathers ------------------
+HUB_ZIP_MAX_JOBS = env_int("HUB_ZIP_MAX_JOBS", 1000, minimum=1, maximum=100000)
 
 # --- Metrics (GET /metrics, Prometheus text format; hub.metrics) --------------------------------------------
 # Client addresses (IPs or CIDRs) that may scrape without a token; anyone else needs an admin API token.

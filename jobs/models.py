@@ -140,6 +140,11 @@ class Job(models.Model):
 
     shared = models.BooleanField(default=False)  # visible to the whole household
     share_token = models.CharField(max_length=64, blank=True, default="")  # read-only link; "" = revoked
+    # The read-only link's options (jobs.core.share_links), reset with a new link: when it stops working (410),
+    # its password (Django's password hash; "" = none) and how many times its page was opened.
+    share_expires_at = models.DateTimeField(null=True, blank=True)
+    share_password = models.CharField(max_length=128, blank=True, default="")
+    share_opens = models.PositiveIntegerField(default=0)
     last_seq = models.PositiveIntegerField(default=0)
     # Deleted through /v1 (OpenAI's videos.delete) after it finished: kept for fair share and the record, but
     # no longer listed anywhere (``jobs_visible_to`` leaves it out).

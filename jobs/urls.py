@@ -2,10 +2,12 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import preset_views, retention_views, trash_views, views
+from jobs.doors import preset_views, retention_views, trash_views, views, zip_views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
+    path("download/", zip_views.download, name="jobs-download"),
+    path("download/summary/", zip_views.download_summary, name="jobs-download-summary"),
     path("new/", views.job_new, name="jobs-new"),
     path("new/admission/", views.job_admission, name="jobs-admission"),
     path("new/from-file/", views.job_from_file, name="jobs-from-file"),
@@ -38,6 +40,7 @@ urlpatterns = [
     path("<int:job_id>/retry/", views.job_retry, name="jobs-retry"),
     path("<int:job_id>/share/", views.job_share, name="jobs-share"),
     path("<int:job_id>/share-link/", views.job_share_link, name="jobs-share-link"),
+    path("<int:job_id>/share-link/options/", views.job_share_link_options, name="jobs-share-link-options"),
     path("<int:job_id>/bookmark/", views.job_bookmark, name="jobs-bookmark"),
     path("<int:job_id>/move/", views.queue_move, name="jobs-queue-move"),
     path("<int:job_id>/run-next/", views.queue_run_next, name="jobs-queue-run-next"),

@@ -98,6 +98,9 @@ DECLARATIONS: dict[str, dict] = {
     "devices-test": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # -- jobs -------------------------------------------------------------------------------------------------
     "jobs-gallery": {"GET": EVERYONE, "POST": NO},
+    # the zip of everything the person may see (or back to the gallery with why not); its button's count
+    "jobs-download": {"GET": EVERYONE, "POST": NO},
+    "jobs-download-summary": {"GET": EVERYONE, "POST": NO},
     "jobs-new": {"GET": EVERYONE, "POST": "login 403 400 400 400"},  # a viewer's page says why not
     "jobs-admission": {"GET": "login 403 405 405 405", "POST": "login 403 ok ok ok"},
     # Filling the form from a picture: an empty POST (no picture) is told the file carries no settings.
@@ -108,7 +111,10 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-queue-resume": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     # The read-only link: its token is the permission, for that job's files only ("foreign": the private
     # job's file asked for through the link of another job).
-    "jobs-public": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "jobs-public": {
+        "GET": PUBLIC,
+        "POST": PUBLIC,
+    },  # POST gives the link's password; without one, back to GET
     "jobs-public-file": {"GET": PUBLIC, "POST": PUBLIC_NO, "foreign": {"GET": "404 404 404 404 404"}},
     "jobs-detail": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
     "jobs-npu": {"GET": PRIVATE_JOB, "POST": NO, "shared": {"GET": SHARED_JOB}},
@@ -126,6 +132,7 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-retry": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-share": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-share-link": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
+    "jobs-share-link-options": {"GET": NO, "POST": MANAGE_PRIVATE, "shared": {"POST": MANAGE_SHARED}},
     "jobs-bookmark": {"GET": NO, "POST": PRIVATE_JOB, "shared": {"POST": SHARED_JOB}},
     "jobs-queue-move": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 400", "shared": "same"},
     "jobs-queue-run-next": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS, "shared": "same"},
@@ -205,6 +212,7 @@ DECLARATIONS: dict[str, dict] = {
         for name in ("api:job_get", "api:job_delete")
     },
     "api:job_restore": {"GET": API_NO, "POST": "401 403 404 404 404", "shared": "same"},
+    "api:job_download": {"GET": API_READ, "POST": API_NO},  # the zip of what the token's person may see
     # the scope is checked first (a read token learns nothing); a finished job can't be cancelled: 422
     "api:job_cancel": {
         "GET": API_NO,

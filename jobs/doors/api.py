@@ -31,7 +31,12 @@ from hub.ratelimit import check_submit
 from jobs.core.links import Link
 from jobs.core.selectors import job_for, job_links, jobs_visible_to
 from jobs.doors.chaining import result_refs
-from jobs.doors.filters import STATE_GROUPS, prompt_search
+from jobs.doors.filters import (
+    STATE_GROUPS,
+    SelectionInvalid,
+    jobs_to_download,
+    prompt_search,
+)
 from jobs.doors.intake import (
     ANY_DEVICE,
     find_device,
@@ -39,6 +44,7 @@ from jobs.doors.intake import (
     with_defaults,
 )
 from jobs.files.downloads import artifact_response
+from jobs.files.zips import NothingToDownload, TooManyJobs, stream_jobs_zip
 from jobs.kinds.schemas import (
     FILE_FIELDS,
     CancelIn,
@@ -444,6 +450,33 @@ def job_list(
         "items": [job_out(request, j) for j in jobs],
         "next": encode_cursor(jobs[-1]) if more else None,
     }
+
+
+@router.get(
+    "/download",
+    url_name="job_download",
+    response={200: None, **ERRORS},
+    openapi_extra={"responses": {"200": {"description": "A zip", "content": {"application/zip": {}}}}},
+    summary="Download jobs as one zip",
+)
+def job_download(request: HttpRequest):
+    """The results of the jobs you name, or of a gallery search, as one zip streamed as it is built: a folder per
+    job (`0042-a-red-fox/video.mp4`) with its `settings.json`. Files are stored, not compressed; `Content-Length`
+    is sent.
+
+    Query: `ids=12,15,20` (or `ids` repeated) for a selection, else the gallery's filters: `q`, `kind`, `state`
+    (`waiting`, `running`, `done`, `failed`, `cancelled`), `person` (a username), `device` (an id), `since` and
+    `until` (`YYYY-MM-DD`), `bookmarked=on`, `batch`. Only jobs you may see are included: an id you can't see is
+    left out, as if it did not exist. 400 when nothing is selected, none of the jobs has a result, a filter or
+    id is malformed, or more than `HUB_ZIP_MAX_JOBS` jobs match."""
+    require_scope(request, READ)
+    try:
+        jobs = jobs_to_download(request.user, request.GET)
+        return stream_jobs_zip(
+            request, jobs, label="tiiny-hub-selection" if "ids" in request.GET else "tiiny-hub"
+        )
+    except (SelectionInvalid, NothingToDownload, TooManyJobs) as exc:
+        raise HttpError(400, str(exc)) from exc
 
 
 @router.get("/{job_id}", url_name="job_get", response={200: JobDetailOut, **ERRORS}, summary="Get a job")

@@ -12,7 +12,7 @@ from typing import Any
 
 from django import forms
 from django.contrib.auth import get_user_model
-from django.db.models import Exists, OuterRef, Prefetch, Q
+from django.db.models import Exists, OuterRef, Prefetch, Q, QuerySet
 from django.urls import reverse
 
 from devices.models import Device
@@ -163,6 +163,56 @@ class GalleryFilterForm(forms.Form):
     @property
     def active(self) -> bool:
         return self.is_valid() and any(self.cleaned_data.get(k) for k in self.fields)
+
+
+#: How many ids one selection may name (a page of cards is 24; "Show older" adds more).
+MAX_SELECTED = 1000
+
+
+class SelectionInvalid(ValueError):
+    """A selection or filter the download can't use; the message says why (a 400, or a note on the gallery)."""
+
+
+def selected_ids(values: list[str]) -> list[int]:
+    """The job ids of ``ids`` (repeated, or comma-separated), in order, each once. Raises ``SelectionInvalid``."""
+    ids: list[int] = []
+    for value in values:
+        for part in value.split(","):
+            if not part.strip():
+                continue
+            pk = parse_id(part.strip())
+            if pk is None:
+                raise SelectionInvalid(f"“{part.strip()[:20]}” is not a job number.")
+            if pk not in ids:
+                ids.append(pk)
+    if len(ids) > MAX_SELECTED:
+        raise SelectionInvalid(f"Select at most {MAX_SELECTED} jobs at once.")
+    return ids
+
+
+def jobs_to_download(user: Any, data: Any) -> QuerySet[Job]:
+    """The jobs a zip download of ``data`` holds, newest first: those ``user`` may see (``jobs_visible_to``) that
+    the gallery's filters in ``data`` match and, when ``data`` is a selection (``ids``, or the gallery's
+    ``selection`` marker), only the jobs it names; a selection naming none is refused. An id of a job the person
+    can't see (someone else's private job, one deleted since) is left out, as if it were not there.
+    Raises ``SelectionInvalid`` for filters the gallery form refuses or a malformed id."""
+    form = GalleryFilterForm(data, user=user)
+    if not form.is_valid():
+        problems = "; ".join(
+            f"{form.fields[k].label if k in form.fields else k}: {' '.join(v)}"
+            for k, v in form.errors.items()
+        )
+        raise SelectionInvalid(f"These filters can't be used: {problems}")
+    qs = form.apply(jobs_visible_to(user))
+    if "ids" in data or data.get(
+        "selection"
+    ):  # a selection: only what it names, and nothing named is an error
+        raw = data.getlist("ids") if hasattr(data, "getlist") else [str(data.get("ids") or "")]
+        ids = selected_ids(raw)
+        if not ids:
+            raise SelectionInvalid("Nothing selected: tick the jobs to download first.")
+        qs = qs.filter(pk__in=ids)
+    return qs.order_by("-created", "-id")
 
 
 @dataclass(frozen=True)

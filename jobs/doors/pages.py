@@ -14,6 +14,7 @@ from devices.live import fragment_context
 from devices.models import Device
 from devices.selectors import device_list_for
 from hub.parsing import parse_int
+from jobs.core import share_links
 from jobs.core.bookmarks import is_bookmarked
 from jobs.core.selectors import PagePlan, can_manage, job_plan_line
 from jobs.doors.batch import MAX_BATCH, MODES
@@ -433,6 +434,9 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
     ctx["may"] = {"manage": can_manage(user, job), "submit": user.can_submit}
     ctx["bookmarked"] = is_bookmarked(user, job)
     ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
+    if job.share_token and ctx["may"]["manage"]:  # the link's options (jobs.core.share_links), for its owner
+        ctx["share_choices"] = [(value, label) for value, label, _ in share_links.EXPIRY_CHOICES]
+        ctx["share_expired"] = share_links.is_expired(job)
     if not light:
         ctx["device_line"] = device_line(job)
         # The version everyone who may view the job may read, as its pushes (jobs.live.fragments.render_plan_line).

@@ -24,6 +24,7 @@ from hub.accounts.decorators import admin_required, member_required
 from hub.pagecache import kept_page
 from hub.parsing import parse_id, parse_int
 from hub.ratelimit import preview_allowed, rate_key
+from jobs.core import share_links
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.core.links import FIELD_MEDIA
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for, jobs_visible_to
@@ -400,6 +401,27 @@ def job_share_link(request: HttpRequest, job_id: int) -> HttpResponse:
     return _actions_response(request, job)
 
 
+@require_POST
+def job_share_link_options(request: HttpRequest, job_id: int) -> HttpResponse:
+    """The read-only link's expiry and password (jobs.core.share_links)."""
+    job = _managed_job(request, job_id)
+    try:
+        services.job_share_link_options(
+            job=job,
+            by=request.user,
+            expires=request.POST.get("expires", "keep"),
+            password=request.POST.get("password", ""),
+            remove_password=request.POST.get("remove_password") == "1",
+        )
+    except ValidationError as exc:
+        if request.htmx:
+            ctx = detail_context(request, job, light=True)
+            ctx["share_error"] = " ".join(exc.messages)
+            return render(request, f"{DETAIL}#job-actions", ctx, status=400)
+        _service_error(request, exc)
+    return _actions_response(request, job)
+
+
 def _actions_response(request: HttpRequest, job) -> HttpResponse:
     """After a sharing change: the actions box for htmx, the job page otherwise."""
     job.refresh_from_db()
@@ -429,10 +451,51 @@ def job_file(request: HttpRequest, job_id: int, artifact_id: int) -> HttpRespons
 
 
 # -- the read-only link: the token is the permission, and it shows that one result only ----------------------
+# Its expiry, password and count of opens: jobs.core.share_links (410 past the expiry; the password once per session).
+def _link_refusal(request: HttpRequest, job, *, page: bool) -> HttpResponse | None:
+    """Why the link's page or file can't be shown now (expired: 410; locked: the password form or 403), or None."""
+    if share_links.is_expired(job):
+        if page:
+            return render(request, "jobs/share_expired.html", {"job": job}, status=410)
+        return HttpResponse("This link has expired.\n", status=410, content_type="text/plain; charset=utf-8")
+    if not share_links.is_unlocked(request.session, job):
+        if page:
+            return _password_page(request, job)
+        return HttpResponse(
+            "This link needs its password: open the link's page and give it first.\n",
+            status=403,
+            content_type="text/plain; charset=utf-8",
+        )
+    return None
+
+
+def _password_page(request: HttpRequest, job, *, error: str = "", status: int = 200) -> HttpResponse:
+    return render(request, "jobs/share_password.html", {"job": job, "error": error}, status=status)
+
+
 @login_not_required
-@require_GET
+@require_http_methods(["GET", "HEAD", "POST"])
 def job_public(request: HttpRequest, token: str) -> HttpResponse:
     job = job_by_share_token(token)
+    if request.method == "POST" and not (share_links.has_password(job) and not share_links.is_expired(job)):
+        return redirect("jobs-public", token=token)  # nothing to unlock: the page says what it is
+    if request.method == "POST":
+        try:
+            if not share_links.try_password(job, request.POST.get("password", "")):
+                return _password_page(
+                    request, job, error="That is not the password of this link.", status=403
+                )
+        except share_links.TooManyTries as exc:
+            response = _password_page(request, job, error=str(exc), status=429)
+            response["Retry-After"] = str(exc.retry_after)
+            return response
+        share_links.unlock(request.session, job)
+        return redirect("jobs-public", token=token)
+    refusal = _link_refusal(request, job, page=True)
+    if refusal is not None:
+        return refusal
+    if request.method == "GET":
+        share_links.count_open(job)
     ctx = job_context(job_with_related(job.pk), share_token=token, public=True)
     return render(request, "jobs/public.html", ctx)
 
@@ -441,6 +504,8 @@ def job_public(request: HttpRequest, token: str) -> HttpResponse:
 @require_safe  # HEAD too: players probe a file before fetching ranges
 def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpResponse:
     job = job_by_share_token(token)
+    if (refusal := _link_refusal(request, job, page=False)) is not None:
+        return refusal
     artifact = get_object_or_404(job.artifacts, pk=artifact_id)
     return artifact_response(request, artifact, share_token=token, inline=not request.GET.get("download"))
 
@@ -574,7 +639,10 @@ def job_input(request: HttpRequest, job_id: int, name: str) -> HttpResponse:
 @login_not_required
 @require_safe
 def job_public_input(request: HttpRequest, token: str, name: str) -> HttpResponse:
-    return input_response(request, job_by_share_token(token), name, share_token=token)
+    job = job_by_share_token(token)
+    if (refusal := _link_refusal(request, job, page=False)) is not None:
+        return refusal
+    return input_response(request, job, name, share_token=token)
 
 
 @require_safe

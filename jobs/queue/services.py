@@ -29,6 +29,7 @@ from django.utils import timezone
 from devices.models import Device
 from devices.services import device_set_queue_paused
 from hub.disk import is_disk_full
+from jobs.core import share_links
 from jobs.core.links import cancel_children, note_parent_retried
 from jobs.core.scheduler import opens_at, snapshot_for
 from jobs.core.selectors import can_manage, can_view, queue_plan
@@ -442,10 +443,46 @@ def job_set_shared(*, job: Job, by: Any, shared: bool) -> Job:
 def job_share_link(*, job: Job, by: Any, enable: bool) -> Job:
     """A read-only link to the job and its results; disabling revokes it (a new link differs)."""
     _require_manage(job, by)
+    fresh = {"share_expires_at": None, "share_password": "", "share_opens": 0}  # a new link starts clean
     if enable and not job.share_token:
-        job_note(job.pk, "Read-only link created.", share_token=_new_token())
+        job_note(job.pk, "Read-only link created.", share_token=_new_token(), **fresh)
     elif not enable and job.share_token:
-        job_note(job.pk, "Read-only link revoked.", share_token="")
+        job_note(job.pk, "Read-only link revoked.", share_token="", **fresh)
+    job.refresh_from_db()
+    return job
+
+
+def job_share_link_options(
+    *, job: Job, by: Any, expires: str = "keep", password: str = "", remove_password: bool = False
+) -> Job:
+    """Set the read-only link's expiry (``share_links.EXPIRY_CHOICES``) and password (stored hashed; blank keeps
+    the one it has, ``remove_password`` takes it off). Raises ``ValidationError`` with a sentence for the page."""
+    _require_manage(job, by)
+    if not job.share_token:
+        raise ValidationError("Create the link first.")
+    if expires not in {value for value, _, _ in share_links.EXPIRY_CHOICES}:
+        raise ValidationError("Choose when the link expires from the list.")
+    if password and not share_links.PASSWORD_MIN <= len(password) <= share_links.PASSWORD_MAX:
+        raise ValidationError(
+            f"A link's password has {share_links.PASSWORD_MIN} to {share_links.PASSWORD_MAX} characters."
+        )
+    fields: dict[str, Any] = {}
+    notes = []
+    if expires != "keep":
+        fields["share_expires_at"] = share_links.expires_at_for(expires)
+        notes.append(
+            "The read-only link no longer expires."
+            if expires == "never"
+            else f"The read-only link expires in {expires} day{'s' if expires != '1' else ''}."
+        )
+    if password:
+        fields["share_password"] = share_links.hashed(password)
+        notes.append("The read-only link needs a password.")
+    elif remove_password and job.share_password:
+        fields["share_password"] = ""
+        notes.append("The read-only link no longer needs a password.")
+    if fields:
+        job_note(job.pk, " ".join(notes), **fields)
     job.refresh_from_db()
     return job
 
@@ -524,6 +561,7 @@ __all__ = [
     "job_run_again",
     "job_set_shared",
     "job_share_link",
+    "job_share_link_options",
     "job_submit",
     "queue_move",
     "queue_pause",
