@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from devices.models import Device
 from devices.services import device_set_queue_paused
+from hub.accounts import audit
 from hub.disk import is_disk_full
 from jobs.core.links import cancel_children, note_parent_retried
 from jobs.core.scheduler import opens_at, snapshot_for
@@ -248,6 +249,7 @@ def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency
             estimate_s=checked.admission.estimate_s,
             pinned=not checked.pool,
             pool=sorted(set(checked.pool) | {device.pk}) if checked.pool else [],
+            devices_allowed=checked.devices_allowed,
             last_seq=1,
             submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
         )
@@ -444,6 +446,8 @@ def job_share_link(*, job: Job, by: Any, enable: bool) -> Job:
     _require_manage(job, by)
     if enable and not job.share_token:
         job_note(job.pk, "Read-only link created.", share_token=_new_token())
+        audit.record(audit.Action.SHARE_CREATED, actor=by, target=job, target_name=f"job {job.pk}",
+                     data={"kind": job.kind, "owner": job.owner.username})  # fmt: skip
     elif not enable and job.share_token:
         job_note(job.pk, "Read-only link revoked.", share_token="")
     job.refresh_from_db()
