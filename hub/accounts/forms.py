@@ -12,10 +12,10 @@ from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from hub.accounts.models import ApiToken, User
-from hub.accounts.tokens import device_choices, parse_expires_in
 from hub.accounts.services import name_taken
 from hub.accounts.tasks import password_reset_mail
 from hub.accounts.timezones import time_zone_choices
+from hub.accounts.tokens import device_choices, parse_expires_in
 from hub.widgets import LongSelect
 
 log = logging.getLogger(__name__)
