@@ -36,6 +36,7 @@ from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
 from devices.models import Device
 from hub import pagecache
+from hub.accounts import audit
 
 logger = logging.getLogger("devices")
 
@@ -92,7 +93,9 @@ def device_register(
     night_end: dt.time | None = None,
     time_zone: str | None = None,
     is_default: bool = False,
+    by: Any = None,
 ) -> Device:
+    """A new device (``by``: the admin who added it, for the audit log; None: the command line)."""
     device = Device(name=name.strip(), kind=kind, base_url=_clean_url(base_url))
     device.api_key = api_key
     for attr, value in (("night_start", night_start), ("night_end", night_end), ("time_zone", time_zone)):
@@ -105,6 +108,8 @@ def device_register(
             if device.is_default:
                 Device.objects.filter(is_default=True).update(is_default=False)
             device.save()
+            audit.record(audit.Action.DEVICE_ADDED, actor=by, target=device,
+                         data={"kind": device.kind, "url": device.base_url})  # fmt: skip
     return device
 
 
@@ -123,13 +128,15 @@ def _name_taken_is_invalid(device: Device) -> Iterator[None]:
         raise ValidationError({"name": NAME_TAKEN}) from None
 
 
-def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Device:
+def device_update(*, device: Device, api_key: Any = _KEEP, by: Any = None, **fields: Any) -> Device:
     """Change fields; ``api_key`` left out keeps the stored key, ``""`` clears it.
 
-    Changing the URL, kind or key resets the state to "unknown" until the next poll or test.
+    Changing the URL, kind or key resets the state to "unknown" until the next poll or test. ``by``: the admin
+    who changed it, for the audit log (which names the fields changed, never the key).
     """
     if "base_url" in fields:
         fields["base_url"] = _clean_url(fields["base_url"])
+    changed = sorted(k for k, v in fields.items() if getattr(device, k) != v)
     reset = any(fields.get(k, getattr(device, k)) != getattr(device, k) for k in ("base_url", "kind"))
     for key, value in fields.items():
         setattr(device, key, value)
@@ -145,7 +152,18 @@ def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Dev
             if device.is_default:
                 Device.objects.filter(is_default=True).exclude(pk=device.pk).update(is_default=False)
             device.save()
+            if changed or api_key is not _KEEP:
+                audit.record(audit.Action.DEVICE_CHANGED, actor=by, target=device,
+                             data={"fields": changed, "credentials_changed": api_key is not _KEEP})  # fmt: skip
     return device
+
+
+def device_remove(*, device: Device, by: Any = None) -> None:
+    """Delete a device (the admin site's delete; a device with jobs is protected by them). Recorded in the audit
+    log with its name, which outlives it."""
+    with transaction.atomic():
+        audit.record(audit.Action.DEVICE_REMOVED, actor=by, target=device, data={"kind": device.kind})
+        device.delete()
 
 
 # -- state -------------------------------------------------------------------------------------------------

@@ -68,7 +68,7 @@ def person_add(request: HttpRequest) -> HttpResponse:
     form = PersonAddForm(request.POST)
     if not form.is_valid():
         return render(request, "accounts/people.html", _page(request, form), status=400)
-    result = user_create_or_update(**form.cleaned_data)
+    result = user_create_or_update(**form.cleaned_data, by=request.user)
     # Rendered, not redirected: a generated password is shown exactly once and never stored in a message.
     return render(request, "accounts/people.html", _page(request, added=result))
 
@@ -81,7 +81,7 @@ def person_role(request: HttpRequest, user_id: int) -> HttpResponse:
     if person.pk == request.user.pk:
         messages.error(request, "You can't change your own role; ask another admin.")
     elif form.is_valid():
-        user_create_or_update(username=person.username, role=form.cleaned_data["role"])
+        user_create_or_update(username=person.username, role=form.cleaned_data["role"], by=request.user)
         messages.success(request, f"{person} is now {User.Role(form.cleaned_data['role']).label.lower()}.")
     else:
         messages.error(request, "Choose admin, member or viewer.")
@@ -97,7 +97,7 @@ def person_active(request: HttpRequest, user_id: int) -> HttpResponse:
         messages.error(request, "You can't deactivate yourself.")
         return redirect("people")
     try:
-        user_set_active(user=person, active=form.cleaned_data["active"])
+        user_set_active(user=person, active=form.cleaned_data["active"], by=request.user)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:

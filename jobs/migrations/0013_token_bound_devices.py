@@ -4,15 +4,14 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0012_job_chain_links'),
+        ("jobs", "0012_job_chain_links"),
     ]
 
     operations = [
         migrations.AddField(
-            model_name='job',
-            name='devices_allowed',
+            model_name="job",
+            name="devices_allowed",
             field=models.JSONField(blank=True, null=True),
         ),
     ]
