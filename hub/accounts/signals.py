@@ -8,9 +8,8 @@ admin site) passes ``user_login_failed``, and django-axes tells a lockout throug
 
 from __future__ import annotations
 
-from typing import Any
-
 import datetime as dt
+from typing import Any
 
 from axes.signals import user_locked_out
 from django.conf import settings
