@@ -22,6 +22,7 @@ read them through :func:`entries`.
 
 from __future__ import annotations
 
+import base64
 import contextvars
 import datetime as dt
 import ipaddress
@@ -30,9 +31,10 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from django.conf import settings
-from django.db.models import QuerySet
+from django.db.models import Q, QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.utils import timezone
+from django.utils.dateparse import parse_datetime
 
 from hub.accounts.models import AuditEntry, User
 
@@ -155,7 +157,56 @@ def entries(
     return qs
 
 
+def keep_days() -> int:
+    return settings.HUB_AUDIT_DAYS
+
+
 def prune(now: dt.datetime | None = None) -> int:
     """Delete entries older than ``HUB_AUDIT_DAYS`` days; returns how many went."""
     cutoff = (now or timezone.now()) - dt.timedelta(days=settings.HUB_AUDIT_DAYS)
     return AuditEntry.objects.filter(at__lt=cutoff).delete()[0]
+
+
+PAGE_SIZE = 50
+_MAX_CURSOR_CHARS = 120
+
+
+def encode_cursor(entry: AuditEntry) -> str:
+    raw = f"{entry.at.isoformat()}|{entry.pk}".encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def decode_cursor(cursor: str) -> tuple[dt.datetime, int] | None:
+    """(at, id) of the last entry of the previous page, or None for anything this module did not give out."""
+    if not cursor or len(cursor) > _MAX_CURSOR_CHARS:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(cursor + "=" * (-len(cursor) % 4)).decode("ascii")
+        stamp, _, pk_text = raw.partition("|")
+        at = parse_datetime(stamp)
+        if at is None or timezone.is_naive(at) or not pk_text.isdigit() or not 2000 <= at.year <= 9000:
+            return None
+        return at.astimezone(dt.UTC), int(pk_text)
+    except (ValueError, UnicodeDecodeError, OverflowError):
+        return None
+
+
+class BadCursor(ValueError):
+    pass
+
+
+def page(
+    qs: QuerySet[AuditEntry], *, cursor: str | None, limit: int = PAGE_SIZE
+) -> tuple[list[AuditEntry], str | None]:
+    """One page of ``qs`` (newest first) after ``cursor``, and the cursor of the next page (None: the last).
+    ``BadCursor`` for a cursor this module did not give out."""
+    if cursor:
+        position = decode_cursor(cursor)
+        if position is None:
+            raise BadCursor("Not a cursor this hub gave out; start again without it.")
+        at, pk = position
+        qs = qs.filter(Q(at__lt=at) | Q(at=at, pk__lt=pk))
+    rows = list(qs.order_by("-at", "-pk")[: limit + 1])
+    more = len(rows) > limit
+    rows = rows[:limit]
+    return rows, encode_cursor(rows[-1]) if more and rows else None
