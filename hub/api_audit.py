@@ -60,7 +60,9 @@ _SINCE = Query(None, description="From this day on (the hub's time zone), e.g. 2
 _UNTIL = Query(None, description="Up to and including this day.")
 
 
-@router.get("", response={200: AuditPageOut, **ERRORS}, summary="The audit log (admins)")
+@router.get(
+    "", url_name="audit_list", response={200: AuditPageOut, **ERRORS}, summary="The audit log (admins)"
+)
 def audit_list(
     request: HttpRequest,
     actor: str | None = Query(None, max_length=150, description="A username: what they did."),

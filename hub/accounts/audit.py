@@ -196,10 +196,11 @@ class BadCursor(ValueError):
 
 
 def page(
-    qs: QuerySet[AuditEntry], *, cursor: str | None, limit: int = PAGE_SIZE
+    qs: QuerySet[AuditEntry], *, cursor: str | None, limit: int | None = None
 ) -> tuple[list[AuditEntry], str | None]:
     """One page of ``qs`` (newest first) after ``cursor``, and the cursor of the next page (None: the last).
-    ``BadCursor`` for a cursor this module did not give out."""
+    ``BadCursor`` for a cursor this module did not give out. ``limit``: ``PAGE_SIZE`` unless given."""
+    limit = limit or PAGE_SIZE
     if cursor:
         position = decode_cursor(cursor)
         if position is None:
