@@ -11,7 +11,8 @@ class DevicesConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from devices import live as devices_live  # imports the models: the app registry is ready only now
+        # These import the models: the app registry is ready only now.
+        from devices import live as devices_live
         from devices.selectors import device_names, device_names_for, devices_named_for
         from hub.accounts.tokens import register_device_lookup
 

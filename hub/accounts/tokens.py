@@ -132,6 +132,26 @@ def _device_ids(user: User, devices: Iterable[str]) -> list[int]:
     return sorted(set(found.values()))
 
 
+def _scopes_for(user: User, scopes: Iterable[str]) -> set[str]:
+    """The scopes asked for, checked against what ``user`` may hold (submit implies read)."""
+    wanted = {s.strip() for s in scopes if s and s.strip()}
+    unknown = wanted - set(SCOPES)
+    if unknown:
+        raise ValidationError(f"Unknown scope {sorted(unknown)[0]!r}; use read and/or submit.")
+    if not wanted:
+        raise ValidationError("Choose at least one scope: read, or read and submit.")
+    if not user.is_active:
+        raise ValidationError("This person is deactivated; bring them back first.")
+    if ApiToken.Scope.SUBMIT in wanted:
+        if not user.can_submit:
+            raise ValidationError(
+                "Viewers may only create read tokens; ask an admin to make you a member to submit jobs."
+            )
+        # Submitting without reading your own job's progress is useless, so submit implies read.
+        wanted.add(ApiToken.Scope.READ)
+    return wanted
+
+
 # --- services ------------------------------------------------------------------------------------------
 def token_create(
     *,
@@ -151,21 +171,7 @@ def token_create(
         raise ValidationError("Give the token a name, e.g. the script or machine that will use it.")
     if len(name) > 100:
         raise ValidationError("Keep the name under 100 characters.")
-    wanted = {s.strip() for s in scopes if s and s.strip()}
-    unknown = wanted - set(SCOPES)
-    if unknown:
-        raise ValidationError(f"Unknown scope {sorted(unknown)[0]!r}; use read and/or submit.")
-    if not wanted:
-        raise ValidationError("Choose at least one scope: read, or read and submit.")
-    if not user.is_active:
-        raise ValidationError("This person is deactivated; bring them back first.")
-    if ApiToken.Scope.SUBMIT in wanted:
-        if not user.can_submit:
-            raise ValidationError(
-                "Viewers may only create read tokens; ask an admin to make you a member to submit jobs."
-            )
-        # Submitting without reading your own job's progress is useless, so submit implies read.
-        wanted.add(ApiToken.Scope.READ)
+    wanted = _scopes_for(user, scopes)
     expires_at = _check_expiry(expires_at)
     device_ids = _device_ids(user, devices)
     live = user.api_tokens.filter(revoked_at__isnull=True).exclude(expires_at__lte=timezone.now())
