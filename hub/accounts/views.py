@@ -174,7 +174,8 @@ def _tokens_page(request: HttpRequest, form: TokenCreateForm | None = None, *, s
     if created := extra.get("created"):
         extra["created_devices"] = [names[pk] for pk in created.device_ids if pk in names]
     context = {
-        "tokens": rows,
+        "tokens": [t for t in rows if t.user_id == request.user.pk],
+        "others": [t for t in rows if t.user_id != request.user.pk],
         "form": form or TokenCreateForm(user=request.user),
         "show_owner": request.user.is_admin,
         **extra,

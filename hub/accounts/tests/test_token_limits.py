@@ -133,3 +133,16 @@ def test_expired_tokens_do_not_count_against_the_live_limit(member, monkeypatch)
     old, _ = token_create(user=member, name="old", scopes=["read"])
     ApiToken.objects.filter(pk=old.pk).update(expires_at=timezone.now() - dt.timedelta(seconds=1))
     token_create(user=member, name="new", scopes=["read"])  # no refusal
+
+
+def test_admins_have_a_section_with_everyone_elses_tokens(
+    admin_client, admin_user, member_client, member, pocket
+):
+    token_create(user=admin_user, name="ada-own", scopes=["read"])
+    theirs, _ = token_create(user=member, name="mia-pocket", scopes=["read"], devices=["Pocket"])
+    page = html.unescape(admin_client.get(PAGE).content.decode())
+    own, others = page.split('id="others-tokens"')
+    assert "ada-own" in own and "mia-pocket" not in own
+    assert "mia-pocket" in others and "of mia" in others and "only on Pocket" in others
+    assert f'action="/accounts/tokens/{theirs.pk}/revoke/"' in others
+    assert 'id="others-tokens"' not in member_client.get(PAGE).content.decode()
