@@ -56,7 +56,7 @@ def entry_out(entry: AuditEntry) -> dict[str, Any]:
     }
 
 
-_SINCE = Query(None, description="From this day on (the hub's time zone), e.g. 2027-01-31.")
+_SINCE = Query(None, description="From this day on (in your time zone), e.g. 2027-01-31.")
 _UNTIL = Query(None, description="Up to and including this day.")
 
 

@@ -143,7 +143,7 @@ def entries(
     until: dt.date | None = None,
 ) -> QuerySet[AuditEntry]:
     """Entries newest first, filtered: ``actor`` by username (exact, any case), ``action`` by value, and the days
-    ``since``..``until`` (both included, in the hub's time zone)."""
+    ``since``..``until`` (both included, in the time zone active for the request: the person's own)."""
     qs = AuditEntry.objects.select_related("actor", "target").order_by("-at", "-pk")
     if actor:
         qs = qs.filter(actor_name__iexact=actor.strip())

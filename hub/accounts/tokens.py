@@ -311,3 +311,13 @@ def tokens_visible_to(user: User, *, include_revoked: bool = False) -> QuerySet[
     if not include_revoked:
         qs = qs.filter(revoked_at__isnull=True)
     return qs
+
+
+def tokens_with_device_names(user: User) -> list[ApiToken]:
+    """``tokens_visible_to(user)``, each with ``bound_names``: the names of the devices it is bound to that still
+    exist (the Tokens page)."""
+    rows = list(tokens_visible_to(user))
+    names = device_names({pk for t in rows for pk in t.device_ids or []})
+    for t in rows:
+        t.bound_names = [names[pk] for pk in t.device_ids or [] if pk in names]
+    return rows

@@ -29,7 +29,7 @@ from hub.accounts.invitations import (
 from hub.accounts.lockout import locked_usernames, signin_unlock, unlocks_recent
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import user_create_or_update, user_set_active, user_set_one_time_password
-from hub.accounts.tokens import device_names, token_create, token_revoke, tokens_visible_to
+from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to, tokens_with_device_names
 from hub.links import NoLinkOrigin, link_origin
 
 
@@ -167,12 +167,9 @@ def invitation_revoke_view(request: HttpRequest, invitation_id: int) -> HttpResp
 
 # --- API tokens ------------------------------------------------------------------------------------------
 def _tokens_page(request: HttpRequest, form: TokenCreateForm | None = None, *, status: int = 200, **extra):
-    rows = list(tokens_visible_to(request.user))
-    names = device_names({pk for t in rows for pk in t.device_ids or []})
-    for t in rows:
-        t.bound_names = [names[pk] for pk in t.device_ids or [] if pk in names]
+    rows = tokens_with_device_names(request.user)
     if created := extra.get("created"):
-        extra["created_devices"] = [names[pk] for pk in created.device_ids if pk in names]
+        extra["created_devices"] = next((t.bound_names for t in rows if t.pk == created.pk), [])
     context = {
         "tokens": [t for t in rows if t.user_id == request.user.pk],
         "others": [t for t in rows if t.user_id != request.user.pk],
