@@ -364,7 +364,12 @@ def preview(submission: Submission) -> tuple[Device, CheckedRequest]:
                 raise refusal
             device, checked = sub.device, check(sub.device, True)
         else:
-            if not pool_devices(sub.owner, sub.kind) and (refusal := token_refusal(sub.owner, None)):
+            bound = token_devices(sub.owner) is not None  # (asked first: no extra query for everyone else)
+            if (
+                bound
+                and not pool_devices(sub.owner, sub.kind)
+                and (refusal := token_refusal(sub.owner, None))
+            ):
                 raise refusal  # the token's devices can't run it, though others could: say which it may use
             device, checked = check_pool(owner=sub.owner, kind=sub.kind, check=lambda d: check(d, False))
         checked.devices_allowed = token_devices(sub.owner)  # kept on the job: its pool stays within them
