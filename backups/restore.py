@@ -30,9 +30,13 @@ from backups import manifest as backup_manifest
 from backups.models import BackupRun
 from backups.services import SECRETS_FILE, backup_names
 from hub import atrest
+from hub.accounts import audit
 
 #: Rows a just-migrated hub already has: it counts as empty with them.
-NOT_HUB_DATA = {"contenttypes.ContentType", "auth.Permission", "sessions.Session", "backups.BackupRun"}
+# A fresh hub has these too (the audit log: a failed sign-in, the backup just taken): they don't make it "not empty".
+NOT_HUB_DATA = {
+    "contenttypes.ContentType", "auth.Permission", "sessions.Session", "backups.BackupRun", "accounts.AuditEntry",
+}  # fmt: skip
 
 
 class RestoreRefused(Exception):
@@ -147,6 +151,9 @@ def restore(
         say(f"applying {pending} migration(s) this checkout adds …")
         call_command("migrate", interactive=False, verbosity=0)
     _settle_runs(manifest)
+    # Into the restored database: the log it brought back, and this restore on top.
+    audit.record(audit.Action.BACKUP_RESTORED, target_name=folder.name,
+                 data={"folder": str(folder.parent), "rows": rows, "files": tally.done, "forced": force})  # fmt: skip
     fingerprint = manifest.get("secret_key_fingerprint")
     return Restored(
         name=folder.name,

@@ -30,6 +30,7 @@ from backups import files as backup_files
 from backups import manifest as backup_manifest
 from backups.models import BackupRun
 from hub import atrest, media_storage
+from hub.accounts import audit
 from hub.version import __version__, commit
 from notify.models import Event
 from notify.services import notify_event
@@ -238,6 +239,9 @@ def take_backup(
             _finish(run, ok=False, error=message)
             raise BackupError(message) from exc
         _finish(run, ok=True, size=size)
+        if recorded:
+            audit.record(audit.Action.BACKUP_MADE, target=run, target_name=run.name,
+                         data={"trigger": trigger, "bytes": size, "folder": str(root)})  # fmt: skip
     removed = prune(root, settings.HUB_BACKUP_KEEP if keep is None else keep)
     if removed:
         logger.info("removed %d old backup(s) from %s: %s", len(removed), root, ", ".join(removed))

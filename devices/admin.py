@@ -7,6 +7,8 @@ from django.contrib import admin
 
 from devices.clients.base import validate_base_url
 from devices.models import Device, DeviceMetric
+from devices.services import device_remove
+from hub.accounts import audit
 
 
 class DeviceAdminForm(forms.ModelForm):
@@ -57,6 +59,22 @@ STATUS_FIELDS = (
 class DeviceAdmin(admin.ModelAdmin):
     form = DeviceAdminForm
     list_display = ["name", "kind", "state", "last_seen", "queue_paused", "is_default"]
+
+    # The admin site's writes go to the audit log like the Devices pages' (devices.services records them).
+    def save_model(self, request, obj: Device, form, change: bool) -> None:
+        super().save_model(request, obj, form, change)
+        action = audit.Action.DEVICE_CHANGED if change else audit.Action.DEVICE_ADDED
+        fields = sorted(f for f in form.changed_data if f != "new_api_key")
+        audit.record(action, actor=request.user, target=obj, request=request,
+                     data={"fields": fields, "credentials_changed": "new_api_key" in form.changed_data})  # fmt: skip
+
+    def delete_model(self, request, obj: Device) -> None:
+        device_remove(device=obj, by=request.user)
+
+    def delete_queryset(self, request, queryset) -> None:
+        for device in queryset:
+            device_remove(device=device, by=request.user)
+
     list_filter = ["kind", "state"]
     search_fields = ["name"]
     readonly_fields = ["key_status", *STATUS_FIELDS]

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.db.models import QuerySet
 from django.shortcuts import get_object_or_404
 
@@ -20,6 +21,30 @@ def device_list_for(user: Any) -> QuerySet[Device]:
     The default device first (it is where a new job goes), then by name.
     """
     return Device.objects.defer("api_key_encrypted", "capabilities").order_by("-is_default", "name")
+
+
+def devices_named_for(user: Any, names: list[str]) -> dict[str, int]:
+    """Name -> id of the devices ``user`` may use with these names (any case); ValidationError naming the first
+    unknown one (a token bound to devices: ``hub.accounts.tokens``)."""
+    usable = {d.name.casefold(): d for d in device_list_for(user).only("pk", "name")}
+    found: dict[str, int] = {}
+    for name in names:
+        device = usable.get(name.strip().casefold())
+        if device is None:
+            known = ", ".join(sorted(d.name for d in usable.values())) or "none yet"
+            raise ValidationError(f"No device is called “{name.strip()}”; the devices are: {known}.")
+        found[device.name] = device.pk
+    return found
+
+
+def device_names_for(user: Any) -> list[str]:
+    """The names of the devices ``user`` may use, in the order the pages list them."""
+    return list(device_list_for(user).values_list("name", flat=True))
+
+
+def device_names(ids: Iterable[int]) -> dict[int, str]:
+    """Id -> name of the devices among ``ids`` that exist."""
+    return dict(Device.objects.filter(pk__in=list(ids)).values_list("pk", "name"))
 
 
 def device_get_for(user: Any, device_id: int | str) -> Device:

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from django.core.cache import cache
-from django.core.exceptions import ValidationError
-from django.db import IntegrityError, close_old_connections, connection, transaction
+from django.db import close_old_connections, connection, transaction
 from django.db.models import Q
 from django.utils import timezone
 
@@ -35,6 +34,12 @@ from devices.crypto import KeyUnreadable
 from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
 from devices.models import Device
+from devices.registry import (
+    NAME_TAKEN as NAME_TAKEN,  # adding, changing and removing devices: devices.registry
+)
+from devices.registry import device_register as device_register
+from devices.registry import device_remove as device_remove
+from devices.registry import device_update as device_update
 from hub import pagecache
 
 logger = logging.getLogger("devices")
@@ -48,7 +53,6 @@ POLL_SLOW = dt.timedelta(seconds=30)
 #: this long. (It was 35 s, longer than the poll's hard time limit; a queue then idled that long on a device the
 #: hub still thought unreachable.) Longer than one probe's own timeout, so a renewal missed under load is no race.
 POLL_CLAIM = dt.timedelta(seconds=6)
-_KEEP = object()
 
 FIX_LOCKED = (
     "Run `tiiny login` on a computer signed in to TiinyOS, or open the TiinyOS desktop app; "
@@ -70,82 +74,6 @@ class ConnectionReport:
     versions: dict[str, str] = field(default_factory=dict)
     models: int = 0
     loaded: list[str] = field(default_factory=list)
-
-
-# -- create / update ---------------------------------------------------------------------------------------
-
-
-def _clean_url(base_url: str) -> str:
-    try:
-        return validate_base_url(base_url)
-    except ValueError as exc:
-        raise ValidationError({"base_url": str(exc)}) from None
-
-
-def device_register(
-    *,
-    name: str,
-    kind: str,
-    base_url: str,
-    api_key: str = "",
-    night_start: dt.time | None = None,
-    night_end: dt.time | None = None,
-    time_zone: str | None = None,
-    is_default: bool = False,
-) -> Device:
-    device = Device(name=name.strip(), kind=kind, base_url=_clean_url(base_url))
-    device.api_key = api_key
-    for attr, value in (("night_start", night_start), ("night_end", night_end), ("time_zone", time_zone)):
-        if value is not None:
-            setattr(device, attr, value)
-    device.is_default = is_default or not Device.objects.exists()
-    device.full_clean()
-    with _name_taken_is_invalid(device):
-        with transaction.atomic():
-            if device.is_default:
-                Device.objects.filter(is_default=True).update(is_default=False)
-            device.save()
-    return device
-
-
-NAME_TAKEN = "A device with that name already exists."
-
-
-@contextmanager
-def _name_taken_is_invalid(device: Device) -> Iterator[None]:
-    """``full_clean`` checks the name is free, but two requests at once can both pass it: the database's unique
-    constraint then decides, and the loser gets the same form error instead of an IntegrityError (a 500)."""
-    try:
-        yield
-    except IntegrityError:
-        if not Device.objects.filter(name=device.name).exclude(pk=device.pk).exists():
-            raise
-        raise ValidationError({"name": NAME_TAKEN}) from None
-
-
-def device_update(*, device: Device, api_key: Any = _KEEP, **fields: Any) -> Device:
-    """Change fields; ``api_key`` left out keeps the stored key, ``""`` clears it.
-
-    Changing the URL, kind or key resets the state to "unknown" until the next poll or test.
-    """
-    if "base_url" in fields:
-        fields["base_url"] = _clean_url(fields["base_url"])
-    reset = any(fields.get(k, getattr(device, k)) != getattr(device, k) for k in ("base_url", "kind"))
-    for key, value in fields.items():
-        setattr(device, key, value)
-    if api_key is not _KEEP:
-        device.api_key = api_key
-        reset = True
-    if reset:
-        device.state, device.state_message, device.state_fix = Device.State.UNKNOWN, "", ""
-        device.next_poll_at = None  # poll at the next beat
-    device.full_clean()
-    with _name_taken_is_invalid(device):
-        with transaction.atomic():
-            if device.is_default:
-                Device.objects.filter(is_default=True).exclude(pk=device.pk).update(is_default=False)
-            device.save()
-    return device
 
 
 # -- state -------------------------------------------------------------------------------------------------

@@ -56,7 +56,7 @@ def device_add(request: HttpRequest) -> HttpResponse:
     form = DeviceForm(request.POST or None, initial=request.GET.dict() if request.method == "GET" else None)
     if request.method == "POST" and form.is_valid():
         try:
-            device = device_register(**form.service_fields())
+            device = device_register(**form.service_fields(), by=request.user)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:
@@ -75,7 +75,7 @@ def device_edit(request: HttpRequest, device_id: int) -> HttpResponse:
     form = DeviceForm(request.POST or None, device=device)
     if request.method == "POST" and form.is_valid():
         try:
-            device_update(device=device, **form.service_fields())
+            device_update(device=device, **form.service_fields(), by=request.user)
         except ValidationError as exc:
             form.add_error(None, exc)
         else:

@@ -50,6 +50,7 @@ api.add_router("/presets", "jobs.doors.api_presets.router")  # named settings (j
 api.add_router("/devices", devices_router)
 api.add_router("/notify", "notify.api.router")  # notification channels (notify/api.py)
 api.add_router("", jobs_queue_router)
+api.add_router("/audit", "hub.api_audit.router")  # the audit log, admins only (hub/api_audit.py)
 
 
 @api.get("/ping", auth=None, include_in_schema=False)

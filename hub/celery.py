@@ -116,6 +116,8 @@ BACKUP_HOUR, BACKUP_MINUTE = env_clock("HUB_BACKUP_AT", "13:30")
 # Periodic tasks, declared in code. Other apps add their own entries here (one place to read them all).
 app.conf.beat_schedule = {
     "hub-beat-alive": {"task": "hub.tasks.beat_alive", "schedule": 30.0},
+    # The audit log keeps HUB_AUDIT_DAYS: older entries go once a day.
+    "hub-audit-prune": {"task": "hub.tasks.audit_prune", "schedule": 86400.0, "options": {"expires": 3600.0}},
     # Devices: fan out metric polls (each device every 2 s while watched or busy, else 30 s); an expired
     # tick is dropped rather than run late, so a busy worker never works through a backlog of them.
     "devices-poll-all": {"task": "devices.tasks.poll_all", "schedule": 2.0, "options": {"expires": 2.0}},

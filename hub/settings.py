@@ -87,6 +87,7 @@ MIDDLEWARE = [
     "django.middleware.csrf.CsrfViewMiddleware",
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
+    "hub.accounts.audit.AuditRequestMiddleware",  # the client address the audit log records for this request
     "hub.accounts.middleware.TimeZoneMiddleware",  # the person's own time zone (personal settings)
     "hub.accounts.middleware.MustChangePasswordMiddleware",  # a one-time password leads to the password page
     "hub.security.SecurityHeadersMiddleware",  # Permissions-Policy; private, no-store for signed-in pages
@@ -316,6 +317,8 @@ HUB_SIGNIN_ADDRESS_FAILURES = max(
     max(HUB_SIGNIN_FAILURES, 1),
 )
 HUB_SIGNIN_COOLOFF_MIN = env_int("HUB_SIGNIN_COOLOFF_MIN", 15, minimum=1, maximum=7 * 24 * 60)
+# The audit log (hub.accounts.audit: admin actions and security events) keeps this many days; a daily beat task prunes.
+HUB_AUDIT_DAYS = env_int("HUB_AUDIT_DAYS", 365, minimum=1, maximum=100 * 365)
 AUTHENTICATION_BACKENDS = [
     "hub.accounts.backends.SignInThrottleBackend",  # first: refuses a locked-out sign-in before the password
     "django.contrib.auth.backends.ModelBackend",

@@ -7,6 +7,7 @@ from django.template.loader import render_to_string
 from django.utils import timezone
 
 from hub import live
+from hub.accounts import audit
 
 log = logging.getLogger(__name__)
 
@@ -15,6 +16,12 @@ log = logging.getLogger(__name__)
 def beat_alive() -> None:
     """Proves the beat -> broker -> worker path end to end; /healthz reads the marks it leaves."""
     log.debug("beat alive at %s", timezone.now().isoformat())
+
+
+@shared_task
+def audit_prune() -> int:
+    """Drop audit entries older than HUB_AUDIT_DAYS (daily, from beat)."""
+    return audit.prune()
 
 
 @shared_task

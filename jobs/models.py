@@ -91,6 +91,9 @@ class Job(models.Model):
     # ``pool``, the ids of the devices that admitted exactly this request at submit.
     pinned = models.BooleanField(default=True)
     pool = models.JSONField(default=list, blank=True)
+    # Queued by an API token bound to devices: the ids it may run on (its pool never takes in another device:
+    # ``jobs.queue.membership``). None: no such limit.
+    devices_allowed = models.JSONField(null=True, blank=True)
     kind = models.CharField(max_length=10, choices=JobKind.choices)
     model_id = models.CharField(max_length=200)
     params = models.JSONField(default=dict)  # validated parameters, exactly what the runner sends

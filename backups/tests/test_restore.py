@@ -165,3 +165,21 @@ def test_a_different_secret_key_is_named_with_where_to_find_the_right_one(
         "HUB_SECRET_KEY differs" in out
         and f"copy the lines of {root / run.name / 'secrets.env'} into .env" in out
     )
+
+
+def test_a_backup_and_a_restore_are_in_the_audit_log(backed_up):
+    from hub.accounts.models import AuditEntry
+
+    made = AuditEntry.objects.get(action="backup-made")
+    assert (made.target_name, made.target_kind, made.data["trigger"]) == (
+        backed_up["name"],
+        "backuprun",
+        "manual",
+    )
+    wipe(backed_up["media"])
+    restore(str(backed_up["root"]))
+    restored = AuditEntry.objects.get(action="backup-restored")
+    assert restored.target_name == backed_up["name"] and restored.data["forced"] is False
+    # The log came back with the database (the backup's own entry was written after its snapshot).
+    assert AuditEntry.objects.filter(action="person-created").exists()
+    assert not AuditEntry.objects.filter(action="backup-made").exists()

@@ -111,8 +111,9 @@ class InvitationAdmin(admin.ModelAdmin):
 class AuditEntryAdmin(admin.ModelAdmin):
     """Read-only: the audit is what happened; nobody edits or deletes it here."""
 
-    list_display = ("at", "action", "actor_name", "target_name", "detail")
+    list_display = ("at", "action", "actor_name", "ip", "target_kind", "target_name", "detail")
     list_filter = ("action",)
+    search_fields = ("actor_name", "target_name")
 
     def has_add_permission(self, request) -> bool:
         return False

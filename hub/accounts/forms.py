@@ -1,5 +1,6 @@
 from __future__ import annotations
 
+import datetime as dt
 import functools
 import logging
 
@@ -7,12 +8,14 @@ from django import forms
 from django.contrib.auth import password_validation
 from django.contrib.auth.forms import PasswordResetForm, UserCreationForm
 from django.db import transaction
+from django.utils import timezone
 from kombu.exceptions import OperationalError
 
 from hub.accounts.models import ApiToken, User
 from hub.accounts.services import name_taken
 from hub.accounts.tasks import password_reset_mail
 from hub.accounts.timezones import time_zone_choices
+from hub.accounts.tokens import device_choices, parse_expires_in
 from hub.widgets import LongSelect
 
 log = logging.getLogger(__name__)
@@ -90,6 +93,35 @@ class TokenCreateForm(forms.Form):
         },
     )
 
+    expires = forms.ChoiceField(
+        choices=[
+            ("", "Never"),
+            ("1d", "In a day"),
+            ("7d", "In a week"),
+            ("30d", "In 30 days"),
+            ("90d", "In 90 days"),
+            ("date", "On a date…"),
+        ],
+        required=False,
+        label="Expires",
+        help_text="After this it stops working (401 “expired”).",
+        error_messages={"invalid_choice": "Choose when it expires from the list."},
+    )
+    expires_on = forms.DateField(
+        required=False,
+        label="Expiry date",
+        widget=forms.DateInput(attrs={"type": "date"}),
+        help_text="With “On a date…”: it works until the end of that day.",
+        error_messages={"invalid": "Enter a date like 2027-01-31."},
+    )
+    devices = forms.MultipleChoiceField(
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Only on",
+        help_text="Its jobs run only on these devices, and “any device” means any of these. None: any device.",
+        error_messages={"invalid_choice": "Choose devices from the list."},
+    )
+
     def __init__(self, *args, user: User, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         if not user.can_submit:
@@ -97,6 +129,32 @@ class TokenCreateForm(forms.Form):
             self.fields["scopes"].help_text = "Viewers may create read tokens only."
         else:
             self.fields["scopes"].help_text = "Read: look at jobs, devices, results. Submit: also queue jobs."
+        self.fields["devices"].choices = [(name, name) for name in device_choices(user)]
+
+    def clean(self):
+        data = super().clean()
+        choice, day = data.get("expires"), data.get("expires_on")
+        data["expires_at"] = None
+        if choice == "date":
+            if day is None:
+                self.add_error("expires_on", "Choose the date it expires on.")
+            else:
+                # The end of that day where the person is (their time zone is active for the request).
+                zone = timezone.get_current_timezone()
+                data["expires_at"] = dt.datetime.combine(day + dt.timedelta(days=1), dt.time.min, tzinfo=zone)
+        elif choice:
+            data["expires_at"] = timezone.now() + parse_expires_in(choice)
+        return data
+
+    def service_args(self) -> dict:
+        """What ``token_create`` takes from this form."""
+        data = self.cleaned_data
+        return {
+            "name": data["name"],
+            "scopes": data["scopes"],
+            "expires_at": data["expires_at"],
+            "devices": data.get("devices") or [],
+        }
 
 
 # --- invitations, one-time passwords, personal settings -------------------------------------------------

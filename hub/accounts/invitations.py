@@ -25,6 +25,7 @@ from django.http import HttpRequest
 from django.urls import reverse
 from django.utils import timezone
 
+from hub.accounts import audit
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import name_taken, user_create
 from hub.links import link_origin
@@ -121,6 +122,10 @@ def invitation_accept(*, raw: str, username: str, password: str) -> User:
         if spent != 1:
             invitation.refresh_from_db()
             raise InvitationUnusable(invitation.status if not invitation.is_pending else "used")
+        inviter = invitation.created_by
+        audit.record(audit.Action.PERSON_CREATED, actor=user, target=user,
+                     detail=f"by invitation from {inviter.username if inviter else 'an admin'}",
+                     data={"role": invitation.role, "via": "invitation", "invitation": invitation.prefix})  # fmt: skip
     return user
 
 

@@ -28,6 +28,7 @@ from django.db.models import Max, QuerySet, Sum
 from django.http import HttpRequest
 from django.utils import timezone
 
+from hub.accounts import audit
 from hub.accounts.models import AuditEntry, User
 
 
@@ -111,12 +112,11 @@ def signin_unlock(*, user: User, by: User) -> int:
     with transaction.atomic():
         cleared = _count(AccessAttempt.objects.filter(username=user.username))
         AccessAttempt.objects.filter(username=user.username).delete()
-        AuditEntry.objects.create(
-            action=AuditEntry.Action.SIGNIN_UNLOCK,
+        audit.record(
+            audit.Action.SIGNIN_UNLOCK,
             actor=by,
-            actor_name=by.username,
             target=user,
-            target_name=user.username,
             detail=f"{cleared} failed sign-in(s) cleared",
+            data={"cleared": cleared},
         )
     return cleared

@@ -59,6 +59,11 @@ class ApiToken(models.Model):
     last_used_at = models.DateTimeField(null=True, blank=True)
     last_used_ip = models.GenericIPAddressField(null=True, blank=True)
     revoked_at = models.DateTimeField(null=True, blank=True)
+    # None: never expires. Past it the token answers 401 "expired" (``hub.accounts.tokens``).
+    expires_at = models.DateTimeField(null=True, blank=True)
+    # The ids of the devices its jobs may run on; empty: any the person may use. Ids, not a link: accounts sits
+    # below devices (pyproject's layers), and a removed device simply leaves the token fewer (or no) devices.
+    device_ids = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["-created"]
@@ -72,6 +77,10 @@ class ApiToken(models.Model):
 
     def has_scope(self, scope: str) -> bool:
         return scope in self.scope_list
+
+    @property
+    def is_expired(self) -> bool:
+        return self.expires_at is not None and self.expires_at <= timezone.now()
 
 
 def _invitation_expiry() -> dt.datetime:
@@ -128,21 +137,48 @@ class Invitation(models.Model):
 
 
 class AuditEntry(models.Model):
-    """An admin's action on someone's access, kept: who did what to whom, and when.
+    """One admin action or security event, kept ``HUB_AUDIT_DAYS``: who did what to what, when, and from where.
 
-    The names are copied beside the links: the entry outlives either account, and says who they were then.
+    Written only through ``hub.accounts.audit.record`` (the one function every app calls). The names are copied beside the
+    links: the entry outlives the account or thing it names, and says what they were called then. ``data`` is a
+    short JSON detail and never holds a secret (no key, token, password or link secret): ``hub.accounts.audit`` drops them.
     """
 
     class Action(models.TextChoices):
+        PERSON_CREATED = "person-created", "Person added"
+        PERSON_ROLE = "person-role", "Role changed"
+        PERSON_DEACTIVATED = "person-deactivated", "Person deactivated"
+        PERSON_REACTIVATED = "person-reactivated", "Person brought back"
+        PERSON_PASSWORD = "person-password", "One-time password given"
+        SIGNIN_FAILED = "signin-failed", "Sign-in failed"
+        SIGNIN_LOCKOUT = "signin-lockout", "Sign-in locked out"
         SIGNIN_UNLOCK = "signin-unlock", "Sign-in unlocked"
+        QUOTA_CHANGED = "quota-changed", "Quota changed"
+        DEVICE_ADDED = "device-added", "Device added"
+        DEVICE_CHANGED = "device-changed", "Device changed"
+        DEVICE_REMOVED = "device-removed", "Device removed"
+        TOKEN_CREATED = "token-created", "Token created"
+        TOKEN_REVOKED = "token-revoked", "Token revoked"
+        BACKUP_MADE = "backup-made", "Backup made"
+        BACKUP_RESTORED = "backup-restored", "Backup restored"
+        SHARE_CREATED = "share-created", "Share link made"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
-    action = models.CharField(max_length=32, choices=Action.choices)
+    action = models.CharField(max_length=32, choices=Action.choices, db_index=True)
     actor = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
-    actor_name = models.CharField(max_length=150)
+    actor_name = models.CharField(
+        max_length=150
+    )  # "" for the hub itself (a beat task, a command with no one)
+    ip = models.GenericIPAddressField(
+        null=True, blank=True
+    )  # where the request came from; None off a request
+    # What it was done to: a person (``target``, linked) or a thing named by kind and id ("device", ref "7").
     target = models.ForeignKey(User, null=True, blank=True, on_delete=models.SET_NULL, related_name="+")
+    target_kind = models.CharField(max_length=20, blank=True)
+    target_ref = models.CharField(max_length=64, blank=True)
     target_name = models.CharField(max_length=150)
-    detail = models.CharField(max_length=200, blank=True)
+    detail = models.CharField(max_length=200, blank=True)  # one line for people
+    data = models.JSONField(default=dict, blank=True)  # the short structured detail, for the API
 
     class Meta:
         ordering = ["-at", "-pk"]

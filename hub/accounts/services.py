@@ -8,6 +8,7 @@ from django.db import transaction
 from django.db.models import Q
 
 from hub import live
+from hub.accounts import audit
 from hub.accounts.models import User
 from hub.accounts.timezones import is_time_zone
 
@@ -24,11 +25,13 @@ def generate_password() -> str:
 
 
 @transaction.atomic
-def user_create_or_update(*, username: str, role: str, password: str | None = None) -> UserResult:
+def user_create_or_update(
+    *, username: str, role: str, password: str | None = None, by: User | None = None
+) -> UserResult:
     """Idempotent by username. A new person without a password gets a generated one (returned once).
 
     An existing person keeps their password unless one is given. Admins are also Django staff and
-    superusers, so they can use the admin site.
+    superusers, so they can use the admin site. ``by``: who did it, for the audit log (None: the command line).
     """
     if role not in User.Role.values:
         raise ValueError(f"unknown role {role!r}; use one of: {', '.join(User.Role.values)}")
@@ -36,6 +39,7 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
     created = user is None
     if user is None:
         user = User(username=username)
+    old_role = None if created else user.role
     changed_access = not created and (user.role != role or bool(password))
     _set_role(user, role)
     generated = None
@@ -45,6 +49,13 @@ def user_create_or_update(*, username: str, role: str, password: str | None = No
         generated = generate_password()
         user.set_password(generated)
     user.save()
+    if created:
+        audit.record(audit.Action.PERSON_CREATED, actor=by, target=user, data={"role": role})
+    elif old_role != role:
+        audit.record(audit.Action.PERSON_ROLE, actor=by, target=user, detail=f"{old_role} → {role}",
+                     data={"from": old_role, "to": role})  # fmt: skip
+    if password and not created:
+        audit.record(audit.Action.PERSON_PASSWORD, actor=by, target=user, detail="password set")
     if changed_access:
         # A new role (or password) reaches their open sockets at once, not at their next connect.
         user_access_changed(user_id=user.pk)
@@ -82,6 +93,7 @@ def user_set_one_time_password(*, user: User, by: User) -> str:
     user.set_password(password)
     user.must_change_password = True
     user.save(update_fields=["password", "must_change_password"])
+    audit.record(audit.Action.PERSON_PASSWORD, actor=by, target=user, detail="one-time password given")
     user_access_changed(user_id=user.pk, closed=True)
     return password
 
@@ -155,16 +167,20 @@ def admin_exists() -> bool:
 
 
 @transaction.atomic
-def user_set_active(*, user: User, active: bool) -> User:
+def user_set_active(*, user: User, active: bool, by: User | None = None) -> User:
     """Deactivate (or bring back) a person: they can't sign in, their jobs and results stay.
 
     Refuses to deactivate the last active admin, so the hub always has someone who can manage it.
+    ``by``: who did it, for the audit log.
     """
     others = User.objects.select_for_update().filter(role=User.Role.ADMIN, is_active=True).exclude(pk=user.pk)
     if not active and user.role == User.Role.ADMIN and not others.exists():
         raise ValueError("This is the last admin; make someone else an admin first.")
-    User.objects.filter(pk=user.pk).update(is_active=active)
+    changed = User.objects.filter(pk=user.pk).exclude(is_active=active).update(is_active=active)
     user.is_active = active
+    if changed:
+        action = audit.Action.PERSON_REACTIVATED if active else audit.Action.PERSON_DEACTIVATED
+        audit.record(action, actor=by, target=user)
     user_access_changed(user_id=user.pk, closed=not active)
     return user
 

@@ -5,7 +5,7 @@ from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 from django.utils.decorators import method_decorator
 
-from hub.accounts import views, views_invite
+from hub.accounts import views, views_audit, views_invite
 from hub.accounts.views_invite import InvalidIs400, PasswordChangeView
 
 
@@ -45,6 +45,7 @@ urlpatterns = [
         views.invitation_revoke_view,
         name="people-invite-revoke",
     ),
+    path("audit/", views_audit.audit_log, name="accounts-audit"),
     path("tokens/", views.tokens, name="accounts-tokens"),
     path("tokens/new/", views.token_add, name="accounts-tokens-add"),
     path("tokens/<int:token_id>/revoke/", views.token_revoke_view, name="accounts-tokens-revoke"),

@@ -29,7 +29,7 @@ from hub.accounts.invitations import (
 from hub.accounts.lockout import locked_usernames, signin_unlock, unlocks_recent
 from hub.accounts.models import Invitation, User
 from hub.accounts.services import user_create_or_update, user_set_active, user_set_one_time_password
-from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to
+from hub.accounts.tokens import token_create, token_revoke, tokens_visible_to, tokens_with_device_names
 from hub.links import NoLinkOrigin, link_origin
 
 
@@ -68,7 +68,7 @@ def person_add(request: HttpRequest) -> HttpResponse:
     form = PersonAddForm(request.POST)
     if not form.is_valid():
         return render(request, "accounts/people.html", _page(request, form), status=400)
-    result = user_create_or_update(**form.cleaned_data)
+    result = user_create_or_update(**form.cleaned_data, by=request.user)
     # Rendered, not redirected: a generated password is shown exactly once and never stored in a message.
     return render(request, "accounts/people.html", _page(request, added=result))
 
@@ -81,7 +81,7 @@ def person_role(request: HttpRequest, user_id: int) -> HttpResponse:
     if person.pk == request.user.pk:
         messages.error(request, "You can't change your own role; ask another admin.")
     elif form.is_valid():
-        user_create_or_update(username=person.username, role=form.cleaned_data["role"])
+        user_create_or_update(username=person.username, role=form.cleaned_data["role"], by=request.user)
         messages.success(request, f"{person} is now {User.Role(form.cleaned_data['role']).label.lower()}.")
     else:
         messages.error(request, "Choose admin, member or viewer.")
@@ -97,7 +97,7 @@ def person_active(request: HttpRequest, user_id: int) -> HttpResponse:
         messages.error(request, "You can't deactivate yourself.")
         return redirect("people")
     try:
-        user_set_active(user=person, active=form.cleaned_data["active"])
+        user_set_active(user=person, active=form.cleaned_data["active"], by=request.user)
     except ValueError as exc:
         messages.error(request, str(exc))
     else:
@@ -167,8 +167,12 @@ def invitation_revoke_view(request: HttpRequest, invitation_id: int) -> HttpResp
 
 # --- API tokens ------------------------------------------------------------------------------------------
 def _tokens_page(request: HttpRequest, form: TokenCreateForm | None = None, *, status: int = 200, **extra):
+    rows = tokens_with_device_names(request.user)
+    if created := extra.get("created"):
+        extra["created_devices"] = next((t.bound_names for t in rows if t.pk == created.pk), [])
     context = {
-        "tokens": tokens_visible_to(request.user),
+        "tokens": [t for t in rows if t.user_id == request.user.pk],
+        "others": [t for t in rows if t.user_id != request.user.pk],
         "form": form or TokenCreateForm(user=request.user),
         "show_owner": request.user.is_admin,
         **extra,
@@ -191,7 +195,7 @@ def token_add(request: HttpRequest) -> HttpResponse:
     if not form.is_valid():
         return _tokens_page(request, form, status=400)
     try:
-        token, raw = token_create(user=request.user, **form.cleaned_data)
+        token, raw = token_create(user=request.user, **form.service_args())
     except ValidationError as exc:
         form.add_error(None, exc)
         return _tokens_page(request, form, status=400)

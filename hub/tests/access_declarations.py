@@ -84,6 +84,7 @@ DECLARATIONS: dict[str, dict] = {
     "password_reset_complete": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "accounts-settings": {"GET": EVERYONE, "POST": "login ok ok ok ok"},  # {}: every field may be empty
     "accounts-tokens": {"GET": EVERYONE, "POST": NO},
+    "accounts-audit": {"GET": ADMINS, "POST": "login 403 403 403 405"},
     "accounts-tokens-add": {"GET": NO, "POST": "login 400 400 400 400"},
     # the owner's spare token: someone else's is "not found"; admins may revoke anyone's
     "accounts-tokens-revoke": {"GET": NO, "POST": "login 404 ok 404 ok"},
@@ -198,6 +199,7 @@ DECLARATIONS: dict[str, dict] = {
     "api:openapi-json": {"GET": PUBLIC, "POST": PUBLIC},
     "api:openapi-view": {"GET": PUBLIC, "POST": PUBLIC},
     "api:ping": {"GET": PUBLIC, "POST": PUBLIC_NO},
+    "api:audit_list": {"GET": "401 403 403 403 ok", "POST": API_NO},
     "api:api-root": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
     "api:job_submit": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
     "api:job_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},

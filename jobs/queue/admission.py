@@ -314,6 +314,8 @@ class CheckedRequest:
     #: file inputs taken from other jobs' results (``jobs.core.links.ResultRef`` by field, checked by
     #: ``jobs.queue.chains.check_refs``): the job is held until they are there (``chains.hold``).
     refs: dict[str, Any] = field(default_factory=dict)
+    #: the devices the request's token is bound to (``hub.accounts.tokens.token_devices``); None: no limit.
+    devices_allowed: list[int] | None = None
 
 
 def form_admission(form: Any) -> Admission:

@@ -30,7 +30,10 @@ from jobs.queue.admission import limit_refusal
 def takes(device: Device, job: Job) -> bool:
     """Whether ``device`` can run exactly ``job``'s request: its form for the job's kind, filled in with the job's
     settings, is valid there and gives back the same model and parameters, within the kind's limits there. The
-    job's input files are kept (``params["files"]``), so the form's file fields are not asked for again."""
+    job's input files are kept (``params["files"]``), so the form's file fields are not asked for again. A job
+    queued by a token bound to devices never takes in one outside them (``Job.devices_allowed``)."""
+    if job.devices_allowed is not None and device.pk not in job.devices_allowed:
+        return False
     if job.kind not in kinds_for(device):
         return False
     form_class = form_class_for(device.kind, job.kind)

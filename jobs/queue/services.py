@@ -28,6 +28,7 @@ from django.utils import timezone
 
 from devices.models import Device
 from devices.services import device_set_queue_paused
+from hub.accounts import audit
 from hub.disk import is_disk_full
 from jobs.core import share_links
 from jobs.core.links import cancel_children, note_parent_retried
@@ -249,6 +250,7 @@ def _create_job(*, owner: Any, device: Any, checked: CheckedRequest, idempotency
             estimate_s=checked.admission.estimate_s,
             pinned=not checked.pool,
             pool=sorted(set(checked.pool) | {device.pk}) if checked.pool else [],
+            devices_allowed=checked.devices_allowed,
             last_seq=1,
             submit_token=_submit_token(owner, idempotency_key) if idempotency_key else None,
         )
@@ -446,6 +448,8 @@ def job_share_link(*, job: Job, by: Any, enable: bool) -> Job:
     fresh = {"share_expires_at": None, "share_password": "", "share_opens": 0}  # a new link starts clean
     if enable and not job.share_token:
         job_note(job.pk, "Read-only link created.", share_token=_new_token(), **fresh)
+        audit.record(audit.Action.SHARE_CREATED, actor=by, target=job, target_name=f"job {job.pk}",
+                     data={"kind": job.kind, "owner": job.owner.username})  # fmt: skip
     elif not enable and job.share_token:
         job_note(job.pk, "Read-only link revoked.", share_token="", **fresh)
     job.refresh_from_db()

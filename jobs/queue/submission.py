@@ -31,6 +31,7 @@ from django.http import QueryDict
 
 from devices.models import Device
 from devices.selectors import device_list_for
+from hub.accounts.tokens import token_devices
 from jobs.core.links import ResultRef
 from jobs.files.inputs import stored_inputs
 from jobs.kinds.forms import JobForm
@@ -255,8 +256,30 @@ def named_refusal(exc: RequestInvalid, *, device: Any, data: Mapping[str, Any]) 
 
 
 def pool_devices(owner: Any, kind: str) -> list[Device]:
-    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now."""
-    return [device for device in with_capabilities(owner) if kind in kinds_for(device)]
+    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now (and,
+    for a request by a token bound to devices, of those only: ``hub.accounts.tokens.token_devices``)."""
+    bound = token_devices(owner)
+    return [
+        device
+        for device in with_capabilities(owner)
+        if kind in kinds_for(device) and (bound is None or device.pk in bound)
+    ]
+
+
+def token_refusal(owner: Any, device: Device | None) -> RequestInvalid | None:
+    """Why a token bound to devices may not queue on ``device`` (None: "any device"), or None when it may.
+
+    The one rule for bound tokens, asked by ``preview`` for every submission whatever its door: a pinned device
+    must be one of the token's; "any device" is any of them (``pool_devices``), and none of them able to run it
+    now is refused by name too."""
+    bound = token_devices(owner)
+    if bound is None or (device is not None and device.pk in bound):
+        return None
+    names = list(Device.objects.filter(pk__in=bound).order_by("name").values_list("name", flat=True))
+    if not names:
+        return RequestInvalid({"device": ["This token's devices are gone; create a new token."]})
+    listed = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " or " + names[-1]
+    return RequestInvalid({"device": [f"This token may only use {listed}."]})
 
 
 def with_capabilities(owner: Any) -> QuerySet[Device]:
@@ -337,8 +360,20 @@ def preview(submission: Submission) -> tuple[Device, CheckedRequest]:
 
     try:
         if sub.device is not None:
-            return sub.device, check(sub.device, True)
-        return check_pool(owner=sub.owner, kind=sub.kind, check=lambda device: check(device, False))
+            if refusal := token_refusal(sub.owner, sub.device):
+                raise refusal
+            device, checked = sub.device, check(sub.device, True)
+        else:
+            bound = token_devices(sub.owner) is not None  # (asked first: no extra query for everyone else)
+            if (
+                bound
+                and not pool_devices(sub.owner, sub.kind)
+                and (refusal := token_refusal(sub.owner, None))
+            ):
+                raise refusal  # the token's devices can't run it, though others could: say which it may use
+            device, checked = check_pool(owner=sub.owner, kind=sub.kind, check=lambda d: check(d, False))
+        checked.devices_allowed = token_devices(sub.owner)  # kept on the job: its pool stays within them
+        return device, checked
     finally:
         rewound(sub.files)
         _closed({k: f for k, f in (opened or {}).items() if not isinstance(f, ResultRef)})
@@ -377,6 +412,7 @@ __all__ = [
     "resolve_model",
     "rewound",
     "submit",
+    "token_refusal",
     "with_capabilities",
     "with_defaults",
 ]

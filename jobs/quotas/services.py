@@ -37,6 +37,7 @@ from django.db import transaction
 from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
+from hub.accounts import audit
 from jobs.core.links import cancel_children
 from jobs.core.transitions import job_note
 from jobs.models import (
@@ -431,6 +432,8 @@ def quota_set(*, by: Any | None, user: Any | None = None, **values: int | None) 
         raise PermissionDenied("Only admins can set limits.")
     _check_limit_values(values, person=user is not None)
     _store_limits(user, values)
+    audit.record(audit.Action.QUOTA_CHANGED, actor=by, target=user,
+                 target_name=None if user is not None else "the household", data=values)  # fmt: skip
     who = getattr(by, "username", "the command line")
     logger.info("limits of %s set by %s: %s", getattr(user, "username", "the household"), who, values)
     return household_limits() if user is None else limits_for(user)
