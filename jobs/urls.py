@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import preset_views, views
+from jobs.doors import album_views, preset_views, views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
@@ -18,6 +18,15 @@ urlpatterns = [
     path("presets/<int:preset_id>/rename/", preset_views.preset_rename, name="jobs-preset-rename"),
     path("presets/<int:preset_id>/delete/", preset_views.preset_delete, name="jobs-preset-delete"),
     path("presets/<int:preset_id>/export/", preset_views.preset_export, name="jobs-preset-export"),
+    path("albums/", album_views.albums, name="jobs-albums"),
+    path("albums/new/", album_views.album_create, name="jobs-album-create"),
+    path("albums/add/", album_views.album_add, name="jobs-album-add"),
+    path("albums/<int:album_id>/", album_views.album_detail, name="jobs-album"),
+    path("albums/<int:album_id>/rename/", album_views.album_rename, name="jobs-album-rename"),
+    path("albums/<int:album_id>/delete/", album_views.album_delete, name="jobs-album-delete"),
+    path("albums/<int:album_id>/people/", album_views.album_invite, name="jobs-album-invite"),
+    path("albums/<int:album_id>/people/remove/", album_views.album_member_remove, name="jobs-album-member-remove"),
+    path("albums/<int:album_id>/items/remove/", album_views.album_item_remove, name="jobs-album-item-remove"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
     path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),

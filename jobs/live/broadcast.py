@@ -35,6 +35,7 @@ from django.core.cache import cache
 
 from devices.models import Device
 from hub import live
+from jobs.core.albums import album_viewer_ids
 from jobs.live import fragments
 from jobs.models import ACTIVE_STATES, PENDING_STATES, Job
 
@@ -46,6 +47,9 @@ def job_audience(job) -> list[str]:
     audience = [live.user_group(job.owner_id), live.ADMINS]
     if job.shared:
         audience.append(live.EVERYONE)
+    elif job.is_final:  # the people of an album its owner put it in (only a finished job is ever in one); someone
+        # removed from the album drops out here, and their socket re-checks its topics on the next push.
+        audience += [live.user_group(pk) for pk in sorted(album_viewer_ids(job) - {job.owner_id})]
     return audience
 
 
