@@ -435,7 +435,9 @@ class AlbumMember(models.Model):
         CONTRIBUTOR = "contributor", "Contributor"
 
     album = models.ForeignKey(Album, on_delete=models.CASCADE, related_name="members")
-    user = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="album_memberships")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="album_memberships"
+    )
     role = models.CharField(max_length=12, choices=Role.choices, default=Role.VIEWER)
     added_at = models.DateTimeField(auto_now_add=True)
     # The last time they opened the album: items added after it are "new since your last visit".

@@ -25,7 +25,11 @@ urlpatterns = [
     path("albums/<int:album_id>/rename/", album_views.album_rename, name="jobs-album-rename"),
     path("albums/<int:album_id>/delete/", album_views.album_delete, name="jobs-album-delete"),
     path("albums/<int:album_id>/people/", album_views.album_invite, name="jobs-album-invite"),
-    path("albums/<int:album_id>/people/remove/", album_views.album_member_remove, name="jobs-album-member-remove"),
+    path(
+        "albums/<int:album_id>/people/remove/",
+        album_views.album_member_remove,
+        name="jobs-album-member-remove",
+    ),
     path("albums/<int:album_id>/items/remove/", album_views.album_item_remove, name="jobs-album-item-remove"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),

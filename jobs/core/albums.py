@@ -91,7 +91,9 @@ def album_viewer_ids(job: Any) -> set[int]:
     return owners | set(members)
 
 
-def album_jobs(user: Any, album: Album, *, kind: str | None = None, oldest_first: bool = False) -> QuerySet[Job]:
+def album_jobs(
+    user: Any, album: Album, *, kind: str | None = None, oldest_first: bool = False
+) -> QuerySet[Job]:
     """The jobs of ``album`` that ``user`` (one of its people: :func:`album_for`) may see, each with
     ``added_at`` (when it joined the album), newest addition first (``oldest_first``: the other way).
 

@@ -72,7 +72,9 @@ def _cards(user: Any, jobs: list[Any], since: Any, role: str | None) -> list[dic
     for job in jobs:
         thumb = job.thumbs[0] if job.state == JobState.DONE and job.thumbs else None
         card = GalleryCard.of(
-            job, thumb_url=reverse("jobs-file", args=[job.pk, thumb.pk]) if thumb else "", bookmarked=job.pk in marks
+            job,
+            thumb_url=reverse("jobs-file", args=[job.pk, thumb.pk]) if thumb else "",
+            bookmarked=job.pk in marks,
         )
         out.append({"card": card, "new": since is not None and job.added_at > since and job.added_by_id != user.pk,
                     "added_at": job.added_at, "may_remove": _may_remove(user, job, role)})  # fmt: skip
@@ -162,7 +164,9 @@ def album_invite(request: HttpRequest, album_id: int) -> HttpResponse:
     except (RequestInvalid, PermissionDenied) as exc:
         _refused(request, exc)
     else:
-        messages.success(request, f"{member.user.username} is in the album as a {member.get_role_display().lower()}.")
+        messages.success(
+            request, f"{member.user.username} is in the album as a {member.get_role_display().lower()}."
+        )
     return redirect(reverse("jobs-album", args=[album.pk]) + "#album-people")
 
 
@@ -208,7 +212,12 @@ def album_add(request: HttpRequest) -> HttpResponse:
     job = job_for(request.user, parse_id(request.POST.get("job") or request.GET.get("job")))
     back = _back(request, reverse("jobs-detail", args=[job.pk]))
     if request.method == "GET":
-        ctx = {"job": job, "albums": svc.albums_to_add_to(request.user), "next": back, "name_max": svc.NAME_MAX}
+        ctx = {
+            "job": job,
+            "albums": svc.albums_to_add_to(request.user),
+            "next": back,
+            "name_max": svc.NAME_MAX,
+        }
         return render(request, "jobs/album_add.html", ctx)
     try:
         if request.POST.get("new_name", "").strip():
@@ -234,4 +243,3 @@ def with_album_action(user: Any, cards: list[GalleryCard]) -> list[GalleryCard]:
         else c
         for c in cards
     ]
-

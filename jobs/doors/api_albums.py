@@ -169,7 +169,9 @@ def album_create(request: HttpRequest):
     return Status(201, _detail(request, access.album_for(request.user, album.pk)))
 
 
-@router.get("/{album_id}", url_name="album_get", response={200: AlbumDetailOut, **ERRORS}, summary="Get an album")
+@router.get(
+    "/{album_id}", url_name="album_get", response={200: AlbumDetailOut, **ERRORS}, summary="Get an album"
+)
 def album_get(
     request: HttpRequest,
     album_id: str,
@@ -246,7 +248,9 @@ def album_invite(request: HttpRequest, album_id: str):
     """The owner only. Inviting a member again changes their role."""
     require_scope(request, SUBMIT)
     body = _body(request, MemberIn)
-    member = svc.album_invite(album=_album(request, album_id), by=request.user, username=body.user, role=body.role)
+    member = svc.album_invite(
+        album=_album(request, album_id), by=request.user, username=body.user, role=body.role
+    )
     return Status(201, {"user": member.user.username, "role": member.role})
 
 

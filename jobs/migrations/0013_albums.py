@@ -6,53 +6,114 @@ from django.db import migrations, models
 
 
 class Migration(migrations.Migration):
-
     dependencies = [
-        ('jobs', '0012_job_chain_links'),
+        ("jobs", "0012_job_chain_links"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
     operations = [
         migrations.CreateModel(
-            name='Album',
+            name="Album",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('name', models.CharField(max_length=80)),
-                ('created', models.DateTimeField(auto_now_add=True)),
-                ('updated', models.DateTimeField(auto_now=True)),
-                ('owner_visit_at', models.DateTimeField(blank=True, null=True)),
-                ('owner', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='albums', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("name", models.CharField(max_length=80)),
+                ("created", models.DateTimeField(auto_now_add=True)),
+                ("updated", models.DateTimeField(auto_now=True)),
+                ("owner_visit_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "owner",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="albums",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'ordering': ['-updated', '-id'],
+                "ordering": ["-updated", "-id"],
             },
         ),
         migrations.CreateModel(
-            name='AlbumItem',
+            name="AlbumItem",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('added_at', models.DateTimeField(auto_now_add=True)),
-                ('added_by', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='album_additions', to=settings.AUTH_USER_MODEL)),
-                ('album', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='items', to='jobs.album')),
-                ('job', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='album_items', to='jobs.job')),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                ("added_at", models.DateTimeField(auto_now_add=True)),
+                (
+                    "added_by",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="album_additions",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
+                (
+                    "album",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="items", to="jobs.album"
+                    ),
+                ),
+                (
+                    "job",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="album_items", to="jobs.job"
+                    ),
+                ),
             ],
             options={
-                'indexes': [models.Index(fields=['album', 'added_at'], name='jobs_album_items_idx')],
-                'constraints': [models.UniqueConstraint(fields=('album', 'job'), name='jobs_album_item_uniq')],
+                "indexes": [models.Index(fields=["album", "added_at"], name="jobs_album_items_idx")],
+                "constraints": [
+                    models.UniqueConstraint(fields=("album", "job"), name="jobs_album_item_uniq")
+                ],
             },
         ),
         migrations.CreateModel(
-            name='AlbumMember',
+            name="AlbumMember",
             fields=[
-                ('id', models.BigAutoField(auto_created=True, primary_key=True, serialize=False, verbose_name='ID')),
-                ('role', models.CharField(choices=[('viewer', 'Viewer'), ('contributor', 'Contributor')], default='viewer', max_length=12)),
-                ('added_at', models.DateTimeField(auto_now_add=True)),
-                ('last_visit_at', models.DateTimeField(blank=True, null=True)),
-                ('album', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='members', to='jobs.album')),
-                ('user', models.ForeignKey(on_delete=django.db.models.deletion.CASCADE, related_name='album_memberships', to=settings.AUTH_USER_MODEL)),
+                (
+                    "id",
+                    models.BigAutoField(
+                        auto_created=True, primary_key=True, serialize=False, verbose_name="ID"
+                    ),
+                ),
+                (
+                    "role",
+                    models.CharField(
+                        choices=[("viewer", "Viewer"), ("contributor", "Contributor")],
+                        default="viewer",
+                        max_length=12,
+                    ),
+                ),
+                ("added_at", models.DateTimeField(auto_now_add=True)),
+                ("last_visit_at", models.DateTimeField(blank=True, null=True)),
+                (
+                    "album",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE, related_name="members", to="jobs.album"
+                    ),
+                ),
+                (
+                    "user",
+                    models.ForeignKey(
+                        on_delete=django.db.models.deletion.CASCADE,
+                        related_name="album_memberships",
+                        to=settings.AUTH_USER_MODEL,
+                    ),
+                ),
             ],
             options={
-                'constraints': [models.UniqueConstraint(fields=('album', 'user'), name='jobs_album_member_uniq')],
+                "constraints": [
+                    models.UniqueConstraint(fields=("album", "user"), name="jobs_album_member_uniq")
+                ],
             },
         ),
     ]

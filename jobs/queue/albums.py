@@ -97,6 +97,32 @@ def _why_not(user: Any, job: Job | None, has_result: bool, present: bool) -> str
     return ""
 
 
+def _refusals(album: Album, by: Any, ids: list[int | None]) -> dict[str, list[str]]:
+    """Why each of ``ids`` can't be added (``jobs[<i>]``: its message), read in three queries whatever their
+    number; empty when every one may."""
+    wanted = {pk for pk in ids if pk is not None}
+    jobs = Job.objects.select_related("owner").in_bulk(wanted)
+    results = set(
+        Artifact.objects.filter(job_id__in=wanted)
+        .exclude(kind=Artifact.Kind.THUMB)
+        .values_list("job_id", flat=True)
+    )
+    present = set(AlbumItem.objects.filter(album=album, job_id__in=wanted).values_list("job_id", flat=True))
+    errors: dict[str, list[str]] = {}
+    seen: set[int | None] = set()
+    for i, pk in enumerate(ids):
+        if pk is None:
+            errors[f"jobs[{i}]"] = ["A job's number."]
+            continue
+        why = _why_not(by, jobs.get(pk), pk in results, pk in present) or (
+            "Given twice." if pk in seen else ""
+        )
+        if why:
+            errors[f"jobs[{i}]"] = [f"#{pk}: {why}"]
+        seen.add(pk)
+    return errors
+
+
 @transaction.atomic
 def album_add_jobs(*, album: Album, by: Any, job_ids: list[Any]) -> list[AlbumItem]:
     """Add the jobs ``job_ids`` (ints) to ``album``: all of them, or none with a message per refused job
@@ -109,24 +135,7 @@ def album_add_jobs(*, album: Album, by: Any, job_ids: list[Any]) -> list[AlbumIt
     if len(job_ids) > ADD_MAX:
         raise RequestInvalid({"jobs": [f"At most {ADD_MAX} results at a time."]})
     ids = [pk if isinstance(pk, int) and not isinstance(pk, bool) else None for pk in job_ids]
-    wanted = {pk for pk in ids if pk is not None}
-    jobs = Job.objects.select_related("owner").in_bulk(wanted)
-    results = set(
-        Artifact.objects.filter(job_id__in=wanted)
-        .exclude(kind=Artifact.Kind.THUMB)
-        .values_list("job_id", flat=True)
-    )
-    present = set(AlbumItem.objects.filter(album=album, job_id__in=wanted).values_list("job_id", flat=True))
-    errors: dict[str, list[str]] = {}
-    seen: set[int] = set()
-    for i, pk in enumerate(ids):
-        why = "A job's number." if pk is None else _why_not(by, jobs.get(pk), pk in results, pk in present)
-        if not why and pk in seen:
-            why = "Given twice."
-        if why:
-            errors[f"jobs[{i}]"] = [f"#{pk}: {why}" if pk is not None else why]
-        seen.add(pk)
-    if errors:
+    if errors := _refusals(album, by, ids):
         raise RequestInvalid(errors)
     items = [AlbumItem.objects.create(album=album, job_id=pk, added_by=by) for pk in dict.fromkeys(ids)]
     album.save(update_fields=["updated"])
@@ -155,7 +164,9 @@ def _person(username: Any) -> Any:
     text = str(username or "").strip()
     user = get_user_model().objects.filter(username__iexact=text, is_active=True).first() if text else None
     if user is None:
-        raise RequestInvalid({"user": [f"No one here is called “{text[:150]}”." if text else "Give a username."]})
+        raise RequestInvalid(
+            {"user": [f"No one here is called “{text[:150]}”." if text else "Give a username."]}
+        )
     return user
 
 

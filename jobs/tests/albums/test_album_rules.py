@@ -19,7 +19,9 @@ from jobs.tests.ui_fixtures import make_job
 pytestmark = pytest.mark.django_db
 
 
-def test_it_shows_an_album_to_its_owner_and_members_only(album, member, other_member, viewer, stranger, admin_user):
+def test_it_shows_an_album_to_its_owner_and_members_only(
+    album, member, other_member, viewer, stranger, admin_user
+):
     for person in (member, other_member, viewer):
         assert album_for(person, album.pk).pk == album.pk
     assert album_for(member, album.pk).role == "owner"
