@@ -47,10 +47,9 @@ def job_audience(job) -> list[str]:
     audience = [live.user_group(job.owner_id), live.ADMINS]
     if job.shared:
         audience.append(live.EVERYONE)
-    elif (
-        job.is_final
-    ):  # the people of an album its owner put it in (only a finished job is ever in one); someone
-        # removed from the album drops out here, and their socket re-checks its topics on the next push.
+    elif job.is_final:
+        # The people of an album its owner put it in (only a finished job is ever in one): someone removed from
+        # the album drops out here, and their socket re-checks its topics on the next push.
         audience += [live.user_group(pk) for pk in sorted(album_viewer_ids(job) - {job.owner_id})]
     return audience
 
