@@ -6,14 +6,14 @@ from __future__ import annotations
 import pytest
 
 from jobs.queue.albums import album_create, album_invite
-from jobs.tests.ui_fixtures import add_artifact, make_job
+from jobs.tests.ui_fixtures import PNG, add_artifact, make_job
 
 
 def finished(owner, device, media, *, prompt: str = "a red fox", shared: bool = False, kind: str = "video"):
     """A finished job with a result and a thumbnail."""
     job = make_job(owner, device, state="done", prompt=prompt, shared=shared, kind=kind)
     add_artifact(job, media)
-    add_artifact(job, media, kind="thumb", name="thumb.webp", mime="image/webp", data=b"RIFF0000WEBP")
+    add_artifact(job, media, kind="thumb", name="thumb.png", mime="image/png", data=PNG)
     return job
 
 
