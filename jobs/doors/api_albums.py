@@ -247,10 +247,9 @@ def album_remove(request: HttpRequest, album_id: str, job_id: str):
 def album_invite(request: HttpRequest, album_id: str):
     """The owner only. Inviting a member again changes their role."""
     require_scope(request, SUBMIT)
+    album = _album(request, album_id)  # a stranger's 404 before anything about the body
     body = _body(request, MemberIn)
-    member = svc.album_invite(
-        album=_album(request, album_id), by=request.user, username=body.user, role=body.role
-    )
+    member = svc.album_invite(album=album, by=request.user, username=body.user, role=body.role)
     return Status(201, {"user": member.user.username, "role": member.role})
 
 
