@@ -200,3 +200,20 @@ def test_removing_an_item(album, beach, member, viewer):
     client_of(member).post(f"/jobs/albums/{album.pk}/items/remove/", {"job": beach.pk})
     assert not AlbumItem.objects.filter(job=beach).exists()
     assert client_of(viewer).get(f"/jobs/{beach.pk}/").status_code == 404
+
+
+def test_the_album_page_reads_the_same_whatever_its_size(album, member, other_member, device, media):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    otto = client_of(other_member)
+    svc.album_add_jobs(album=album, by=member, job_ids=[finished(member, device, media).pk])
+    otto.get(f"/jobs/albums/{album.pk}/")  # the session's first visit settled
+    with CaptureQueriesContext(connection) as one:
+        assert otto.get(f"/jobs/albums/{album.pk}/").status_code == 200
+    more = [finished(member, device, media).pk for _ in range(5)]
+    svc.album_add_jobs(album=album, by=member, job_ids=more)
+    with CaptureQueriesContext(connection) as six:
+        html = otto.get(f"/jobs/albums/{album.pk}/").content.decode()
+    assert html.count('class="job-card ') == 6
+    assert len(six) == len(one), [q["sql"] for q in six.captured_queries]
