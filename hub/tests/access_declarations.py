@@ -382,5 +382,6 @@ TOPICS: dict[str, str] = {
     "mine": "refused no yes no no",  # only your own id, even for an admin
     "plan": "refused yes yes yes yes",  # the queue plan alone, without the admins' controls
     "card": "refused yes yes yes yes",  # the device card alone (the address only in the admins' card)
-    "wire": "refused no no no no",  # an admin's own live-wire check: refused to anyone else, never a snapshot
+    "wire": "refused no no no no",
+    "album": "refused no yes no no",  # the owner's album: its people only (nobody else is in it), admins included  # an admin's own live-wire check: refused to anyone else, never a snapshot
 }

@@ -15,6 +15,7 @@ from typing import Any
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
+from django.db import transaction
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -28,6 +29,7 @@ from jobs.core import albums as access
 from jobs.core.bookmarks import bookmarked_ids
 from jobs.core.selectors import job_for
 from jobs.doors.filters import GalleryCard
+from jobs.live.broadcast import broadcast_album_news
 from jobs.models import Album, AlbumMember, Artifact, JobKind, JobState
 from jobs.queue import albums as svc
 from jobs.queue.admission import RequestInvalid
@@ -226,11 +228,17 @@ def album_add(request: HttpRequest) -> HttpResponse:
             album = access.album_for(request.user, parse_id(request.POST.get("album")))
             album.role = access.role_in(request.user, album)
         svc.album_add_jobs(album=album, by=request.user, job_ids=[job.pk])
+        tell_album(album.pk, request.user.pk)
     except (RequestInvalid, PermissionDenied) as exc:
         _refused(request, exc)
         return redirect(f"{reverse('jobs-album-add')}?job={job.pk}")
     messages.success(request, f"Added to the album “{album.name}”.")
     return redirect(back)
+
+
+def tell_album(album_id: int, by_id: int) -> None:
+    """The album's open pages hear of the new results once they are in (the pages' and REST's adds alike)."""
+    transaction.on_commit(lambda: broadcast_album_news(album_id, by_id))
 
 
 def with_album_action(user: Any, cards: list[GalleryCard]) -> list[GalleryCard]:

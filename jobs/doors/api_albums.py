@@ -21,6 +21,7 @@ from hub.api_auth import require_scope
 from hub.api_errors import ERRORS
 from hub.parsing import parse_id
 from jobs.core import albums as access
+from jobs.doors.album_views import tell_album
 from jobs.doors.api import pydantic_errors, read_body
 from jobs.kinds.schemas import Strict
 from jobs.models import Album, AlbumMember, Job
@@ -221,6 +222,7 @@ def album_add(request: HttpRequest, album_id: str):
     require_scope(request, SUBMIT)
     album = _album(request, album_id)
     svc.album_add_jobs(album=album, by=request.user, job_ids=_body(request, ItemsIn).jobs)
+    tell_album(album.pk, request.user.pk)
     return Status(201, _detail(request, album))
 
 

@@ -1,7 +1,8 @@
 """Three people share an album in Chromium: mia makes it and invites otto (contributor) and vic (viewer); otto adds
-his private result from its page; vic, whose album page was open, sees it appear on reload, marked "New since your
-last visit", its thumbnail and its page open to him; sam, a stranger, gets 404 for the album and the result. On a
-phone's width too. (The album page is not live: a new result shows on reload.)"""
+his private result from its page; vic, whose album page was open, is told live ("New results were added by otto.
+Show them": the notice comes over the page's websocket, the results themselves through the page's own access check)
+and sees it marked "New since your last visit", its thumbnail and its page open to him; sam, a stranger, gets 404
+for the album and the result. On a phone's width too."""
 
 from __future__ import annotations
 
@@ -50,6 +51,7 @@ def test_three_people_share_an_album(signed_in_page, member, other_member, viewe
     vic.on("pageerror", lambda exc: problems.append(str(exc)))
     vic.goto(album_url)
     vic.wait_for_selector("#album-empty")
+    vic.evaluate("() => { window.__marker = 'same-page'; }")
 
     otto = signed_in_page(other_member)
     otto.on("pageerror", lambda exc: problems.append(str(exc)))
@@ -60,7 +62,10 @@ def test_three_people_share_an_album(signed_in_page, member, other_member, viewe
     otto.wait_for_url(f"**/jobs/{sunset.pk}/")
     assert "Added to the album" in otto.content()
 
-    vic.reload()  # the album page is not live: a new result shows on reload
+    vic.wait_for_selector("#album-news-show", timeout=15000)  # live, over the page's websocket
+    assert "by otto" in vic.text_content(".album-news")
+    assert vic.evaluate("() => window.__marker") == "same-page"
+    vic.click("#album-news-show")
     card = f"#job-{sunset.pk}-card"
     vic.wait_for_selector(card)
     assert vic.is_visible(f"#album-item-{sunset.pk} .album-new-mark")
