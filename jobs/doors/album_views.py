@@ -222,13 +222,14 @@ def album_add(request: HttpRequest) -> HttpResponse:
         }
         return render(request, "jobs/album_add.html", ctx)
     try:
-        if request.POST.get("new_name", "").strip():
-            album = svc.album_create(by=request.user, name=request.POST["new_name"])
-        else:
-            album = access.album_for(request.user, parse_id(request.POST.get("album")))
-            album.role = access.role_in(request.user, album)
-        svc.album_add_jobs(album=album, by=request.user, job_ids=[job.pk])
-        tell_album(album.pk, request.user.pk)
+        with transaction.atomic():  # a new album is made only with the result in it
+            if request.POST.get("new_name", "").strip():
+                album = svc.album_create(by=request.user, name=request.POST["new_name"])
+            else:
+                album = access.album_for(request.user, parse_id(request.POST.get("album")))
+                album.role = access.role_in(request.user, album)
+            svc.album_add_jobs(album=album, by=request.user, job_ids=[job.pk])
+            tell_album(album.pk, request.user.pk)
     except (RequestInvalid, PermissionDenied) as exc:
         _refused(request, exc)
         return redirect(f"{reverse('jobs-album-add')}?job={job.pk}")

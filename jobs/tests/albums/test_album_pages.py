@@ -217,3 +217,15 @@ def test_the_album_page_reads_the_same_whatever_its_size(album, member, other_me
         html = otto.get(f"/jobs/albums/{album.pk}/").content.decode()
     assert html.count('class="job-card ') == 6
     assert len(six) == len(one), [q["sql"] for q in six.captured_queries]
+
+
+def test_a_new_album_is_made_only_with_the_result_in_it(member, device):
+    from jobs.tests.ui_fixtures import make_job
+
+    running = make_job(member, device, state="running")
+    mia = client_of(member)
+    html = mia.post(
+        "/jobs/albums/add/", {"job": running.pk, "new_name": "Early"}, follow=True
+    ).content.decode()
+    assert "Only a finished job with a result" in html
+    assert not Album.objects.filter(name="Early").exists()
