@@ -78,8 +78,8 @@ def _cards(user: Any, jobs: list[Any], since: Any, role: str | None) -> list[dic
             thumb_url=reverse("jobs-file", args=[job.pk, thumb.pk]) if thumb else "",
             bookmarked=job.pk in marks,
         )
-        out.append({"card": card, "new": since is not None and job.added_at > since and job.added_by_id != user.pk,
-                    "added_at": job.added_at, "may_remove": _may_remove(user, job, role)})  # fmt: skip
+        new = since is not None and job.added_at > since and job.added_by_id != user.pk
+        out.append({"card": card, "new": new, "may_remove": _may_remove(user, job, role)})
     return out
 
 
