@@ -47,6 +47,7 @@ api = NinjaAPI(
 api.add_router("", jobs_batch_router)  # before /jobs: its /jobs/batch must not be read as /jobs/{job_id}
 api.add_router("/jobs", jobs_router)
 api.add_router("/presets", "jobs.doors.api_presets.router")  # named settings (jobs/doors/api_presets.py)
+api.add_router("/albums", "jobs.doors.api_albums.router")  # shared albums (jobs/doors/api_albums.py)
 api.add_router("/devices", devices_router)
 api.add_router("/notify", "notify.api.router")  # notification channels (notify/api.py)
 api.add_router("", jobs_queue_router)

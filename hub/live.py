@@ -15,6 +15,7 @@ every page that shows one of them shows them all:
 - ``card:<dev>``    the device card alone (device list)
 - ``mine:<user>``   the dashboard's "my recent jobs" list (your own id only)
 - ``wire:<user>``   the dashboard's live-wire check (admins, their own id only)
+- ``album:<id>``    an album's page: the notice that results were added (its people only)
 
 Fragments go only to topic groups (``job.<id>``, ``queue.<dev>`` for the plan, ``control.<dev>`` for the
 controls, ``device.<dev>``, ``card.<dev>``, ``mine.<user>``, ``wire.<user>``; :func:`topic_group`). Apps register a handler per kind in their ``AppConfig.ready()``; the handler checks access and

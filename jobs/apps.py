@@ -30,6 +30,7 @@ class JobsConfig(AppConfig):
         live.register_topic("queue", topics.queue_topic)
         live.register_topic("plan", topics.plan_topic)
         live.register_topic("mine", topics.mine_topic)
+        live.register_topic("album", topics.album_topic)
         # What a transaction changed goes out through the outbox, stage by stage; the core never imports what
         # sends. The planner first (the pages show its times), then the pushes and the page cache.
         changes.register_outbox(outbox.send)

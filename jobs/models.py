@@ -424,6 +424,68 @@ class Preset(models.Model):
         return self.owner_id is None
 
 
+# -- albums (``jobs.core.albums`` decides who sees what; ``jobs.queue.albums`` changes them) -----------------------
+class Album(models.Model):
+    """A person's collection of finished results, shared with the members they invite (``AlbumMember``)."""
+
+    owner = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="albums")
+    name = models.CharField(max_length=80)
+    created = models.DateTimeField(auto_now_add=True)
+    updated = models.DateTimeField(auto_now=True)
+    # The owner's last visit ("new since your last visit"; a member's is on their ``AlbumMember``).
+    owner_visit_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        ordering = ["-updated", "-id"]
+
+    def __str__(self) -> str:
+        return self.name
+
+
+class AlbumItem(models.Model):
+    """One job in an album. An item whose ``added_by`` is the job's owner lets the album's viewers see the job
+    even while it is private (``jobs.core.albums``): its owner chose to show it there. One added by someone else
+    (a household-shared job) is seen only while the job stays shared."""
+
+    album = models.ForeignKey(Album, on_delete=models.CASCADE, related_name="items")
+    job = models.ForeignKey(Job, on_delete=models.CASCADE, related_name="album_items")
+    added_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="album_additions"
+    )
+    added_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["album", "job"], name="jobs_album_item_uniq")]
+        indexes = [
+            # The album page, newest or oldest first.
+            models.Index(fields=["album", "added_at"], name="jobs_album_items_idx"),
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.album_id} ∋ {self.job_id}"
+
+
+class AlbumMember(models.Model):
+    class Role(models.TextChoices):
+        VIEWER = "viewer", "Viewer"
+        CONTRIBUTOR = "contributor", "Contributor"
+
+    album = models.ForeignKey(Album, on_delete=models.CASCADE, related_name="members")
+    user = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="album_memberships"
+    )
+    role = models.CharField(max_length=12, choices=Role.choices, default=Role.VIEWER)
+    added_at = models.DateTimeField(auto_now_add=True)
+    # The last time they opened the album: items added after it are "new since your last visit".
+    last_visit_at = models.DateTimeField(null=True, blank=True)
+
+    class Meta:
+        constraints = [models.UniqueConstraint(fields=["album", "user"], name="jobs_album_member_uniq")]
+
+    def __str__(self) -> str:
+        return f"{self.user_id} in {self.album_id} ({self.role})"
+
+
 # -- quotas and fair use (``jobs.quotas.services``) ------------------------------------------------------------------------
 #: A person's override that means "no limit for them", whatever the household default says.
 UNLIMITED = -1

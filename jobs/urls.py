@@ -2,7 +2,7 @@ from __future__ import annotations
 
 from django.urls import path
 
-from jobs.doors import preset_views, retention_views, trash_views, views, zip_views
+from jobs.doors import album_views, preset_views, retention_views, trash_views, views, zip_views
 
 urlpatterns = [
     path("", views.gallery, name="jobs-gallery"),
@@ -27,6 +27,19 @@ urlpatterns = [
     path("trash/<int:job_id>/restore/", trash_views.trash_restore, name="jobs-trash-restore"),
     path("trash/<int:job_id>/delete/", trash_views.trash_purge, name="jobs-trash-purge"),
     path("trash/<int:job_id>/thumb/<int:artifact_id>/", trash_views.trash_thumb, name="jobs-trash-thumb"),
+    path("albums/", album_views.albums, name="jobs-albums"),
+    path("albums/new/", album_views.album_create, name="jobs-album-create"),
+    path("albums/add/", album_views.album_add, name="jobs-album-add"),
+    path("albums/<int:album_id>/", album_views.album_detail, name="jobs-album"),
+    path("albums/<int:album_id>/rename/", album_views.album_rename, name="jobs-album-rename"),
+    path("albums/<int:album_id>/delete/", album_views.album_delete, name="jobs-album-delete"),
+    path("albums/<int:album_id>/people/", album_views.album_invite, name="jobs-album-invite"),
+    path(
+        "albums/<int:album_id>/people/remove/",
+        album_views.album_member_remove,
+        name="jobs-album-member-remove",
+    ),
+    path("albums/<int:album_id>/items/remove/", album_views.album_item_remove, name="jobs-album-item-remove"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),
     path("queue/<int:device_id>/resume/", views.queue_resume, name="jobs-queue-resume"),

@@ -154,6 +154,17 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-preset-rename": {"GET": "login 403 405 405 405", "POST": "login 403 400 404 404"},  # {}: no name
     "jobs-preset-delete": {"GET": "login 403 ok 404 404", "POST": "login 403 ok 404 404"},
     "jobs-preset-export": {"GET": "login 404 ok 404 404", "POST": NO},
+    # -- albums (jobs.doors.album_views): the world's album is the owner's and holds the private job; nobody else
+    # is in it, so it is "not found" for everyone else, admins too. {} renames, invites, removes nothing: a message.
+    "jobs-albums": {"GET": EVERYONE, "POST": NO},
+    "jobs-album-create": {"GET": NO, "POST": "login ok ok ok ok"},  # {}: no name, a message on the list
+    "jobs-album-add": {"GET": "login 404 404 404 404", "POST": "login 404 404 404 404"},  # no ?job=: no job
+    "jobs-album": {"GET": "login 404 ok 404 404", "POST": NO},
+    "jobs-album-rename": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "jobs-album-delete": {"GET": "login 404 ok 404 404", "POST": "login 404 ok 404 404"},
+    "jobs-album-invite": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "jobs-album-member-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "jobs-album-item-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
     # -- quotas and usage (jobs.doors.quota_views): everyone's own usage page; results deleted by their owner or an
     # admin (a confirmation page, then the POST); the limit forms of the People page are admins' only
     "usage": {"GET": EVERYONE, "POST": NO},
@@ -287,6 +298,29 @@ DECLARATIONS: dict[str, dict] = {
         }
         for name in ("api:preset_get", "api:preset_update", "api:preset_delete")
     },  # one route, three names; PATCH {} changes nothing
+    # albums: the world's is the owner's (holding the private job); nobody else's, not even an admin's. A viewer's
+    # token only reads: every change is its 403 before anything is looked up.
+    "api:album_list": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},  # one route, two names
+    "api:album_create": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
+    **{
+        name: {
+            "GET": API_OWN_CHANNEL,
+            "POST": API_NO,
+            "PATCH": "401 403 400 404 404",
+            "DELETE": API_CHANGE_CHANNEL,
+        }
+        for name in ("api:album_get", "api:album_update", "api:album_delete")
+    },  # one route, three names; PATCH {}: no name
+    "api:album_add": {"GET": API_NO, "POST": "401 403 400 404 404"},  # {}: no jobs
+    # the private job is in the album; the shared one is not (a 422 saying so)
+    "api:album_remove": {
+        "GET": API_NO,
+        "POST": API_NO,
+        "DELETE": API_CHANGE_CHANNEL,
+        "shared": {"DELETE": "401 403 400 404 404"},
+    },
+    "api:album_invite": {"GET": API_NO, "POST": "401 403 400 404 404"},  # {}: no user
+    "api:album_uninvite": {"GET": API_NO, "POST": API_NO, "DELETE": "401 403 400 404 404"},  # not a member
     # -- /v1 (OpenAI's shapes) ----------------------------------------------------------------------------
     "v1:videos": {"GET": API_READ, "POST": API_SUBMIT_EMPTY},
     "v1:video": {
@@ -378,5 +412,6 @@ TOPICS: dict[str, str] = {
     "mine": "refused no yes no no",  # only your own id, even for an admin
     "plan": "refused yes yes yes yes",  # the queue plan alone, without the admins' controls
     "card": "refused yes yes yes yes",  # the device card alone (the address only in the admins' card)
-    "wire": "refused no no no no",  # an admin's own live-wire check: refused to anyone else, never a snapshot
+    "wire": "refused no no no no",
+    "album": "refused no yes no no",  # the owner's album: its people only (nobody else is in it), admins included  # an admin's own live-wire check: refused to anyone else, never a snapshot
 }

@@ -132,6 +132,7 @@ class World:
     allowed: dict[str, frozenset[str]]
     notify_channel: Any = None  # the owner's webhook channel (notify/): its URL and secret are never shown
     preset: Any = None  # the owner's own preset (jobs.queue.presets): nobody else sees it, not even an admin
+    album: Any = None  # the owner's album holding the private job (jobs.queue.albums): nobody else is in it
 
     def __repr__(self) -> str:
         # Never the markers or the raw tokens: hypothesis and pytest print fixtures in their reports.
@@ -214,8 +215,14 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
 
     markers["private preset name"] = f"privmark-preset-{tag}"
     preset = preset_create(by=owner, kind="video", name=markers["private preset name"], values={"steps": 4})
+    from jobs.queue.albums import album_add_jobs, album_create
+
+    markers["private album name"] = f"privmark-album-{tag}"
+    album = album_create(by=owner, name=markers["private album name"])
+    album_add_jobs(album=album, by=owner, job_ids=[private.pk])
     trusted = frozenset({"owner", "admin"})
     allowed = {
+        "private album name": frozenset({"owner"}),
         "private prompt": trusted,
         "private file bytes": trusted,
         "private share token": trusted,
@@ -241,6 +248,7 @@ def build_world(*, people: dict[str, Any], media_root) -> World:
         allowed=allowed,
         notify_channel=notify_channel,
         preset=preset,
+        album=album,
     )
 
 
@@ -265,6 +273,8 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
         "token_id": str(world.spare_token.pk),
         "channel_id": str(world.notify_channel.pk),
         "preset_id": str(world.preset.pk),
+        "album_id": str(world.album.pk),
+        "username": world.people["other"].username,  # not a member of the world's album
         "model_id": VIDEO,
         "rest": "no-such-route",
         "name": "image",  # an input's name (the world's jobs were made without inputs)

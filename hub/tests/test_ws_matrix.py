@@ -90,6 +90,7 @@ def topics_for(world) -> dict[str, str]:
         "plan": f"plan:{device}",
         "card": f"card:{device}",
         "wire": f"wire:{world.people['owner'].pk}",
+        "album": f"album:{world.album.pk}",
     }
 
 

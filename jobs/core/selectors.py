@@ -13,6 +13,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from devices.models import Device
+from jobs.core.albums import sees_through_album
 from jobs.core.links import Link, children_of, held_on, parents_of
 from jobs.core.scheduler import order_with_reasons, snapshot_for
 from jobs.models import ACTIVE_STATES, PENDING_STATES, Job, JobState, clamp_datetime, waiting_on
@@ -29,10 +30,17 @@ def jobs_visible_to(user: Any) -> QuerySet[Job]:
 
 
 def can_view(user: Any, job: Job) -> bool:
+    """The one check of who may see a job and its files: its owner, admins, everyone once shared, and the people
+    of an album its owner put it in (``jobs.core.albums``; asked last, it is the only one that reads)."""
     if not getattr(user, "is_authenticated", False):
         return False
     if job.hidden_at is not None and not user.is_admin:  # deleted through /v1: gone for everyone but admins
         return False
+    return _sees_plainly(user, job) or sees_through_album(user, job)
+
+
+def _sees_plainly(user: Any, job: Job) -> bool:
+    """``can_view`` without albums, for a signed-in ``user``: no read."""
     return user.is_admin or job.owner_id == user.pk or job.shared
 
 
@@ -42,7 +50,11 @@ def plan_shows_prompt(viewer: Any, job: Job) -> bool:
     other signed-in person gets (shared jobs only); the rest see e.g. "Video by mia"."""
     if viewer is None:
         return job.shared and job.hidden_at is None
-    return can_view(viewer, job)
+    if not getattr(viewer, "is_authenticated", False) or (job.hidden_at is not None and not viewer.is_admin):
+        return False
+    # Not through albums: only a finished job is ever in one, and the plan names waiting and running jobs (a read
+    # per entry of every page's plan would buy nothing).
+    return _sees_plainly(viewer, job)
 
 
 def can_manage(user: Any, job: Job) -> bool:

@@ -33,7 +33,7 @@ from jobs.files.story import settings_of
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
-from jobs.models import Job, JobKind
+from jobs.models import Job, JobKind, JobState
 from jobs.queue.admission import Admission, RequestInvalid, earliest_of, form_admission
 from jobs.queue.presets import PROMPT_FIELDS, presets_in_effect, with_preset
 from jobs.queue.services import share_link_url
@@ -433,6 +433,8 @@ def detail_context(request: HttpRequest, job: Job, *, light: bool = False) -> di
     ctx: dict[str, Any] = {"job": job} if light else job_context(job)
     ctx["may"] = {"manage": can_manage(user, job), "submit": user.can_submit}
     ctx["bookmarked"] = is_bookmarked(user, job)
+    # "Add to album": a finished result of theirs or the household's (jobs.queue.albums checks it again on adding).
+    ctx["album_add"] = job.state == JobState.DONE and (job.owner_id == user.pk or job.shared)
     ctx["share_url"] = share_link_url(request=request, job=job)  # on HUB_PUBLIC_URL when set
     if job.share_token and ctx["may"]["manage"]:  # the link's options (jobs.core.share_links), for its owner
         ctx["share_choices"] = [(value, label) for value, label, _ in share_links.EXPIRY_CHOICES]

@@ -28,6 +28,7 @@ from jobs.core import share_links
 from jobs.core.bookmarks import bookmark_toggle, is_bookmarked
 from jobs.core.links import FIELD_MEDIA
 from jobs.core.selectors import PagePlan, can_manage, job_by_share_token, job_for, jobs_visible_to
+from jobs.doors.album_views import with_album_action
 from jobs.doors.batch import (
     active_batches,
     batch_groups,
@@ -517,6 +518,7 @@ def gallery(request: HttpRequest) -> HttpResponse:
     form = GalleryFilterForm(request.GET, user=request.user)
     page = gallery_page(request.user, form, cursor=request.GET.get("cursor", ""))
     page.cards = with_actions(request.user, page.cards)  # "Animate", "Make 3D"… on finished results
+    page.cards = with_album_action(request.user, page.cards)
     ctx = {"form": form, "page": page, "kinds": JobKind.choices}
     if form.is_valid() and form.cleaned_data.get("batch"):
         ctx["groups"] = batch_groups(request.user, [form.cleaned_data["batch"]])

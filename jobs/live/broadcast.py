@@ -32,11 +32,13 @@ import logging
 
 from django.contrib.auth import get_user_model
 from django.core.cache import cache
+from django.template.loader import render_to_string
 
 from devices.models import Device
 from hub import live
+from jobs.core.albums import album_viewer_ids
 from jobs.live import fragments
-from jobs.models import ACTIVE_STATES, PENDING_STATES, Job
+from jobs.models import ACTIVE_STATES, PENDING_STATES, Album, AlbumMember, Job
 
 logger = logging.getLogger("jobs.live.broadcast")
 
@@ -46,6 +48,10 @@ def job_audience(job) -> list[str]:
     audience = [live.user_group(job.owner_id), live.ADMINS]
     if job.shared:
         audience.append(live.EVERYONE)
+    elif job.is_final:
+        # The people of an album its owner put it in (only a finished job is ever in one): someone removed from
+        # the album drops out here, and their socket re-checks its topics on the next push.
+        audience += [live.user_group(pk) for pk in sorted(album_viewer_ids(job) - {job.owner_id})]
     return audience
 
 
@@ -225,3 +231,24 @@ def _plan_lines(device_id: int) -> None:
     ids = [pk for pk in waiting if f"job:{pk}" in open_pages]
     for job in Job.objects.filter(pk__in=ids).select_related("owner", "device").order_by("pk"):
         live.push(live.job_group(job.pk), fragments.render_plan_line(job), audience=job_audience(job))
+
+
+def broadcast_album_news(album_id: int, by_id: int) -> None:
+    """Tell an album's open pages that results were added (a notice with a link to show them, never the results
+    themselves: the page draws them through its own access check). Only the album's people, as they are now."""
+    try:
+        if f"album:{album_id}" not in live.watched([f"album:{album_id}"]):
+            return
+        album = Album.objects.filter(pk=album_id).select_related("owner").first()
+        if album is None:
+            return
+        people = [album.owner_id, *AlbumMember.objects.filter(album=album).values_list("user_id", flat=True)]
+        by = get_user_model().objects.filter(pk=by_id).first()
+        html = render_to_string(
+            "jobs/album.html#album-news", {"album": album, "by": by, "news": True, "oob": True}
+        )
+        live.push(
+            live.topic_group(f"album:{album_id}"), html, audience=[live.user_group(pk) for pk in people]
+        )
+    except Exception:
+        logger.exception("telling album %s's pages of new results failed", album_id)

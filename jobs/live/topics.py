@@ -12,6 +12,8 @@ person watching may see them:
   send each person their version (``jobs.live.broadcast.plan_variants``).
 - ``queue:<device_id>``: the queue page: the same, plus the admins' control list for admins.
 - ``mine:<user_id>``: the dashboard's "my recent jobs" list (only your own id is accepted).
+- ``album:<id>``: an album's page, told when results are added (``jobs.live.broadcast.broadcast_album_news``):
+  only the album's people join ``album.<id>``; someone removed leaves it when their socket re-checks.
 """
 
 from __future__ import annotations
@@ -20,9 +22,11 @@ from typing import Any
 
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
+from django.template.loader import render_to_string
 
 from devices.models import Device
 from hub import live
+from jobs.core.albums import album_for
 from jobs.core.selectors import job_for
 from jobs.live import fragments
 
@@ -62,3 +66,15 @@ def mine_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
     if str(user.pk) != object_id:
         raise PermissionDenied
     return [live.mine_group(user.pk)], [fragments.render_my_jobs(user)]
+
+
+def album_topic(user: Any, object_id: str) -> tuple[list[str], list[str]]:
+    """The album's page: its people only. The snapshot is the notice of new results, empty: the page was drawn
+    with the album as it is."""
+    _signed_in(user)
+    try:
+        album = album_for(user, int(object_id))
+    except Http404:
+        raise PermissionDenied from None
+    empty = render_to_string("jobs/album.html#album-news", {"album": album, "oob": True})
+    return [live.topic_group(f"album:{album.pk}")], [empty]

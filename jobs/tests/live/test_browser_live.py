@@ -125,6 +125,7 @@ def _paths(evening, pocket) -> list[str]:
         "/accounts/people/",
         "/accounts/tokens/",
         "/jobs/presets/",
+        "/jobs/albums/",
     ]
 
 
