@@ -83,6 +83,10 @@ class VoicesOut(Schema):
 
 class CapabilitiesOut(Schema):
     kind: str
+    usable: bool = Field(
+        True,
+        description="Whether your groups let you use this device (if not, no models or kinds are listed).",
+    )
     job_kinds: list[str] = Field(description="What the device can run now (what POST /api/jobs accepts).")
     models: list[dict[str, Any]]
     video: dict[str, dict[str, Any]] = Field(

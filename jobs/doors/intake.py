@@ -31,7 +31,8 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from devices.models import Device
-from devices.selectors import device_default, device_list_for
+from devices.selectors import device_default
+from hub.accounts.groups import allowance_for
 from hub.parsing import parse_id
 from jobs.doors.stash import (  # the page's state between tries, re-exported: the doors import it from here
     file_fields,
@@ -62,6 +63,8 @@ from jobs.queue.submission import (  # the one way in; the form's helpers re-exp
     quoted,
     resolve_model,
     submit,
+    usable_devices,
+    usable_kinds,
     with_capabilities,
     with_defaults,
 )
@@ -129,20 +132,28 @@ def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str)
     problems: list[str] = []
     device = None
     if raw_device not in (None, ""):
-        device = find_device(raw_device, among=device_list_for(request.user))
+        device = find_device(raw_device, among=usable_devices(request.user))
         if device is None:
             problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
-    device = device or device_default()
-    kinds = kinds_for(device) if device else []
+    device = device or _default_for(request.user)
+    kinds = usable_kinds(request.user, device) if device else []
     kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
     if raw_kind and raw_kind not in kinds and device is not None:
         problems.append(_kind_problem(request, device, raw_kind))
     return PageRequest(device, kind, " ".join(p for p in problems if p), submit_token_of(request))
 
 
+def _default_for(owner: Any) -> Device | None:
+    """The default device, or the first the person may use when their groups don't allow it."""
+    device = device_default()
+    if device is None or usable_kinds(owner, device) or not allowance_for(owner).limited:
+        return device
+    return usable_devices(owner).first() or device
+
+
 def any_kinds(owner: Any) -> list[str]:
-    """The kinds some device of the person's runs now, in the kinds' own order."""
-    runnable = {k for device in with_capabilities(owner) for k in kinds_for(device)}
+    """The kinds some device the person may use runs now that they may use, in the kinds' own order."""
+    runnable = {k for device in with_capabilities(owner) for k in usable_kinds(owner, device)}
     return [k for k in JobKind.values if k in runnable]
 
 
@@ -151,7 +162,9 @@ def any_by_default(owner: Any, raw_kind: str) -> bool:
     named, else the first any device runs) with a model for it."""
     kind = raw_kind or next(iter(any_kinds(owner)), "")
     able = [
-        d for d in pool_devices(owner, kind) if d.state == Device.State.ONLINE and offered_models(d, kind)
+        d
+        for d in pool_devices(owner, kind)
+        if d.state == Device.State.ONLINE and offered_models(d, kind, owner=owner)
     ]
     return len(able) > 1
 
@@ -170,7 +183,10 @@ def _pool_request(request: HttpRequest, raw_kind: str) -> PageRequest:
     if not pool:  # no device runs anything: the default device's page says so
         return PageRequest(device_default(), kind, problem, submit_token_of(request))
     # The form shown: an online device with a model for the kind, the default first (then any with a model).
-    ranked = sorted(pool, key=lambda d: (not offered_models(d, kind), d.state != Device.State.ONLINE))
+    ranked = sorted(
+        pool,
+        key=lambda d: (not offered_models(d, kind, owner=request.user), d.state != Device.State.ONLINE),
+    )
     return PageRequest(ranked[0], kind, problem, submit_token_of(request), pool)
 
 
@@ -185,12 +201,12 @@ def already_queued(owner: Any, token: str | None) -> Job | None:
 # -- the kind's form -------------------------------------------------------------------------------------------
 
 
-def offered_models(device: Any, kind: str) -> list[str]:
+def offered_models(device: Any, kind: str, *, owner: Any = None) -> list[str]:
     """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices
-    (none for a kind the device can't run now)."""
-    if kind not in kinds_for(device):
+    (none for a kind the device can't run now); with ``owner``, only those the person may use there."""
+    if kind not in (usable_kinds(owner, device) if owner is not None else kinds_for(device)):
         return []
-    form = form_class_for(device.kind, kind)(device=device)
+    form = form_class_for(device.kind, kind)(device=device, user=owner)
     return [str(choice) for choice, _label in form.fields["model"].choices]
 
 
@@ -380,6 +396,8 @@ __all__ = [
     "submit_page_form",
     "submit_request",
     "submit_request_any",
+    "usable_devices",
+    "usable_kinds",
     "submit_token_of",
     "typed_form",
     "uploads_for_try",

@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 
 from devices.models import Device
+from hub.accounts.groups import allowance_for
 from jobs.core.transitions import job_note
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import PENDING_STATES, Job, When
@@ -31,8 +32,8 @@ def takes(device: Device, job: Job) -> bool:
     """Whether ``device`` can run exactly ``job``'s request: its form for the job's kind, filled in with the job's
     settings, is valid there and gives back the same model and parameters, within the kind's limits there. The
     job's input files are kept (``params["files"]``), so the form's file fields are not asked for again."""
-    if job.kind not in kinds_for(device):
-        return False
+    if job.kind not in kinds_for(device) or not allowance_for(job.owner).device_ok(device.pk):
+        return False  # (a device the owner's groups don't allow never joins: ``hub.accounts.groups``)
     form_class = form_class_for(device.kind, job.kind)
     params = {k: v for k, v in (job.params or {}).items() if k != "files"}
     # When it may start is the job's, not the device's: it is not checked again.
