@@ -31,7 +31,7 @@ from django.db.models import QuerySet
 from django.http import HttpRequest
 
 from devices.models import Device
-from devices.selectors import device_default
+from devices.selectors import device_default, device_list_for
 from hub.accounts.groups import allowance_for
 from hub.parsing import parse_id
 from jobs.doors.stash import (  # the page's state between tries, re-exported: the doors import it from here
@@ -49,7 +49,7 @@ from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind
 from jobs.queue import services
-from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form
+from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form, group_refusal
 from jobs.queue.submission import (  # the one way in; the form's helpers re-exported for the doors
     FieldsOn,
     Submission,
@@ -90,6 +90,13 @@ def _kind_problem(request: HttpRequest, device: Device, raw_kind: str) -> str:
     """Why the page can't use the kind it was sent ("" when it can, or when a GET may quietly fall back)."""
     if raw_kind not in JobKind.values:
         return f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below."
+    model = request.POST.get("model") if request.method == "POST" else None
+    if group := group_refusal(owner=request.user, device=None, kind=raw_kind, model_id=model):
+        return f"{group[0]} Choose one of the kinds below."  # (the one rule's words: ``admission``)
+    if raw_kind in kinds_for(
+        device
+    ):  # it runs the kind, but none of its models for it is the person's groups'
+        return f"Your group may use no {JobKind(raw_kind).label.lower()} model on {device.name}; choose one of the kinds below."
     if request.method == "POST":
         label = JobKind(raw_kind).label.lower()
         return f"{device.name} can't run {label} jobs right now; choose one of the kinds below."
@@ -133,7 +140,10 @@ def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str)
     device = None
     if raw_device not in (None, ""):
         device = find_device(raw_device, among=usable_devices(request.user))
-        if device is None:
+        if device is None and (named := find_device(raw_device, among=device_list_for(request.user))):
+            group = group_refusal(owner=request.user, device=named, kind="", model_id=None)
+            problems.append(f"{group[0] if group else ''} Choose one of the devices below.".strip())
+        elif device is None:
             problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
     device = device or _default_for(request.user)
     kinds = usable_kinds(request.user, device) if device else []
@@ -176,6 +186,8 @@ def _pool_request(request: HttpRequest, raw_kind: str) -> PageRequest:
     problem = ""
     if raw_kind and raw_kind not in JobKind.values:
         problem = f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below."
+    elif raw_kind and (group := group_refusal(owner=request.user, device=None, kind=raw_kind, model_id=None)):
+        problem = f"{group[0]} Choose one of the kinds below."
     elif raw_kind and raw_kind not in kinds and request.method == "POST":
         label = JobKind(raw_kind).label.lower()
         problem = f"No device can run {label} jobs right now; choose one of the kinds below."

@@ -120,7 +120,7 @@ def group_refusal(*, owner: Any, device: Any, kind: str, model_id: Any) -> tuple
     allowance = allowance_for(owner)
     if not allowance.limited:
         return None
-    if not allowance.kind_ok(kind):
+    if kind and not allowance.kind_ok(kind):
         label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
         return f"Your group may not use {label} jobs.", "kind"
     if isinstance(model_id, str) and model_id and not allowance.model_ok(model_id):

@@ -285,12 +285,20 @@ def usable_devices(owner: Any) -> QuerySet[Device]:
 
 
 def usable_kinds(owner: Any, device: Any) -> list[str]:
-    """The kinds ``device`` runs now that the person may use there (none on a device their groups don't allow).
-    The models: the kind's form offers only the allowed ones (``JobForm``, bound with ``user=owner``)."""
+    """The kinds ``device`` runs now that the person may use there, with a model they may use (none on a device
+    their groups don't allow). The models: the kind's form offers only the allowed ones (``JobForm``, with
+    ``user=owner``)."""
     allowance = allowance_for(owner)
     if device is None or not allowance.device_ok(device.pk):
         return []
-    return [k for k in kinds_for(device) if allowance.kind_ok(k)]
+    kinds = [k for k in kinds_for(device) if allowance.kind_ok(k)]
+    if allowance.models:  # only the kinds with a model the person may use there
+        kinds = [
+            k
+            for k in kinds
+            if form_for(owner=owner, device=device, kind=k, data=None).fields["model"].choices
+        ]
+    return kinds
 
 
 def rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
