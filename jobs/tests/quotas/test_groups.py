@@ -298,3 +298,69 @@ def test_the_command_refuses_bad_input_clearly(member, device, args, words):
         make_group("kids")
     with pytest.raises(CommandError, match=words.replace(".", r"\.")):
         run(*args)
+
+
+# -- the Groups page ---------------------------------------------------------------------------------------------------
+
+
+def test_the_groups_page_is_for_admins_only(member_client, viewer, kids):
+    for url in ("/groups/", f"/groups/{kids.pk}/", f"/groups/{kids.pk}/delete/"):
+        assert member_client.get(url).status_code == 403
+    assert (
+        member_client.post(f"/groups/{kids.pk}/members/", {"action": "remove", "username": "mia"}).status_code
+        == 403
+    )
+    assert member_client.post(f"/groups/{kids.pk}/delete/").status_code == 403
+    assert UserGroup.objects.filter(pk=kids.pk, members__username="mia").exists()
+    assert Client().get("/groups/").status_code in (302, 401, 403)
+
+
+def test_an_admin_creates_edits_fills_and_deletes_a_group(admin_client, member, device):
+    empty = text(admin_client.get("/groups/"))
+    assert 'id="groups-empty"' in empty
+    assert f'value="{IMAGE}"' in empty and "Z-Image-Turbo" in empty  # the choices: what the devices report
+    made = admin_client.post(
+        "/groups/", {"name": "kids", "models": [IMAGE], "kinds": ["image"], "devices": [str(device.pk)],
+                     "shared_minutes_per_day": "60"},
+    )  # fmt: skip
+    group = UserGroup.objects.get(name="kids")
+    assert made.status_code == 302 and made["Location"] == f"/groups/{group.pk}/"
+    assert (group.model_ids, group.kinds, group.devices, group.shared_minutes_per_day) == (
+        [IMAGE],
+        ["image"],
+        [device.pk],
+        60,
+    )
+    admin_client.post(f"/groups/{group.pk}/members/", {"action": "add", "username": "mia"})
+    assert list(group.members.values_list("username", flat=True)) == ["mia"]
+    page = text(admin_client.get(f"/groups/{group.pk}/"))
+    assert 'id="member-' in page and "mia" in page
+    admin_client.post(f"/groups/{group.pk}/", {"name": "little ones", "kinds": ["image", "speech"]})
+    group.refresh_from_db()
+    assert (group.name, group.kinds, group.model_ids, group.shared_minutes_per_day) == (
+        "little ones",
+        ["image", "speech"],
+        [],
+        None,
+    )
+    admin_client.post(f"/groups/{group.pk}/members/", {"action": "remove", "username": "mia"})
+    assert not group.members.exists()
+    ask = text(admin_client.get(f"/groups/{group.pk}/delete/"))
+    assert "Delete the group “little ones”?" in ask and UserGroup.objects.filter(pk=group.pk).exists()
+    assert admin_client.post(f"/groups/{group.pk}/delete/").status_code == 302
+    assert not UserGroup.objects.exists()
+
+
+def test_bad_input_on_the_page_is_a_form_error(admin_client, device):
+    make_group("kids")
+    taken = admin_client.post("/groups/", {"name": "Kids"})
+    assert taken.status_code == 400 and "There is already a group called “Kids”." in text(taken)
+    bad = admin_client.post("/groups/", {"name": "x", "models": ["nope/Nothing"], "devices": ["999"]})
+    assert bad.status_code == 400 and "Select a valid choice" in text(bad)
+    negative = admin_client.post("/groups/", {"name": "x", "max_queued": "-1"})
+    assert negative.status_code == 400 and UserGroup.objects.count() == 1
+    unknown = admin_client.post(
+        f"/groups/{UserGroup.objects.get().pk}/members/", {"action": "add", "username": "zed"}
+    )
+    assert unknown.status_code == 302
+    assert admin_client.get("/groups/9999/").status_code == 404
