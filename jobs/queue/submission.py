@@ -318,15 +318,9 @@ def check_pool(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, Checke
     exactly it (the same model and parameters as the one where it is ready first), waiting first on that one.
     ``RequestInvalid`` when none does, saying what each device lacks."""
     _require_submitter(owner)
-    if group := group_refusal(owner=owner, device=None, kind=kind, model_id=None):
-        raise RequestInvalid({group[1]: [group[0]]})
     devices = pool_devices(owner, kind)
-    if not devices and allowance_for(owner).devices is not None:
-        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
-        raise RequestInvalid({"device": [f"No device your group may use can run {label} jobs right now."]})
     if not devices:
-        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
-        raise RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
+        raise _no_pool(owner, kind)
     admitted: list[tuple[Device, CheckedRequest]] = []
     refused: list[tuple[Device, RequestInvalid]] = []
     for device in devices:
@@ -342,6 +336,16 @@ def check_pool(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, Checke
     checked = next(c for d, c in admitted if d is device)
     checked.pool = [d.pk for d, c in admitted if (c.model_id, c.params) == (checked.model_id, checked.params)]
     return device, checked
+
+
+def _no_pool(owner: Any, kind: str) -> RequestInvalid:
+    """Why "any device" has no device for ``kind``: the person's groups (by name), or no device runs it now."""
+    if group := group_refusal(owner=owner, device=None, kind=kind, model_id=None):
+        return RequestInvalid({group[1]: [group[0]]})
+    label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
+    if allowance_for(owner).devices is not None:
+        return RequestInvalid({"device": [f"No device your group may use can run {label} jobs right now."]})
+    return RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
 
 
 def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, list[str]]:

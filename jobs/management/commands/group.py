@@ -43,6 +43,15 @@ def _limit(flag: str, raw: str) -> int | None:
     return int(text)
 
 
+def _lists(options: dict[str, Any], group: UserGroup | None) -> dict[str, list[Any]]:
+    """The lists given (an empty one: no limit), the group's own for those left out."""
+    own = {"models": group.model_ids, "kinds": group.kinds, "devices": group.devices} if group else {}
+    return {
+        name: _list(options[name]) if options[name] is not None else list(own.get(name) or [])
+        for name in ("models", "kinds", "devices")
+    }
+
+
 class Command(BaseCommand):
     help = (
         "Groups of people and what they may use. create NAME [--models ID,…] [--kinds KIND,…] "
@@ -105,17 +114,7 @@ class Command(BaseCommand):
         if group is None and UserGroup.objects.filter(name__iexact=name.strip()).exists():
             raise CommandError(f"There is already a group called {name!r} (change it with `group change`).")
         limits = {f: _limit(flag, options[f]) for f, flag in LIMITS.items() if options.get(f) is not None}
-        lists = {
-            "models": _list(options["models"])
-            if options["models"] is not None
-            else (group.model_ids if group else []),
-            "kinds": _list(options["kinds"])
-            if options["kinds"] is not None
-            else (group.kinds if group else []),
-            "devices": _list(options["devices"])
-            if options["devices"] is not None
-            else (group.devices if group else []),
-        }
+        lists = _lists(options, group)
         saved = groups.group_save(
             by=None,
             group=group,
