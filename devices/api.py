@@ -48,6 +48,7 @@ def device_out(request: HttpRequest, device: Device) -> dict[str, Any]:
         "id": device.pk,
         "name": device.name,
         "kind": device.kind,
+        "usable": allowance_for(request.user).device_ok(device.pk),
         "kind_label": device.get_kind_display(),
         "state": device.state,
         "state_label": device.get_state_display(),

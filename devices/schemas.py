@@ -24,6 +24,9 @@ class DeviceOut(Schema):
     id: int
     name: str
     kind: str
+    usable: bool = Field(
+        True, description="Whether your groups let you send work to it (everyone may watch it)."
+    )
     kind_label: str
     state: str = Field(description="online, locked, unreachable, auth_failed, unknown")
     state_label: str

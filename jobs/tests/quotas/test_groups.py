@@ -364,3 +364,15 @@ def test_bad_input_on_the_page_is_a_form_error(admin_client, device):
     )
     assert unknown.status_code == 302
     assert admin_client.get("/groups/9999/").status_code == 404
+
+
+def test_the_rest_device_list_says_which_devices_a_person_may_use(member, kids, device, kitchen_tiiny):
+    listed = {d["name"]: d["usable"] for d in bearer(member).get("/api/devices").json()}
+    assert listed == {"Pocket": True, "Kitchen": False}
+
+
+def test_a_result_offers_no_next_step_of_a_kind_the_group_does_not_allow(member, other_member, kids, device):
+    from jobs.doors.result_actions import BY_NAME, offers
+
+    assert "animate" in offers(other_member)
+    assert all(BY_NAME[name].kind == "image" for name in offers(member))
