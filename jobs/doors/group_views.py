@@ -90,7 +90,7 @@ def _save(request: HttpRequest, form: GroupForm, group: UserGroup | None) -> Use
 @require_http_methods(["GET", "POST"])
 def group_list(request: HttpRequest) -> HttpResponse:
     """Every group with its members and lists, and a form for a new one."""
-    form = GroupForm(request.POST or None)
+    form = GroupForm(request.POST if request.method == "POST" else None)
     if request.method == "POST" and (group := _save(request, form, None)) is not None:
         messages.success(request, f"Group “{group.name}” created. Now add its members.")
         return redirect("groups-edit", group.pk)
@@ -103,7 +103,7 @@ def group_list(request: HttpRequest) -> HttpResponse:
 def group_edit(request: HttpRequest, group_id: int) -> HttpResponse:
     """A group's name, lists and limits; its members, with a person to add."""
     group = get_object_or_404(UserGroup, pk=group_id)
-    form = GroupForm(request.POST or None, group=group)
+    form = GroupForm(request.POST if request.method == "POST" else None, group=group)
     if request.method == "POST" and _save(request, form, group) is not None:
         messages.success(request, f"Group “{group.name}” saved.")
         return redirect("groups-edit", group.pk)
