@@ -16,8 +16,11 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import get_object_or_404, redirect, render
 from django.views.decorators.http import require_http_methods, require_POST
 
+from devices.models import Device
 from hub.accounts.decorators import admin_required
 from hub.accounts.models import UserGroup
+from jobs.doors.intake import offered_models
+from jobs.kinds.table import kinds_for
 from jobs.quotas import groups
 
 LIMIT_LABELS = {
@@ -30,6 +33,12 @@ LIMIT_LABELS = {
 }
 
 
+def job_model_choices() -> list[tuple[str, str]]:
+    """The models the devices report that some kind's form offers (a chat or OCR model runs no job here)."""
+    offered = {m for d in Device.objects.all() for kind in kinds_for(d) for m in offered_models(d, kind)}
+    return [(m, label) for m, label in groups.model_choices() if m in offered]
+
+
 class GroupForm(forms.Form):
     """A group's name, lists (ticked: only those; none ticked: no limit) and limits (empty: no limit)."""
 
@@ -40,7 +49,7 @@ class GroupForm(forms.Form):
 
     def __init__(self, *args: Any, group: UserGroup | None = None, **kw: Any) -> None:
         super().__init__(*args, **kw)
-        known = groups.model_choices()
+        known = job_model_choices()
         # A model the group lists that no device reports any more stays ticked, so saving keeps nothing by surprise.
         kept = [(m, m) for m in (group.model_ids if group else []) if m not in dict(known)]
         self.fields["models"].choices = known + kept

@@ -67,8 +67,8 @@ def test_an_admin_makes_the_kids_group_on_the_groups_page(signed_in_page, admin_
     page.check(f"#group-models input[value='{IMAGE}']")  # the choices: what the emulated Tiiny reports
     page.check("#group-kinds input[value='image']")
     page.fill("#id_shared_minutes_per_day", "60")
-    save_screenshot(page, "groups-new")
     page.click("#group-create")
+    page.wait_for_url("**/groups/*/", timeout=15000)
     page.wait_for_selector("#members-empty")
     page.select_option("#member-add", "mia")
     page.click("#member-add-button")
