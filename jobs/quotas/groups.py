@@ -27,7 +27,7 @@ from django.db import IntegrityError, transaction
 from devices.capabilities import Capabilities
 from devices.models import Device
 from devices.selectors import model_label
-from hub.accounts.groups import same_model, short_name
+from hub.accounts.groups import forget_allowance, same_model, short_name
 from hub.accounts.models import UserGroup
 from jobs.models import JobKind
 
@@ -181,6 +181,7 @@ def member_add(*, by: Any | None, group: UserGroup, user: Any) -> bool:
     if group.members.filter(pk=user.pk).exists():
         return False
     group.members.add(user)
+    forget_allowance(user)  # (what this user object knew of their groups is stale now)
     return True
 
 
@@ -189,6 +190,7 @@ def member_remove(*, by: Any | None, group: UserGroup, user: Any) -> bool:
     if not group.members.filter(pk=user.pk).exists():
         return False
     group.members.remove(user)
+    forget_allowance(user)
     return True
 
 
