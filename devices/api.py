@@ -20,6 +20,7 @@ from devices.metrics import RES_5M, RES_10S
 from devices.models import Device, DeviceMetric
 from devices.schemas import CapabilitiesOut, DeviceOut, MetricHistoryOut, MetricsOut
 from devices.selectors import device_capabilities, device_gauges, device_list_for, device_loaded_models
+from hub.accounts.groups import allowance_for
 from hub.api_auth import require_scope
 from hub.api_errors import ERRORS
 from hub.parsing import parse_id
@@ -47,6 +48,7 @@ def device_out(request: HttpRequest, device: Device) -> dict[str, Any]:
         "id": device.pk,
         "name": device.name,
         "kind": device.kind,
+        "usable": allowance_for(request.user).device_ok(device.pk),
         "kind_label": device.get_kind_display(),
         "state": device.state,
         "state_label": device.get_state_display(),
@@ -89,18 +91,28 @@ def device_get(request: HttpRequest, device_id: str):
 )
 def device_caps(request: HttpRequest, device_id: str):
     """Its models, video options (canvases, steps, max seconds), 3D stages, voices per speech model, and the
-    job kinds `POST /api/jobs` accepts for it now (as the device last reported them)."""
+    job kinds `POST /api/jobs` accepts for it now (as the device last reported them). A person in a group that
+    limits what they use sees only the models and kinds they may use here (none on a device the group doesn't
+    allow: `usable` is false)."""
     require_scope(request, "read")
     device = _device(request, device_id)
     caps = device_capabilities(device)
     data = caps.to_dict()
+    allowance = allowance_for(request.user)
+    usable = allowance.device_ok(device.pk)
     return {
         "kind": caps.kind,
-        "job_kinds": hooks.job_kinds(device),  # the jobs app knows which kinds a device runs
-        "models": data["models"],
-        "video": data["video"],
+        "usable": usable,
+        # the jobs app knows which kinds a device runs; the person's groups which they may use
+        "job_kinds": [k for k in hooks.job_kinds(device) if usable and allowance.kind_ok(k)],
+        "models": [m for m in data["models"] if usable and allowance.model_ok(str(m.get("id", "")))],
+        "video": {m: v for m, v in data["video"].items() if usable and allowance.model_ok(m)},
         "stages_3d": data["stages_3d"],
-        "voices": {m.id: voices_for_model(m.id).__dict__ for m in caps.tts_models()},
+        "voices": {
+            m.id: voices_for_model(m.id).__dict__
+            for m in caps.tts_models()
+            if usable and allowance.model_ok(m.id)
+        },
         "npu_total": caps.npu_total,
         "npu_available": caps.npu_available,
         "tensorsharp": data["tensorsharp"],

@@ -24,6 +24,9 @@ class DeviceOut(Schema):
     id: int
     name: str
     kind: str
+    usable: bool = Field(
+        True, description="Whether your groups let you send work to it (everyone may watch it)."
+    )
     kind_label: str
     state: str = Field(description="online, locked, unreachable, auth_failed, unknown")
     state_label: str
@@ -83,6 +86,10 @@ class VoicesOut(Schema):
 
 class CapabilitiesOut(Schema):
     kind: str
+    usable: bool = Field(
+        True,
+        description="Whether your groups let you use this device (if not, no models or kinds are listed).",
+    )
     job_kinds: list[str] = Field(description="What the device can run now (what POST /api/jobs accepts).")
     models: list[dict[str, Any]]
     video: dict[str, dict[str, Any]] = Field(

@@ -34,6 +34,7 @@ urlpatterns = [
     path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)
     path("sw.js", notify_views.service_worker, name="notify-sw"),  # at the root: its scope is the whole hub
     path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.doors.quota_views)
+    path("groups/", include("jobs.group_urls")),  # groups of people, for admins (jobs.doors.group_views)
     path("api/", _token_door(hub_api.urls())),
     path("v1/", _token_door(v1.urls)),
     path("admin/", admin.site.urls),

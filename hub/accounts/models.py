@@ -186,3 +186,35 @@ class AuditEntry(models.Model):
 
     def __str__(self) -> str:
         return f"{self.at:%Y-%m-%d %H:%M} {self.actor_name}: {self.get_action_display()} {self.target_name}"
+
+
+class UserGroup(models.Model):
+    """A group of people ("kids", "guests", "studio") an admin limits together (``hub.accounts.groups``).
+
+    The lists limit what its members may use; an empty list limits nothing. Models are the devices' model ids
+    (a model matches an id, or the same name after the publisher: ``groups.same_model``), kinds the job kinds'
+    values, devices their ids (a renamed device stays in the list). The hub's base knows no device, so the ids are
+    plain values here; the jobs app checks them against what the devices report when an admin sets them.
+
+    Quotas: per-person defaults (each member's own limit, the stricter of it and their own settings) and a shared
+    limit (the members' device minutes together). NULL: no limit from this group.
+    """
+
+    name = models.CharField(max_length=50, unique=True)
+    members = models.ManyToManyField(User, blank=True, related_name="usage_groups")
+    model_ids = models.JSONField(default=list, blank=True)
+    kinds = models.JSONField(default=list, blank=True)
+    devices = models.JSONField(default=list, blank=True)
+    device_minutes_per_day = models.PositiveIntegerField(null=True, blank=True)
+    device_minutes_per_week = models.PositiveIntegerField(null=True, blank=True)
+    max_queued = models.PositiveIntegerField(null=True, blank=True)
+    storage_mb = models.PositiveIntegerField(null=True, blank=True)
+    shared_minutes_per_day = models.PositiveIntegerField(null=True, blank=True)
+    shared_minutes_per_week = models.PositiveIntegerField(null=True, blank=True)
+    created = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["name"]
+
+    def __str__(self) -> str:
+        return self.name

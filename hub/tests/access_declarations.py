@@ -75,6 +75,12 @@ DECLARATIONS: dict[str, dict] = {
     "people-invite-revoke": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 404"},
     "people-password": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
     "people-unlock": {"GET": ADMINS_NOT_THIS_METHOD, "POST": ADMINS},
+    # groups (jobs.doors.group_views): admins only, the role checked first; an empty new group is a form error,
+    # and the world's group id names none (jobs/tests/quotas/test_groups.py holds a real one's pages)
+    "groups": {"GET": ADMINS, "POST": "login 403 403 403 400"},
+    "groups-edit": {"GET": "login 403 403 403 404", "POST": "login 403 403 403 404"},
+    "groups-member": {"GET": ADMINS_NOT_THIS_METHOD, "POST": "login 403 403 403 404"},
+    "groups-delete": {"GET": "login 403 403 403 404", "POST": "login 403 403 403 404"},
     # the signed-out pages: an invitation link (the world has none: every link is unknown) and password
     # resets by email (the test run's locmem backend counts as configured; a bad reset link is a page saying so)
     "accounts-invitation-accept": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},

@@ -278,6 +278,7 @@ def kwarg_values(world: World, variant: str) -> dict[str, str]:
         "model_id": VIDEO,
         "rest": "no-such-route",
         "name": "image",  # an input's name (the world's jobs were made without inputs)
+        "group_id": "999999",  # no such group: non-admins learn nothing (403 first); test_groups holds the real ones
         "host_id": "999999",  # no such private host: an admin's delete changes nothing and goes back to the page
         "invitation_id": "999999",  # no such invitation (hub/accounts/tests hold the real ones' 200s)
         "uidb64": "MQ",  # a password-reset link's person (with a token that is not a reset token)

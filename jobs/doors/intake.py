@@ -32,6 +32,7 @@ from django.http import HttpRequest
 
 from devices.models import Device
 from devices.selectors import device_default, device_list_for
+from hub.accounts.groups import allowance_for
 from hub.parsing import parse_id
 from jobs.doors.stash import (  # the page's state between tries, re-exported: the doors import it from here
     file_fields,
@@ -48,7 +49,7 @@ from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind
 from jobs.queue import services
-from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form
+from jobs.queue.admission import Admission, CheckedRequest, RequestInvalid, check_form, group_refusal
 from jobs.queue.submission import (  # the one way in; the form's helpers re-exported for the doors
     FieldsOn,
     Submission,
@@ -62,6 +63,8 @@ from jobs.queue.submission import (  # the one way in; the form's helpers re-exp
     quoted,
     resolve_model,
     submit,
+    usable_devices,
+    usable_kinds,
     with_capabilities,
     with_defaults,
 )
@@ -87,6 +90,13 @@ def _kind_problem(request: HttpRequest, device: Device, raw_kind: str) -> str:
     """Why the page can't use the kind it was sent ("" when it can, or when a GET may quietly fall back)."""
     if raw_kind not in JobKind.values:
         return f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below."
+    model = request.POST.get("model") if request.method == "POST" else None
+    if group := group_refusal(owner=request.user, device=None, kind=raw_kind, model_id=model):
+        return f"{group[0]} Choose one of the kinds below."  # (the one rule's words: ``admission``)
+    if raw_kind in kinds_for(
+        device
+    ):  # it runs the kind, but none of its models for it is the person's groups'
+        return f"Your group may use no {JobKind(raw_kind).label.lower()} model on {device.name}; choose one of the kinds below."
     if request.method == "POST":
         label = JobKind(raw_kind).label.lower()
         return f"{device.name} can't run {label} jobs right now; choose one of the kinds below."
@@ -129,20 +139,31 @@ def _pinned_request(request: HttpRequest, raw_device: str | None, raw_kind: str)
     problems: list[str] = []
     device = None
     if raw_device not in (None, ""):
-        device = find_device(raw_device, among=device_list_for(request.user))
-        if device is None:
+        device = find_device(raw_device, among=usable_devices(request.user))
+        if device is None and (named := find_device(raw_device, among=device_list_for(request.user))):
+            group = group_refusal(owner=request.user, device=named, kind="", model_id=None)
+            problems.append(f"{group[0] if group else ''} Choose one of the devices below.".strip())
+        elif device is None:
             problems.append(f"No such device {_quoted(raw_device)}; choose one of the devices below.")
-    device = device or device_default()
-    kinds = kinds_for(device) if device else []
+    device = device or _default_for(request.user)
+    kinds = usable_kinds(request.user, device) if device else []
     kind = raw_kind if raw_kind in kinds else (kinds[0] if kinds else str(JobKind.VIDEO))
     if raw_kind and raw_kind not in kinds and device is not None:
         problems.append(_kind_problem(request, device, raw_kind))
     return PageRequest(device, kind, " ".join(p for p in problems if p), submit_token_of(request))
 
 
+def _default_for(owner: Any) -> Device | None:
+    """The default device, or the first the person may use when their groups don't allow it."""
+    device = device_default()
+    if device is None or usable_kinds(owner, device) or not allowance_for(owner).limited:
+        return device
+    return usable_devices(owner).first() or device
+
+
 def any_kinds(owner: Any) -> list[str]:
-    """The kinds some device of the person's runs now, in the kinds' own order."""
-    runnable = {k for device in with_capabilities(owner) for k in kinds_for(device)}
+    """The kinds some device the person may use runs now that they may use, in the kinds' own order."""
+    runnable = {k for device in with_capabilities(owner) for k in usable_kinds(owner, device)}
     return [k for k in JobKind.values if k in runnable]
 
 
@@ -151,7 +172,9 @@ def any_by_default(owner: Any, raw_kind: str) -> bool:
     named, else the first any device runs) with a model for it."""
     kind = raw_kind or next(iter(any_kinds(owner)), "")
     able = [
-        d for d in pool_devices(owner, kind) if d.state == Device.State.ONLINE and offered_models(d, kind)
+        d
+        for d in pool_devices(owner, kind)
+        if d.state == Device.State.ONLINE and offered_models(d, kind, owner=owner)
     ]
     return len(able) > 1
 
@@ -163,6 +186,8 @@ def _pool_request(request: HttpRequest, raw_kind: str) -> PageRequest:
     problem = ""
     if raw_kind and raw_kind not in JobKind.values:
         problem = f"Unknown kind {_quoted(raw_kind)}; choose one of the kinds below."
+    elif raw_kind and (group := group_refusal(owner=request.user, device=None, kind=raw_kind, model_id=None)):
+        problem = f"{group[0]} Choose one of the kinds below."
     elif raw_kind and raw_kind not in kinds and request.method == "POST":
         label = JobKind(raw_kind).label.lower()
         problem = f"No device can run {label} jobs right now; choose one of the kinds below."
@@ -170,7 +195,10 @@ def _pool_request(request: HttpRequest, raw_kind: str) -> PageRequest:
     if not pool:  # no device runs anything: the default device's page says so
         return PageRequest(device_default(), kind, problem, submit_token_of(request))
     # The form shown: an online device with a model for the kind, the default first (then any with a model).
-    ranked = sorted(pool, key=lambda d: (not offered_models(d, kind), d.state != Device.State.ONLINE))
+    ranked = sorted(
+        pool,
+        key=lambda d: (not offered_models(d, kind, owner=request.user), d.state != Device.State.ONLINE),
+    )
     return PageRequest(ranked[0], kind, problem, submit_token_of(request), pool)
 
 
@@ -185,12 +213,12 @@ def already_queued(owner: Any, token: str | None) -> Job | None:
 # -- the kind's form -------------------------------------------------------------------------------------------
 
 
-def offered_models(device: Any, kind: str) -> list[str]:
+def offered_models(device: Any, kind: str, *, owner: Any = None) -> list[str]:
     """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices
-    (none for a kind the device can't run now)."""
-    if kind not in kinds_for(device):
+    (none for a kind the device can't run now); with ``owner``, only those the person may use there."""
+    if kind not in (usable_kinds(owner, device) if owner is not None else kinds_for(device)):
         return []
-    form = form_class_for(device.kind, kind)(device=device)
+    form = form_class_for(device.kind, kind)(device=device, user=owner)
     return [str(choice) for choice, _label in form.fields["model"].choices]
 
 
@@ -380,6 +408,8 @@ __all__ = [
     "submit_page_form",
     "submit_request",
     "submit_request_any",
+    "usable_devices",
+    "usable_kinds",
     "submit_token_of",
     "typed_form",
     "uploads_for_try",

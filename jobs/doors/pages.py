@@ -27,11 +27,13 @@ from jobs.doors.intake import (
     new_submit_token,
     no_device_can,
     submit_token_of,
+    usable_devices,
+    usable_kinds,
 )
 from jobs.doors.result_actions import actions_for, job_chain
 from jobs.files.story import settings_of
 from jobs.kinds.forms import JobForm
-from jobs.kinds.table import form_class_for, kinds_for
+from jobs.kinds.table import form_class_for
 from jobs.live.fragments import RECENT_SHOWN, JobRow, job_context, queue_context, sparkline, sparklines
 from jobs.models import Job, JobKind, JobState
 from jobs.queue.admission import Admission, RequestInvalid, earliest_of, form_admission
@@ -178,7 +180,8 @@ def new_job_context(
     is shown; the kinds offered are every device's."""
     ctx: dict[str, Any] = {
         **_choice_context(request, device, pool or []),
-        "devices": Device.objects.order_by("name").only("pk", "name", "state"),
+        # The devices the person may use (their groups': ``usable_devices``).
+        "devices": usable_devices(request.user).order_by("name").only("pk", "name", "state"),
         "kind": kind,
         "kind_label": JobKind(kind).label,
         "form": form,
@@ -233,7 +236,7 @@ def preset_initial(request: HttpRequest, kind: str) -> dict[str, Any]:
 
 def _choice_context(request: HttpRequest, device: Device | None, pool: list[Device]) -> dict[str, Any]:
     """The device choice: the device (or the pool's device whose form is shown), the pool, the kinds offered."""
-    kinds = any_kinds(request.user) if pool else kinds_for(device) if device else []
+    kinds = any_kinds(request.user) if pool else usable_kinds(request.user, device) if device else []
     return {
         "device": device,
         "pool": pool,

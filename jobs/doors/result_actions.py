@@ -25,12 +25,12 @@ from django.http import Http404, HttpRequest
 from django.urls import reverse
 
 from devices.capabilities import voices_for_model
-from devices.selectors import device_list_for
+from hub.accounts.groups import allowance_for
 from hub.parsing import parse_id, parse_int
 from jobs.core.links import ResultRef, StepRef, fits, fitting_artifact, job_title, takes
 from jobs.core.selectors import job_for, job_links
 from jobs.doors.chaining import ChainQueued, ChainRefused, ChainStep, submit_chain
-from jobs.doors.intake import file_fields, form_for, pool_devices, show_refusal, with_defaults
+from jobs.doors.intake import file_fields, form_for, pool_devices, show_refusal, usable_devices, with_defaults
 from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Artifact, Job, JobKind, JobState
@@ -82,10 +82,13 @@ def offers(user: Any) -> dict[str, Offer]:
     if not getattr(user, "can_submit", False):
         return {}
     out: dict[str, Offer] = {}
-    devices = list(device_list_for(user).defer(None).defer("api_key_encrypted"))  # one read for every action
+    # One read for every action: the devices the person may use (their groups': ``usable_devices``).
+    devices = list(usable_devices(user).defer(None).defer("api_key_encrypted"))
+    allowance = allowance_for(user)
     for action in ACTIONS:
         able: list[tuple[int, str]] = []
-        pool = [d for d in devices if action.kind in kinds_for(d)]  # as ``pool_devices``
+        # as ``pool_devices`` (the forms offer only the models the person may use)
+        pool = [d for d in devices if action.kind in kinds_for(d) and allowance.kind_ok(action.kind)]
         for device in pool:
             form = form_class_for(device.kind, action.kind)(device=device, user=user)
             models = _models_for(form, action.field) if action.field in form.fields else []

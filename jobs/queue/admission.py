@@ -26,10 +26,11 @@ from typing import Any
 from django.urls import reverse
 from django.utils import timezone
 
+from hub.accounts.groups import allowance_for, refusal_word
 from hub.disk import disk_space, low_space
 from jobs.core.scheduler import DeviceSnapshot, blocked_reason, polite_blocked, snapshot_for
 from jobs.kinds.table import KindSpec, spec_for
-from jobs.models import MAX_NOT_BEFORE, When
+from jobs.models import MAX_NOT_BEFORE, JobKind, When
 from jobs.queue import eta
 from jobs.quotas.services import LIFT_ADMINS_ONLY, Verdict, quota_check
 
@@ -109,6 +110,24 @@ class _Probe:
 def _refused(why: str, field_name: str) -> Admission:
     """A refusal before anything is estimated (an unknown pair, a choice or a time that can't be)."""
     return Admission(0.0, None, None, refused=why, refused_field=field_name)
+
+
+def group_refusal(*, owner: Any, device: Any, kind: str, model_id: Any) -> tuple[str, str] | None:
+    """What the person's groups don't let them use in this request, by name, with the field it concerns: the kind,
+    the model, then the device ("Your group may not use MiniMax-H3-Turbo."); None when they may
+    (``hub.accounts.groups``: the stricter of their groups wins). The one check of the rule: ``admit`` and
+    ``check_form`` (before the form, whose model choices leave such a model out) ask it."""
+    allowance = allowance_for(owner)
+    if not allowance.limited:
+        return None
+    if kind and not allowance.kind_ok(kind):
+        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
+        return f"Your group may not use {label} jobs.", "kind"
+    if isinstance(model_id, str) and model_id and not allowance.model_ok(model_id):
+        return f"Your group may not use {refusal_word(model_id)}.", "model"
+    if device is not None and not allowance.device_ok(device.pk):
+        return f"Your group may not use {device.name}.", "device"
+    return None
 
 
 def _schedule_refusal(when: str, not_before: dt.datetime | None, now: dt.datetime) -> Admission | None:
@@ -238,6 +257,8 @@ def admit(
     The owner's quotas are part of it (``jobs.quotas.services.quota_check``): over a limit is a refusal naming the
     limit, the usage and when it frees up, unless an admin lifts the limits for this job (``lift_limits``).
     ``after``: a chain's child, planned as released at its parents' predicted finish (``Chained``)."""
+    if group := group_refusal(owner=owner, device=device, kind=kind, model_id=model_id):
+        return _refused(*group)
     try:
         spec = spec_for(device.kind, kind)
     except ValueError as exc:
@@ -337,7 +358,11 @@ def form_admission(form: Any) -> Admission:
 
 def check_form(form: Any) -> CheckedRequest:
     """A bound form's request, validated and admitted (``admit`` runs once, here); ``RequestInvalid`` with the
-    form's messages, or the admission's refusal on the field it concerns, otherwise."""
+    form's messages, or the admission's refusal on the field it concerns, otherwise. What the person's groups
+    don't allow is refused first, by name (the form offers no such model: it would only say "not a choice")."""
+    model = form.data.get("model") if form.is_bound else None
+    if group := group_refusal(owner=form.user, device=form.device, kind=form.kind, model_id=model):
+        raise RequestInvalid({group[1]: [group[0]]})
     if not form.is_valid():
         raise RequestInvalid({name: list(errs) for name, errs in form.errors.items()})
     admission = form_admission(form)
@@ -363,6 +388,7 @@ __all__ = [
     "check_form",
     "earliest_of",
     "form_admission",
+    "group_refusal",
     "limit_refusal",
     "uploads_refused",
 ]

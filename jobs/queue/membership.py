@@ -21,6 +21,7 @@ from typing import Any
 from django.db import transaction
 
 from devices.models import Device
+from hub.accounts.groups import allowance_for
 from jobs.core.transitions import job_note
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import PENDING_STATES, Job, When
@@ -34,8 +35,8 @@ def takes(device: Device, job: Job) -> bool:
     queued by a token bound to devices never takes in one outside them (``Job.devices_allowed``)."""
     if job.devices_allowed is not None and device.pk not in job.devices_allowed:
         return False
-    if job.kind not in kinds_for(device):
-        return False
+    if job.kind not in kinds_for(device) or not allowance_for(job.owner).device_ok(device.pk):
+        return False  # (a device the owner's groups don't allow never joins: ``hub.accounts.groups``)
     form_class = form_class_for(device.kind, job.kind)
     params = {k: v for k, v in (job.params or {}).items() if k != "files"}
     # When it may start is the job's, not the device's: it is not checked again.

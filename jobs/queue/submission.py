@@ -31,6 +31,7 @@ from django.http import QueryDict
 
 from devices.models import Device
 from devices.selectors import device_list_for
+from hub.accounts.groups import allowance_for
 from hub.accounts.tokens import token_devices
 from jobs.core.links import ResultRef
 from jobs.files.inputs import stored_inputs
@@ -38,7 +39,7 @@ from jobs.kinds.forms import JobForm
 from jobs.kinds.table import form_class_for, kinds_for
 from jobs.models import Job, JobKind, JobLink, When
 from jobs.queue import chains, services
-from jobs.queue.admission import CheckedRequest, RequestInvalid, check_form, earliest_of
+from jobs.queue.admission import CheckedRequest, RequestInvalid, check_form, earliest_of, group_refusal
 from jobs.quotas.services import LIFT_ADMINS_ONLY
 
 #: A door's fields and files for one device (``RequestInvalid``: why that device can't take the request).
@@ -227,6 +228,9 @@ def _bound(
     return form.keep_files() if keep_files else form
 
 
+#: How a refusal by the person's groups begins (``admission.group_refusal``; it names what it refuses itself).
+GROUP_WORDS = "Your group may not use "
+
 #: The values a device may lack, named in a pinned request's refusal ("Pocket does not render “640x640”.").
 _LACKED = {"model": "{device} has no model {value}.", "size": "{device} does not render {value}.",
            "voice": "{device} has no voice {value}."}  # fmt: skip
@@ -244,7 +248,9 @@ def named_refusal(exc: RequestInvalid, *, device: Any, data: Mapping[str, Any]) 
     errors = {}
     for name, messages in exc.errors.items():
         first, value = messages[0], data.get(name) if name in _LACKED else None
-        if first.startswith("This device "):
+        if first.startswith(GROUP_WORDS):  # names what the person's groups don't allow already
+            pass
+        elif first.startswith("This device "):
             first = f"{device.name} {first.removeprefix('This device ')}"
         elif isinstance(value, str) and value.strip() and value.strip() not in first:
             first = f"{_LACKED[name].format(device=device.name, value=quoted(value))} {first}"
@@ -256,13 +262,19 @@ def named_refusal(exc: RequestInvalid, *, device: Any, data: Mapping[str, Any]) 
 
 
 def pool_devices(owner: Any, kind: str) -> list[Device]:
-    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now (and,
-    for a request by a token bound to devices, of those only: ``hub.accounts.tokens.token_devices``)."""
+    """The devices "any device" chooses among for ``kind``: those the person may use that run the kind now (none
+    for a kind their groups don't allow; only their groups' devices: ``hub.accounts.groups``; and, for a request
+    by a token bound to devices, of those only: ``hub.accounts.tokens.token_devices``)."""
+    allowance = allowance_for(owner)
+    if not allowance.kind_ok(kind):
+        return []
     bound = token_devices(owner)
     return [
         device
         for device in with_capabilities(owner)
-        if kind in kinds_for(device) and (bound is None or device.pk in bound)
+        if kind in kinds_for(device)
+        and allowance.device_ok(device.pk)
+        and (bound is None or device.pk in bound)
     ]
 
 
@@ -283,8 +295,35 @@ def token_refusal(owner: Any, device: Device | None) -> RequestInvalid | None:
 
 
 def with_capabilities(owner: Any) -> QuerySet[Device]:
-    """The person's devices with what they report read at once (``kinds_for`` reads it from each)."""
-    return device_list_for(owner).defer(None).defer("api_key_encrypted")
+    """The devices the person may use with what they report read at once (``kinds_for`` reads it from each)."""
+    return usable_devices(owner).defer(None).defer("api_key_encrypted")
+
+
+# -- what a person may use: the one selector every door's listing asks (the rule: ``hub.accounts.groups``) ------
+
+
+def usable_devices(owner: Any) -> QuerySet[Device]:
+    """The devices the person may send work to: every device, or only their groups' (the default first)."""
+    devices = device_list_for(owner)
+    allowed = allowance_for(owner).devices
+    return devices if allowed is None else devices.filter(pk__in=sorted(allowed))
+
+
+def usable_kinds(owner: Any, device: Any) -> list[str]:
+    """The kinds ``device`` runs now that the person may use there, with a model they may use (none on a device
+    their groups don't allow). The models: the kind's form offers only the allowed ones (``JobForm``, with
+    ``user=owner``)."""
+    allowance = allowance_for(owner)
+    if device is None or not allowance.device_ok(device.pk):
+        return []
+    kinds = [k for k in kinds_for(device) if allowance.kind_ok(k)]
+    if allowance.models:  # only the kinds with a model the person may use there
+        kinds = [
+            k
+            for k in kinds
+            if form_for(owner=owner, device=device, kind=k, data=None).fields["model"].choices
+        ]
+    return kinds
 
 
 def rewound(files: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -306,8 +345,7 @@ def check_pool(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, Checke
     _require_submitter(owner)
     devices = pool_devices(owner, kind)
     if not devices:
-        label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
-        raise RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
+        raise _no_pool(owner, kind)
     admitted: list[tuple[Device, CheckedRequest]] = []
     refused: list[tuple[Device, RequestInvalid]] = []
     for device in devices:
@@ -323,6 +361,16 @@ def check_pool(*, owner: Any, kind: str, check: CheckOn) -> tuple[Device, Checke
     checked = next(c for d, c in admitted if d is device)
     checked.pool = [d.pk for d, c in admitted if (c.model_id, c.params) == (checked.model_id, checked.params)]
     return device, checked
+
+
+def _no_pool(owner: Any, kind: str) -> RequestInvalid:
+    """Why "any device" has no device for ``kind``: the person's groups (by name), or no device runs it now."""
+    if group := group_refusal(owner=owner, device=None, kind=kind, model_id=None):
+        return RequestInvalid({group[1]: [group[0]]})
+    label = JobKind(kind).label.lower() if kind in JobKind.values else repr(kind)
+    if allowance_for(owner).devices is not None:
+        return RequestInvalid({"device": [f"No device your group may use can run {label} jobs right now."]})
+    return RequestInvalid({"kind": [f"No device can run {label} jobs right now."]})
 
 
 def _no_device_can(refused: list[tuple[Device, RequestInvalid]]) -> dict[str, list[str]]:
@@ -413,6 +461,8 @@ __all__ = [
     "rewound",
     "submit",
     "token_refusal",
+    "usable_devices",
+    "usable_kinds",
     "with_capabilities",
     "with_defaults",
 ]

@@ -38,8 +38,7 @@ from django.db.models import Count, Q, Sum
 from django.utils import timezone
 
 from hub.accounts import audit
-from jobs.core.links import cancel_children
-from jobs.core.transitions import job_note
+from hub.accounts.models import UserGroup
 from jobs.models import (
     ACTIVE_STATES,
     PENDING_STATES,
@@ -51,6 +50,7 @@ from jobs.models import (
     Job,
     PersonQuota,
 )
+from jobs.quotas.results import can_delete_results, results_delete  # (re-exported: the Usage page's)
 
 logger = logging.getLogger("jobs.quotas.services")
 
@@ -146,8 +146,28 @@ def _resolve(defaults: Limits, person: PersonQuota | None) -> Limits:
 
 
 def limits_for(user: Any) -> Limits:
-    person = PersonQuota.objects.filter(user_id=getattr(user, "pk", user)).first()
-    return _resolve(household_limits(), person)
+    """The person's limits in force: their own (else the household's), made stricter by their groups'
+    per-person defaults (``stricter``)."""
+    uid = getattr(user, "pk", user)
+    person = PersonQuota.objects.filter(user_id=uid).first()
+    return stricter(_resolve(household_limits(), person), groups_of(uid))
+
+
+def groups_of(user_id: int | None) -> list[UserGroup]:
+    """The groups the person is in (``hub.accounts.groups``), by name."""
+    return list(UserGroup.objects.filter(members=user_id).order_by("name")) if user_id else []
+
+
+def stricter(limits: Limits, groups: list[UserGroup]) -> Limits:
+    """The stricter wins: each limit is the smallest of the person's (or the household's) and every group's
+    per-person default (a group's NULL limits nothing; "no limit" of a person's own never lifts a group's)."""
+    if not groups:
+        return limits
+    values: dict[str, Any] = {}
+    for name in QUOTA_FIELDS:
+        found = [v for v in (limits.get(name), *(getattr(g, name) for g in groups)) if v is not None]
+        values[name] = min(found) if found else None
+    return Limits(**values, overridden=limits.overridden)
 
 
 def overrides_of(user: Any) -> dict[str, int | None]:
@@ -164,7 +184,15 @@ def limits_of_many(user_ids: list[int]) -> dict[int, tuple[Limits, dict[str, int
     """Each person's (limits in force, own overrides as stored), in two queries whatever their number."""
     defaults = household_limits()
     rows = {row.user_id: row for row in PersonQuota.objects.filter(user_id__in=user_ids)}
-    return {uid: (_resolve(defaults, rows.get(uid)), _own_values(rows.get(uid))) for uid in user_ids}
+    groups: dict[int, list[UserGroup]] = {uid: [] for uid in user_ids}
+    for group in UserGroup.objects.filter(members__in=user_ids).prefetch_related("members").distinct():
+        for member in group.members.all():
+            if member.pk in groups:
+                groups[member.pk].append(group)
+    return {
+        uid: (stricter(_resolve(defaults, rows.get(uid)), groups[uid]), _own_values(rows.get(uid)))
+        for uid in user_ids
+    }
 
 
 def parse_limit(raw: Any, *, person: bool) -> int | None:
@@ -312,14 +340,18 @@ def _time_refusal(
     new_s: float,
     frees: dt.datetime,
     now: dt.datetime,
+    group: str = "",
 ) -> str | None:
+    """``group``: a group's shared limit (its members' time together), named in the words."""
     if used_s + booked_s + new_s <= limit * 60:
         return None
     total, booked, new = _minutes(used_s + booked_s), _minutes(booked_s), max(1, math.ceil(new_s / 60))
     window = "today" if name == "device_minutes_per_day" else "this week"
-    head = f"{LABELS[name]}: {total} of {limit} minutes used {window}"
+    whose = "its members' jobs" if group else "your jobs"
+    label = f"Group “{group}”, shared {LABELS[name].lower()}" if group else LABELS[name]
+    head = f"{label}: {total} of {limit} minutes used {window}"
     if booked:
-        head += f" ({_minutes(used_s)} run, {booked} booked by your jobs in the queue)"
+        head += f" ({_minutes(used_s)} run, {booked} booked by {whose} in the queue)"
     head += f"; this job needs about {new} more"
     if new_s > limit * 60:
         return (
@@ -328,7 +360,7 @@ def _time_refusal(
         )
     if booked_s + new_s > limit * 60:
         return (
-            f"{head}. It frees up once your queued jobs have run, from {_at(frees, now, prep=False)}; "
+            f"{head}. It frees up once {whose} in the queue have run, from {_at(frees, now, prep=False)}; "
             "cancel one to make room now."
         )
     return f"{head}; frees up {_at(frees, now)}."
@@ -344,12 +376,14 @@ def quota_check(
     """
     now = now or timezone.now()
     limits = limits_for(owner)
-    if not limits.any:
+    shared = [g for g in groups_of(getattr(owner, "pk", None)) if _shares(g)]
+    if not limits.any and not shared:
         return Verdict()
     usage = usage_for(owner, now=now)
     broken = _time_limits_broken(limits, usage, estimate_s=estimate_s, now=now) + _count_limits_broken(
         limits, usage
     )
+    broken += [why for group in shared for why in _shared_broken(group, estimate_s=estimate_s, now=now)]
     verdict = Verdict(line=usage_line(limits, usage))
     if broken and lift:
         verdict.lifted = broken
@@ -374,6 +408,53 @@ def _time_limits_broken(limits: Limits, usage: Usage, *, estimate_s: float, now:
             "device_minutes_per_week", limit=limit, used_s=usage.week_s, booked_s=usage.booked_s,
             new_s=estimate_s, frees=frees, now=now,
         ):  # fmt: skip
+            broken.append(why)
+    return broken
+
+
+def _shares(group: UserGroup) -> bool:
+    return group.shared_minutes_per_day is not None or group.shared_minutes_per_week is not None
+
+
+def group_usage(group: UserGroup, *, now: dt.datetime | None = None) -> Usage:
+    """The group's members' device time together (``usage_of_many`` summed: what its shared limit counts)."""
+    now = now or timezone.now()
+    total = Usage(now=now, day_start=day_start(now), week_start=week_start(now))
+    members = list(group.members.values_list("pk", flat=True))
+    for usage in usage_of_many(members, now=now).values():
+        total.day_s += usage.day_s
+        total.week_s += usage.week_s
+        total.booked_s += usage.booked_s
+        total.queued += usage.queued
+    return total
+
+
+def _shared_broken(group: UserGroup, *, estimate_s: float, now: dt.datetime) -> list[str]:
+    """The refusals of a group's shared daily and weekly limits (its members together) the new job would break."""
+    usage = group_usage(group, now=now)
+    broken: list[str] = []
+    windows = (
+        ("device_minutes_per_day", group.shared_minutes_per_day, _next_day(usage.day_start), usage.day_s),
+        (
+            "device_minutes_per_week",
+            group.shared_minutes_per_week,
+            _next_week(usage.week_start),
+            usage.week_s,
+        ),
+    )
+    for name, limit, frees, used in windows:
+        if limit is not None and (
+            why := _time_refusal(
+                name,
+                limit=limit,
+                used_s=used,
+                booked_s=usage.booked_s,
+                new_s=estimate_s,
+                frees=frees,
+                now=now,
+                group=group.name,
+            )  # fmt: skip
+        ):
             broken.append(why)
     return broken
 
@@ -479,53 +560,6 @@ def device_use_record(
         ended=ended,
         seconds=(ended - started).total_seconds(),
     )
-
-
-def can_delete_results(user: Any, job: Job) -> bool:
-    if not getattr(user, "is_authenticated", False):
-        return False
-    return bool(user.is_admin or job.owner_id == user.pk)
-
-
-def results_delete(*, job: Job, by: Any | None) -> int:
-    """Delete a finished job's result files (thumbnail included) for good; the job and its story stay. People
-    delete through the trash (``jobs.queue.trash``), which calls this when it is emptied (``by`` None: the daily
-    task or the command line). Returns the bytes freed. The files go after commit, so a rolled-back delete leaves
-    them all in place."""
-    if by is not None and not can_delete_results(by, job):
-        raise PermissionDenied("You can only delete your own results.")
-    if job.state in ACTIVE_STATES:
-        raise ValidationError("This job is still running; cancel it or wait until it ends.")
-    with transaction.atomic():
-        artifacts = list(Artifact.objects.select_for_update().filter(job_id=job.pk))
-        if not artifacts:
-            return 0
-        freed = sum(a.bytes for a in artifacts)
-        names = [a.file.name for a in artifacts]
-        Artifact.objects.filter(pk__in=[a.pk for a in artifacts]).delete()
-        if by is None:
-            who = "the hub (trash emptied)"
-        else:
-            who = "its owner" if by.pk == job.owner_id else f"an admin ({by.username})"
-        job_note(
-            job.pk,
-            f"Results deleted by {who}: {len(artifacts)} file(s), {freed / MB:.1f} MB freed.",
-            data={"freed_bytes": freed, "files": [n.rsplit("/", 1)[-1] for n in names]},
-        )
-        # The jobs that still wait for a result of it (a release left undone) can't have it any more.
-        cancel_children(job.pk, f"the results of job {job.pk}, which it waited for, were deleted.")
-        # The files through the artifacts' storage (the store's, ``jobs.files.store``; quotas don't import files).
-        storage = artifacts[0].file.storage
-
-        def remove() -> None:
-            for name in names:
-                try:
-                    storage.delete(name)
-                except OSError:
-                    logger.warning("could not remove %s", name, exc_info=True)
-
-        transaction.on_commit(remove)
-    return freed
 
 
 # -- selectors for the Usage page ------------------------------------------------------------------------------
@@ -646,13 +680,17 @@ __all__ = [
     "Usage",
     "Verdict",
     "device_use_record",
+    "group_usage",
+    "groups_of",
     "household_limits",
     "limits_for",
     "parse_limit",
     "quota_check",
     "quota_set",
+    "can_delete_results",
     "results_delete",
     "results_of",
+    "stricter",
     "usage_days",
     "usage_for",
     "usage_people",

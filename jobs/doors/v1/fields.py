@@ -191,9 +191,10 @@ def check_on(
         raise
 
 
-def model_ids(device, kind: str) -> list[str]:
-    """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices."""
-    return offered_models(device, kind)
+def model_ids(device, kind: str, *, owner: Any = None) -> list[str]:
+    """The models the hub can queue for ``kind`` on ``device`` right now: exactly the submit form's choices (with
+    ``owner``, those the person's groups allow)."""
+    return offered_models(device, kind, owner=owner)
 
 
 def pick_model(device, kind: str, data: dict[str, Any]) -> str:

@@ -8,19 +8,19 @@ from typing import Any
 from django.http import HttpRequest, HttpResponse, JsonResponse
 
 from devices.capabilities import Capabilities
-from devices.selectors import device_list_for
+from jobs.doors.intake import usable_devices, usable_kinds
 from jobs.doors.v1.door import door
 from jobs.doors.v1.errors import not_found
 from jobs.doors.v1.fields import device_for, model_ids
-from jobs.kinds.table import kinds_for
 
 
-def _model_objects(device) -> list[dict[str, Any]]:
+def _model_objects(device, owner) -> list[dict[str, Any]]:
+    """The device's models the person may use (their groups': ``usable_kinds``, the forms' allowed choices)."""
     caps = Capabilities.from_dict(device.capabilities)
     created = int((device.capabilities_at or device.created).timestamp())
     out: dict[str, dict[str, Any]] = {}
-    for kind in kinds_for(device):
-        for model_id in model_ids(device, kind):
+    for kind in usable_kinds(owner, device):
+        for model_id in model_ids(device, kind, owner=owner):
             row = out.setdefault(
                 model_id,
                 {
@@ -44,10 +44,10 @@ def _listed(request: HttpRequest) -> tuple[list[dict[str, Any]], str]:
     the default device first), and whose they are."""
     device = device_for(request, {})
     if device is not None:
-        return _model_objects(device), device.name
+        return _model_objects(device, request.user), device.name
     seen: dict[str, dict[str, Any]] = {}
-    for each in device_list_for(request.user):
-        for row in _model_objects(each):
+    for each in usable_devices(request.user):
+        for row in _model_objects(each, request.user):
             seen.setdefault(row["id"], row)
     return list(seen.values()), "any device"
 

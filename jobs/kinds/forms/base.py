@@ -11,6 +11,7 @@ from django.core.exceptions import ValidationError
 from django.utils import timezone
 
 from devices.capabilities import Capabilities
+from hub.accounts.groups import allowance_for
 from jobs.kinds.forms.messages import explain_fields
 from jobs.kinds.forms.uploads import clean_image_upload
 from jobs.models import JobKind, When
@@ -38,7 +39,11 @@ class JobForm(forms.Form):
         self.device = device
         self.user = user
         self.caps = Capabilities.from_dict(device.capabilities)
-        self.fields["model"].choices = [(m, label) for m, label in self.model_choices()]
+        # Only the models the person's groups allow (``hub.accounts.groups``; admission refuses the others by name).
+        allowance = allowance_for(user)
+        self.fields["model"].choices = [
+            (m, label) for m, label in self.model_choices() if allowance.model_ok(m)
+        ]
         if len(self.fields["model"].choices) == 1:
             self.fields["model"].initial = self.fields["model"].choices[0][0]
         if getattr(
