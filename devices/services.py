@@ -35,6 +35,7 @@ from devices.crypto import KeyUnreadable
 from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
 from devices.models import Device
+from devices.silence import LinkGate
 from hub import pagecache
 
 logger = logging.getLogger("devices")
@@ -319,6 +320,9 @@ def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClien
     client = CLIENTS[device.kind].for_device(device, **kw)
     if getattr(device, "pk", None) is None:
         return client
+    client.link = LinkGate(
+        device.pk
+    )  # a device gone silent is asked once per backoff window (devices.silence)
     if note_asked:
         client.on_request = functools.partial(device_note_asked, device.pk)
     if isinstance(client, TiinyClient):
