@@ -320,9 +320,8 @@ def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClien
     client = CLIENTS[device.kind].for_device(device, **kw)
     if getattr(device, "pk", None) is None:
         return client
-    client.link = LinkGate(
-        device.pk
-    )  # a device gone silent is asked once per backoff window (devices.silence)
+    # A device gone silent is asked once per backoff window (devices.silence).
+    client.link = LinkGate(device.pk, device.base_url)
     if note_asked:
         client.on_request = functools.partial(device_note_asked, device.pk)
     if isinstance(client, TiinyClient):

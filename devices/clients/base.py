@@ -47,7 +47,10 @@ class Timeouts:
     probe: float = 5.0  # status, health, info: the poller's calls; short so a dead device is noticed fast
     status: float = 10.0  # a render's status by id (the engine's poll of a video or a 3D task)
     manage: float = 30.0  # models, running, unload_candidate, launch
-    submit: float = 60.0
+    create: float = (
+        20.0  # a render's create call without files (a video): the device answers with an id at once
+    )
+    submit: float = 60.0  # a create call that uploads files (3D, TensorSharp)
     download: float = 20.0  # the first byte of a result, and between two chunks
     download_min_rate: float = 8 * 1024.0  # bytes per second, over each window
     download_rate_window: float = 30.0

@@ -44,7 +44,7 @@ class TiinyRenders(TiinyHttp):
             body["seed"] = seed
         if image:
             body["image"] = image
-        return self._post_json("/v1/videos", body, read=self.timeouts.submit)
+        return self._post_json("/v1/videos", body, read=self.timeouts.create)
 
     def video_list(self) -> list[dict]:
         """The device's video jobs (the job engine looks here for a render it lost track of in a crash)."""

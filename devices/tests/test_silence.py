@@ -108,3 +108,14 @@ def test_a_download_that_crawls_below_its_rate_is_given_up_not_one_that_keeps_pa
         for _ in range(10):  # 100 B/s
             now[0] += 4
             crawl.check(400, "/content")
+
+
+@pytest.mark.django_db
+def test_every_client_the_hub_makes_for_a_device_has_its_link_gate():
+    from devices.services import client_for, device_register
+
+    device = device_register(name="Gated", kind="tiiny", base_url="http://gated.test", api_key="k")
+    with client_for(device) as client, client_for(device, note_asked=False) as poller:
+        for c in (client, poller):
+            assert isinstance(c.link, silence.LinkGate)
+            assert (c.link.device_id, c.link.link) == (device.pk, silence._link(device.pk, device.base_url))

@@ -43,7 +43,9 @@ def small_engine(engine):
     engine.stop_all()  # the next test's engine starts its own e1
 
 
-def test_a_silent_device_holds_no_other_devices_short_jobs_on_the_small_profile(small_engine, two_tiinys, member):
+def test_a_silent_device_holds_no_other_devices_short_jobs_on_the_small_profile(
+    small_engine, two_tiinys, member
+):
     far, near = two_tiinys
     far.reset(speed=SPEED, quirks="none")
     near.reset(speed=3000, quirks="none")
