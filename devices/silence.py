@@ -14,11 +14,13 @@ A refused connection is no silence (it costs nothing to find out): only timeouts
 
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import logging
 import time
 
 from django.core.cache import cache
+from django.utils import timezone
 
 from devices import errors
 
@@ -50,6 +52,11 @@ def window_s(misses: int) -> float:
     return min(FIRST_WINDOW_S * 2 ** max(misses - 1, 0), MAX_WINDOW_S)
 
 
+def _clock(unix: float) -> str:
+    """``21:03`` in the hub's time zone."""
+    return timezone.localtime(dt.datetime.fromtimestamp(unix, tz=dt.UTC)).strftime("%H:%M")
+
+
 def silence_of(device_id: int, base_url: str) -> dict | None:
     """``{"since", "until", "misses"}`` (unix seconds) while the device at ``base_url`` is silent, else None."""
     return _mark(_link(device_id, base_url))
@@ -78,17 +85,17 @@ class LinkGate:
         if mark is None:
             return None
         now = time.time()
-        since = time.strftime("%H:%M", time.localtime(mark["since"]))
+        since = _clock(mark["since"])
         if now < mark["until"]:
             raise errors.DeviceSilent(
-                detail=f"no answer since {since}; trying again in {mark['until'] - now:.0f}s"
+                f"No answer since {since}.", detail=f"trying again in {mark['until'] - now:.0f}s"
             )
         try:
             mine = cache.add(_try_key(self.link), 1, timeout=max(int(MAX_WINDOW_S), 1))
         except Exception:  # noqa: BLE001
             return None
         if not mine:
-            raise errors.DeviceSilent(detail=f"no answer since {since}; another call is trying the link")
+            raise errors.DeviceSilent(f"No answer since {since}.", detail="another call is trying the link")
         return TRY_DEADLINE_S
 
     def answered(self) -> None:

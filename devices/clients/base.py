@@ -144,6 +144,8 @@ class HttpDevice:
     ) -> None:
         self.base_url = validate_base_url(base_url)
         self.timeouts = timeouts
+        #: seconds from each request sent to its answer's head (the poller records them: the link's round trip)
+        self.round_trips: list[float] = []
         self._secret = secret
         self._http = httpx.Client(
             base_url=self.base_url + "/",
@@ -197,6 +199,7 @@ class HttpDevice:
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc, method, path) from None
             self._answered()
+            self.round_trips.append(time.monotonic() - started)
             logger.debug("%s %s -> %s in %.2fs", method, path, resp.status_code, time.monotonic() - started)
             if resp.status_code not in (301, 302, 303, 307, 308) or "location" not in resp.headers:
                 return resp
