@@ -35,6 +35,7 @@ from devices.crypto import KeyUnreadable
 from devices.loads import device_load_seconds, device_note_load_seconds
 from devices.metrics import Sample, metric_add
 from devices.models import Device
+from devices.round_trips import device_note_round_trips
 from devices.silence import LinkGate
 from hub import pagecache
 
@@ -320,8 +321,7 @@ def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClien
     client = CLIENTS[device.kind].for_device(device, **kw)
     if getattr(device, "pk", None) is None:
         return client
-    # A device gone silent is asked once per backoff window (devices.silence).
-    client.link = LinkGate(device.pk, device.base_url)
+    client.link = LinkGate(device.pk, device.base_url)  # a silent device: once per window (devices.silence)
     if note_asked:
         client.on_request = functools.partial(device_note_asked, device.pk)
     if isinstance(client, TiinyClient):
@@ -467,36 +467,6 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
     device_record_reading(device_id=device_id, reading=reading)
     device_note_round_trips(device_id=device_id, seconds=client.round_trips)
     return Device.State.ONLINE
-
-
-#: How many of the poller's last round trips the link's p95 is taken over (at 2 s a poll: the last minute or so).
-ROUND_TRIPS_KEPT = 40
-
-
-def _round_trips_key(device_id: int) -> str:
-    return f"devices:round-trips:{device_id}"
-
-
-def device_note_round_trips(*, device_id: int, seconds: list[float]) -> int | None:
-    """Add the poller's round trips to the device's last ones (in Redis; the poller holds the device's claim, so
-    no two write at once) and store their 95th percentile on the row when it moved. Returns it (ms)."""
-    if not seconds:
-        return None
-    try:
-        kept = cache.get(_round_trips_key(device_id)) or []
-        kept = [*kept, *(round(s * 1000) for s in seconds)][-ROUND_TRIPS_KEPT:]
-        cache.set(_round_trips_key(device_id), kept, timeout=3600)
-    except Exception:  # noqa: BLE001 - no Redis: this poll's own
-        kept = [round(s * 1000) for s in seconds]
-    p95 = p95_of(kept)
-    Device.objects.filter(pk=device_id).exclude(link_p95_ms=p95).update(link_p95_ms=p95)
-    return p95
-
-
-def p95_of(values: list[int]) -> int:
-    """The nearest-rank 95th percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, -(-95 * len(ordered) // 100) - 1)]
 
 
 def device_read_capabilities(

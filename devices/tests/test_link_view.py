@@ -13,14 +13,8 @@ from django.urls import reverse
 from devices import errors, silence
 from devices.clients.tiiny import TiinyClient
 from devices.models import Device
-from devices.services import (
-    device_note_round_trips,
-    device_refresh,
-    device_register,
-    device_set_state,
-    p95_of,
-    state_for_error,
-)
+from devices.round_trips import device_note_round_trips, p95_of
+from devices.services import device_refresh, device_register, device_set_state, state_for_error
 
 pytestmark = pytest.mark.django_db
 
