@@ -31,6 +31,8 @@ MAX_WINDOW_S = 30.0
 #: The one call that tries a silent link waits at most this long for its first byte (whatever its own deadline):
 #: a try costs the worker slot a short while, and an answer ends the silence for the longer calls after it.
 TRY_DEADLINE_S = 5.0
+#: Calls whose own deadline is longer than this (renders that answer when done, streams) never try a silent link.
+LONGEST_TRY_S = 30.0
 KEEP_S = 24 * 3600  # a mark nobody renewed in a day is forgotten
 
 
@@ -78,9 +80,11 @@ class LinkGate:
         self.device_id = device_id
         self.link = _link(device_id, base_url)
 
-    def before(self) -> float | None:
+    def before(self, read: float) -> float | None:
         """Raise ``DeviceSilent`` while the device's window runs, or while another call tries the link; the
-        deadline of a call that tries the link (None: the call's own)."""
+        deadline of a call that tries the link (None: the call's own). A call that waits long for its answer by
+        design (a blocking render, a stream: ``read`` over ``LONGEST_TRY_S``) never tries the link: cut short, the
+        device would have started a render the hub no longer hears of. A short call (the poller's) tries it."""
         mark = _mark(self.link)
         if mark is None:
             return None
@@ -90,6 +94,8 @@ class LinkGate:
             raise errors.DeviceSilent(
                 f"No answer since {since}.", detail=f"trying again in {mark['until'] - now:.0f}s"
             )
+        if read > LONGEST_TRY_S:
+            raise errors.DeviceSilent(f"No answer since {since}.", detail="a short call tries the link first")
         try:
             mine = cache.add(_try_key(self.link), 1, timeout=max(int(MAX_WINDOW_S), 1))
         except Exception:  # noqa: BLE001
@@ -99,6 +105,7 @@ class LinkGate:
         return TRY_DEADLINE_S
 
     def answered(self) -> None:
+        """An answer came (or the connection was refused or broke: packets flow): the silence is over."""
         try:
             if cache.get(_key(self.link)) is not None:
                 cache.delete_many([_key(self.link), _try_key(self.link)])

@@ -189,7 +189,7 @@ class HttpDevice:
 
     def request(self, method: str, path: str, *, read: float, **kw: Any) -> httpx.Response:
         """One request with redirects handled by hand; raises typed errors for transport failures only."""
-        cap = self._before()
+        cap = self._before(read)
         timeout = self.timeouts.of(min(read, cap) if cap else read)
         url: str = self._url(path)
         for _ in range(MAX_REDIRECTS + 1):
@@ -224,7 +224,7 @@ class HttpDevice:
     @contextmanager
     def stream(self, method: str, path: str, *, read: float, **kw: Any) -> Iterator[httpx.Response]:
         """Streaming request (downloads, SSE). No redirects are followed on streams."""
-        cap = self._before()
+        cap = self._before(read)
         timeout = self.timeouts.of(min(read, cap) if cap else read)
         try:
             with self._http.stream(method, self._url(path), timeout=timeout, **kw) as resp:
@@ -238,9 +238,9 @@ class HttpDevice:
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, method, path) from None
 
-    def _before(self) -> float | None:
+    def _before(self, read: float) -> float | None:
         """Before each request: the link gate (may refuse; a shorter deadline for a try), then ``on_request``."""
-        cap = self.link.before() if self.link is not None else None
+        cap = self.link.before(read) if self.link is not None else None
         if self.on_request is not None:
             self.on_request()
         return cap
@@ -251,8 +251,13 @@ class HttpDevice:
 
     def _transport_error(self, exc: httpx.HTTPError, method: str, path: str) -> errors.DeviceError:
         where = f"{method} {path}"
-        if isinstance(exc, httpx.TimeoutException) and self.link is not None:
-            self.link.timed_out()  # silent: the next calls fail at once until its window ends (devices.silence)
+        if self.link is not None:
+            # Silent: the next calls fail at once until its window ends (devices.silence). A refused or broken
+            # connection is no silence: packets came back.
+            if isinstance(exc, httpx.TimeoutException):
+                self.link.timed_out()
+            else:
+                self.link.answered()
         if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
             return errors.DeviceUnreachable(detail=self.scrub(f"{where}: {type(exc).__name__}: {exc}"))
         if isinstance(exc, httpx.TimeoutException):

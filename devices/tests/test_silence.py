@@ -73,7 +73,7 @@ def test_one_call_tries_the_link_while_the_others_fail_at_once(link):
     other.link = silence.LinkGate(903, one.base_url)
     mark = silence.silence_of(903, one.base_url)
     silence.cache.set(silence._key(one.link.link), {**mark, "until": time.time() - 1})
-    assert one.link.before() == silence.TRY_DEADLINE_S  # this one tries
+    assert one.link.before(5.0) == silence.TRY_DEADLINE_S  # this one tries
     with pytest.raises(errors.DeviceSilent, match="another call is trying"):
         other.sys_status()
     assert len(link.asked) == 1
@@ -119,3 +119,37 @@ def test_every_client_the_hub_makes_for_a_device_has_its_link_gate():
         for c in (client, poller):
             assert isinstance(c.link, silence.LinkGate)
             assert (c.link.device_id, c.link.link) == (device.pk, silence._link(device.pk, device.base_url))
+
+
+def test_a_long_call_never_tries_a_silent_link_a_short_one_does(link):
+    client = gated(link, 905)
+    with pytest.raises(errors.DeviceTimeout):
+        client.sys_status()
+    mark = silence.silence_of(905, client.base_url)
+    silence.cache.set(silence._key(client.link.link), {**mark, "until": time.time() - 1})
+    with pytest.raises(errors.DeviceSilent, match="a short call tries"):
+        client.request("POST", "/v1/images/generations", read=600.0)  # a blocking render: not cut to 5 s
+    assert len(link.asked) == 1
+    link.silent = False
+    client.sys_status()  # the poller's probe tries it, and the silence ends
+    assert silence.silence_of(905, client.base_url) is None
+
+
+def test_a_refused_connection_ends_a_silence():
+    answers = iter([httpx.ReadTimeout("timed out"), httpx.ConnectError("refused")])
+
+    def handler(request):
+        exc = next(answers)
+        exc.request = request
+        raise exc
+
+    base_url = f"http://restarting-{time.monotonic_ns()}.test"
+    client = TiinyClient(base_url, "key", transport=httpx.MockTransport(handler))
+    client.link = silence.LinkGate(906, base_url)
+    with pytest.raises(errors.DeviceTimeout):
+        client.sys_status()
+    mark = silence.silence_of(906, base_url)
+    silence.cache.set(silence._key(client.link.link), {**mark, "until": time.time() - 1})
+    with pytest.raises(errors.DeviceUnreachable):
+        client.sys_status()
+    assert silence.silence_of(906, base_url) is None
