@@ -11,6 +11,7 @@ import time
 import pytest
 
 from devices.emulator.testing import run_tiiny
+from devices.models import Device
 from hub.testing import wait_for
 from jobs.queue.services import job_submit
 from jobs.tests.conftest import make_device, wait_job
@@ -83,6 +84,14 @@ def test_a_silent_device_holds_no_other_devices_short_jobs_on_the_small_profile(
         took = time.monotonic() - went_silent
         print(f"six images on the clean device while the other was silent: {took:.1f} s")
         assert link.silent.is_set()  # all of them while the other device was still silent
+        wait_for(  # its pages tell the silence apart (the poller reads the link gate's mark; pages read the row)
+            lambda: Device.objects.filter(
+                pk=silent.pk, state=Device.State.UNREACHABLE, state_message__startswith="No answer since"
+            ).exists(),
+            timeout=60,
+            what="the silent device to show 'No answer since'",
+        )
+        assert Device.objects.get(pk=clean.pk).state == Device.State.ONLINE
         video.refresh_from_db()
         assert video.state in ("submitted", "running", "collecting")  # its claim stands
         link.silent.clear()
