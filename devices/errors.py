@@ -62,6 +62,11 @@ class DeviceTimeout(DeviceUnreachable):
     default_human = "The device did not answer in time."
 
 
+class DeviceSilent(DeviceTimeout):
+    """Not asked at all: the device's link went silent and its backoff window runs (``devices.silence``). Raised at
+    once, without a request, so a silent device holds no worker slot; the engine treats it as the timeout it is."""
+
+
 class AuthFailed(DeviceError):
     """401: the API key is wrong or expired (permanent until someone fixes the key)."""
 

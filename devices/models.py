@@ -12,6 +12,16 @@ def _default_time_zone() -> str:
     return settings.TIME_ZONE
 
 
+#: A device whose requests take this long to answer (p95) has a slow link, and its pages say so.
+SLOW_LINK_MS = 2000
+
+
+def round_trip_text(ms: int | None) -> str:
+    if ms is None:
+        return ""
+    return f"{ms} ms" if ms < 1000 else f"{ms / 1000:.1f} s"
+
+
 class Device(models.Model):
     """A Tiiny Pocket or a TensorSharp server the hub drives. Jobs FK to it."""
 
@@ -45,6 +55,9 @@ class Device(models.Model):
     state_fix = models.CharField(max_length=500, blank=True, default="")
     state_changed_at = models.DateTimeField(null=True, blank=True)
     last_seen = models.DateTimeField(null=True, blank=True)
+    #: the round trip of the poller's requests (first byte of the answer), 95th percentile of the last ones, in ms
+    #: (devices.services.device_note_round_trips); views read it, never the device
+    link_p95_ms = models.IntegerField(null=True, blank=True)
 
     versions = models.JSONField(default=dict, blank=True)  # {"tiiny_os": "0.1.38", "version": "0.1.30"}
     capabilities = models.JSONField(default=dict, blank=True)  # devices.capabilities.Capabilities.to_dict()
@@ -88,6 +101,18 @@ class Device(models.Model):
     def __repr__(self) -> str:
         # Never the key, not even encrypted.
         return f"<Device {self.pk} {self.name!r} {self.kind} {self.state}>"
+
+    @property
+    def round_trip_text(self) -> str:
+        """The link's measured round trip (p95), ``"40 ms"`` or ``"4.2 s"``; empty before the poller measured it."""
+        return round_trip_text(self.link_p95_ms)
+
+    @property
+    def slow_link_s(self) -> float | None:
+        """Seconds the device takes to answer (p95) when that is slow enough to say so on its pages, else None."""
+        if self.link_p95_ms is None or self.link_p95_ms < SLOW_LINK_MS:
+            return None
+        return round(self.link_p95_ms / 1000, 1)
 
     @property
     def state_detail(self) -> str:

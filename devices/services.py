@@ -40,6 +40,8 @@ from devices.registry import (
 from devices.registry import device_register as device_register
 from devices.registry import device_remove as device_remove
 from devices.registry import device_update as device_update
+from devices.round_trips import device_note_round_trips
+from devices.silence import LinkGate
 from hub import pagecache
 
 logger = logging.getLogger("devices")
@@ -247,6 +249,7 @@ def client_for(device: Any, *, note_asked: bool = True, **kw: Any) -> TiinyClien
     client = CLIENTS[device.kind].for_device(device, **kw)
     if getattr(device, "pk", None) is None:
         return client
+    client.link = LinkGate(device.pk, device.base_url)  # a silent device: once per window (devices.silence)
     if note_asked:
         client.on_request = functools.partial(device_note_asked, device.pk)
     if isinstance(client, TiinyClient):
@@ -390,6 +393,7 @@ def device_refresh(*, device_id: int, client: TiinyClient | TensorSharpClient | 
             return state or device.state
     device_set_state(device_id=device_id, state=Device.State.ONLINE, seen=True, as_of=asked_at)
     device_record_reading(device_id=device_id, reading=reading)
+    device_note_round_trips(device_id=device_id, seconds=client.round_trips)
     return Device.State.ONLINE
 
 

@@ -206,6 +206,8 @@ class DeviceStatus:
     running: int  # preparing, submitted, running or collecting
     paused: bool
     is_default: bool
+    round_trip: str = ""  # the link's p95 ("40 ms"), measured by the poller
+    slow_link: bool = False
 
 
 def device_statuses() -> list[DeviceStatus]:
@@ -221,7 +223,15 @@ def device_statuses() -> list[DeviceStatus]:
         )
     }
     devices = Device.objects.only(
-        "pk", "name", "state", "state_message", "last_seen", "reading_at", "queue_paused", "is_default"
+        "pk",
+        "name",
+        "state",
+        "state_message",
+        "last_seen",
+        "reading_at",
+        "queue_paused",
+        "is_default",
+        "link_p95_ms",
     ).order_by("-is_default", "name")
     return [
         DeviceStatus(
@@ -236,6 +246,8 @@ def device_statuses() -> list[DeviceStatus]:
             running=counts.get(d.pk, {}).get("running", 0),
             paused=d.queue_paused,
             is_default=d.is_default,
+            round_trip=d.round_trip_text,
+            slow_link=d.slow_link_s is not None,
         )
         for d in devices
     ]

@@ -35,13 +35,25 @@ logger = logging.getLogger("devices.clients")
 
 @dataclass(frozen=True)
 class Timeouts:
-    """(connect, read) seconds per call type."""
+    """(connect, read) seconds per call type: the read deadline is the wait for the first byte of the answer and
+    for each next chunk, never for the whole answer. A device on the household's LAN answers a status in well under
+    a second; a deadline is what a silent link (packets stop) costs a worker slot each time it is asked.
+
+    A download has no total deadline either: it goes on while it makes progress, at least ``download_min_rate``
+    bytes per second over each ``download_rate_window`` seconds (a 200 MB video at a crawl still finishes; a link
+    that keeps a connection open but carries almost nothing is given up and asked again later)."""
 
     connect: float = 3.0
     probe: float = 5.0  # status, health, info: the poller's calls; short so a dead device is noticed fast
-    manage: float = 30.0  # models, running, unload_candidate, launch, 3D/video submit and get
-    submit: float = 60.0
-    download: float = 60.0  # between two chunks, not for the whole file
+    status: float = 10.0  # a render's status by id (the engine's poll of a video or a 3D task)
+    manage: float = 30.0  # models, running, unload_candidate, launch
+    create: float = (
+        20.0  # a render's create call without files (a video): the device answers with an id at once
+    )
+    submit: float = 60.0  # a create call that uploads files (3D, TensorSharp)
+    download: float = 20.0  # the first byte of a result, and between two chunks
+    download_min_rate: float = 8 * 1024.0  # bytes per second, over each window
+    download_rate_window: float = 30.0
 
     def of(self, read: float) -> httpx.Timeout:
         return httpx.Timeout(connect=self.connect, read=read, write=max(read, 30.0), pool=self.connect)
@@ -132,6 +144,8 @@ class HttpDevice:
     ) -> None:
         self.base_url = validate_base_url(base_url)
         self.timeouts = timeouts
+        #: seconds from each request sent to its answer's head (the poller records them: the link's round trip)
+        self.round_trips: list[float] = []
         self._secret = secret
         self._http = httpx.Client(
             base_url=self.base_url + "/",
@@ -169,12 +183,14 @@ class HttpDevice:
     #: Called before every request sent (``devices.services.client_for`` sets it for the job path: the metric
     #: poller's optional tick gives way to the job's own requests). Must not raise.
     on_request: Callable[[], None] | None = None
+    #: The device's link gate (``devices.silence.LinkGate``, set by ``client_for``): ``before()`` may refuse a
+    #: request to a device gone silent without sending it; ``answered()`` / ``timed_out()`` after each one.
+    link: Any = None
 
     def request(self, method: str, path: str, *, read: float, **kw: Any) -> httpx.Response:
         """One request with redirects handled by hand; raises typed errors for transport failures only."""
-        if self.on_request is not None:
-            self.on_request()
-        timeout = self.timeouts.of(read)
+        cap = self._before(read)
+        timeout = self.timeouts.of(min(read, cap) if cap else read)
         url: str = self._url(path)
         for _ in range(MAX_REDIRECTS + 1):
             started = time.monotonic()
@@ -182,6 +198,8 @@ class HttpDevice:
                 resp = self._http.request(method, url, timeout=timeout, **kw)
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc, method, path) from None
+            self._answered()
+            self.round_trips.append(time.monotonic() - started)
             logger.debug("%s %s -> %s in %.2fs", method, path, resp.status_code, time.monotonic() - started)
             if resp.status_code not in (301, 302, 303, 307, 308) or "location" not in resp.headers:
                 return resp
@@ -206,10 +224,11 @@ class HttpDevice:
     @contextmanager
     def stream(self, method: str, path: str, *, read: float, **kw: Any) -> Iterator[httpx.Response]:
         """Streaming request (downloads, SSE). No redirects are followed on streams."""
-        if self.on_request is not None:
-            self.on_request()
+        cap = self._before(read)
+        timeout = self.timeouts.of(min(read, cap) if cap else read)
         try:
-            with self._http.stream(method, self._url(path), timeout=self.timeouts.of(read), **kw) as resp:
+            with self._http.stream(method, self._url(path), timeout=timeout, **kw) as resp:
+                self._answered()
                 if resp.status_code in (301, 302, 303, 307, 308):
                     raise errors.BadRequest(
                         "The device redirected a download; refusing to follow.",
@@ -219,8 +238,26 @@ class HttpDevice:
         except httpx.HTTPError as exc:
             raise self._transport_error(exc, method, path) from None
 
+    def _before(self, read: float) -> float | None:
+        """Before each request: the link gate (may refuse; a shorter deadline for a try), then ``on_request``."""
+        cap = self.link.before(read) if self.link is not None else None
+        if self.on_request is not None:
+            self.on_request()
+        return cap
+
+    def _answered(self) -> None:
+        if self.link is not None:
+            self.link.answered()
+
     def _transport_error(self, exc: httpx.HTTPError, method: str, path: str) -> errors.DeviceError:
         where = f"{method} {path}"
+        if self.link is not None:
+            # Silent: the next calls fail at once until its window ends (devices.silence). A refused or broken
+            # connection is no silence: packets came back.
+            if isinstance(exc, httpx.TimeoutException):
+                self.link.timed_out()
+            else:
+                self.link.answered()
         if isinstance(exc, (httpx.ConnectError, httpx.ConnectTimeout, httpx.PoolTimeout)):
             return errors.DeviceUnreachable(detail=self.scrub(f"{where}: {type(exc).__name__}: {exc}"))
         if isinstance(exc, httpx.TimeoutException):
@@ -301,6 +338,7 @@ class HttpDevice:
                     f"The device answered HTTP {resp.status_code} for a file.", status=resp.status_code
                 )
             got.start(resp)
+            pace = _Pace(self.timeouts.download_min_rate, self.timeouts.download_rate_window)
             try:
                 with open(tmp, "r+b" if got.size else "wb") as fh:
                     fh.seek(got.size)
@@ -308,6 +346,7 @@ class HttpDevice:
                     for chunk in resp.iter_bytes():  # as they come: a break keeps every byte received
                         fh.write(chunk)
                         got.size += len(chunk)
+                        pace.check(len(chunk), path)
             except httpx.HTTPError as exc:
                 raise self._transport_error(exc, "GET", path) from None
         if got.total is not None and got.size != got.total:
@@ -352,6 +391,27 @@ def _retryable(exc: errors.DeviceError) -> bool:
     again at once. A refusal is not, nor a device that went silent or can't be reached: waiting out a timeout
     again and again would hold the worker; the job's next collect step asks later."""
     return isinstance(exc, errors.Transient) and exc.status is None
+
+
+class _Pace:
+    """A download's progress deadline: at least ``min_rate`` bytes a second over each ``window`` seconds. A break
+    keeps what was received (the next request asks for the rest)."""
+
+    def __init__(self, min_rate: float, window: float, clock: Callable[[], float] = time.monotonic) -> None:
+        self.min_rate, self.window, self.clock = min_rate, window, clock
+        self.started, self.got = clock(), 0
+
+    def check(self, n: int, path: str) -> None:
+        self.got += n
+        spent = self.clock() - self.started
+        if spent < self.window:
+            return
+        if self.got < self.min_rate * spent:
+            raise errors.DeviceTimeout(
+                "The download from the device is too slow.",
+                detail=f"{path}: {self.got} bytes in {spent:.0f}s (at least {self.min_rate:.0f} B/s expected)",
+            )
+        self.started, self.got = self.clock(), 0
 
 
 _CONTENT_RANGE = re.compile(r"^\s*bytes\s+(\d+)-(\d+)/(\d+|\*)\s*$", re.IGNORECASE)

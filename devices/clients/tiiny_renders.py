@@ -44,7 +44,7 @@ class TiinyRenders(TiinyHttp):
             body["seed"] = seed
         if image:
             body["image"] = image
-        return self._post_json("/v1/videos", body, read=self.timeouts.submit)
+        return self._post_json("/v1/videos", body, read=self.timeouts.create)
 
     def video_list(self) -> list[dict]:
         """The device's video jobs (the job engine looks here for a render it lost track of in a crash)."""
@@ -52,7 +52,9 @@ class TiinyRenders(TiinyHttp):
         return raw.get("data", []) if isinstance(raw, dict) else list(raw or [])
 
     def video_get(self, video_id: str) -> dict:
-        return self._get_json(f"/v1/videos/{quote(video_id, safe='')}", id_call=True)
+        return self._get_json(
+            f"/v1/videos/{quote(video_id, safe='')}", read=self.timeouts.status, id_call=True
+        )
 
     def video_delete(self, video_id: str) -> dict:
         """Deletes the job record. On the device this does not stop a running render; stop the model for that."""
@@ -82,7 +84,9 @@ class TiinyRenders(TiinyHttp):
         return raw.get("tasks", raw.get("data", [])) if isinstance(raw, dict) else list(raw or [])
 
     def task3d_get(self, task_id: str) -> dict:
-        return self._get_json(f"/v1/3d/tasks/{quote(task_id, safe='')}", id_call=True)
+        return self._get_json(
+            f"/v1/3d/tasks/{quote(task_id, safe='')}", read=self.timeouts.status, id_call=True
+        )
 
     def task3d_cancel(self, task_id: str) -> dict:
         return self._post_json(f"/v1/3d/tasks/{quote(task_id, safe='')}/cancel", id_call=True)

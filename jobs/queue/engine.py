@@ -149,14 +149,47 @@ def _submit_poll(job: Job, runner) -> None:
     try:
         remote_id, data = runner.submit()
     except errors.DeviceError as exc:
-        if exc.status is None and not isinstance(exc, (errors.DeviceUnreachable, errors.DeviceLocked)):
-            # The connection broke mid-request: the device may have created the render. Look before resubmitting.
+        if _maybe_created(exc):
+            # The device may have created the render (the request went out, its answer never came): look before
+            # sending it again.
             _recover_submission(job.pk)
             return
         handle_error(job, exc, where="submit")
         return
     _note_ready_wait(job, runner)
     _adopt(job, runner, remote_id, data)
+
+
+def _maybe_created(exc: errors.DeviceError) -> bool:
+    """A create call that failed this way may have reached the device: the connection broke mid-request, or the
+    request went out and no answer came in time (a link gone silent). A refused or never-made connection, a lock,
+    or a call the silent link's gate kept back (``DeviceSilent``) created nothing."""
+    if isinstance(exc, errors.DeviceSilent):
+        return False
+    if isinstance(exc, errors.DeviceTimeout):
+        return True
+    return exc.status is None and not isinstance(exc, (errors.DeviceUnreachable, errors.DeviceLocked))
+
+
+def _wait_to_look(job: Job, exc: errors.DeviceError) -> None:
+    """The device can't say yet whether it got the render (silent, unreachable, locked): the job stays submitted
+    without a remote id, saying so once, and recovery looks again (reconcile, once the lease lapses) until the
+    device answers; then the render is adopted, or sent once."""
+    if isinstance(exc, (errors.DeviceLocked, errors.DeviceUnreachable, errors.AuthFailed)):
+        device_state_from(job.device_id, exc)
+        watch_device(job.device_id)
+    job.refresh_from_db()
+    if job.remote_data.get("waiting_on") == exc.code:
+        return
+    job_note(
+        job.pk,
+        f"Waiting for the device: {exc.human} It may have the render already; the hub looks before sending it "
+        "again.",
+        data={"code": exc.code},
+        only_in=[S.SUBMITTED],
+        remote_data={**stored_remote_data(job), "waiting_on": exc.code},
+        phase=f"Waiting for the device: {exc.human}"[:100],
+    )
 
 
 def _adopt(job: Job, runner, remote_id: str, data: dict[str, Any]) -> None:
@@ -529,11 +562,12 @@ def _recover_submission(job_id: int) -> None:
         found = runner.find_lost()
     except errors.DeviceError as exc:
         logger.info("job %s: cannot look for its render yet: %s", job_id, exc)
+        _wait_to_look(job, exc)
         return  # reconcile tries again
     if found:
         job_note(
             job.pk,
-            "Found the render the device had already started (after a hub restart).",
+            "Found the render the device had already started (its answer to the hub was lost).",
             data={"remote_id": found},
         )
         _adopt(job, runner, found, {})
@@ -546,6 +580,9 @@ def _recover_submission(job_id: int) -> None:
     try:
         remote_id, data = runner.submit()
     except errors.DeviceError as exc:
+        if _maybe_created(exc):
+            _wait_to_look(job, exc)  # sent, maybe: the next recovery looks for it before sending again
+            return
         handle_error(job, exc, where="resubmit")
         return
     _adopt(job, runner, remote_id, data)

@@ -31,6 +31,8 @@ class SilentLink:
         self.silent = threading.Event()
         #: go silent once this many bytes of an answer to a request for ``/content`` (a result) went through
         self.silent_mid_download: int | None = None
+        #: go silent once a request starting with these bytes went through (the device gets it, its answer is lost)
+        self.silent_after_request: bytes | None = None
         self.port = free_port()
         self._server = socket.create_server(("127.0.0.1", self.port))
         self._server.settimeout(0.2)
@@ -72,6 +74,13 @@ class SilentLink:
                     break
                 if not answers and b"/content " in data:
                     download["asked"] = True
+                if not answers and self.silent_after_request and data.startswith(self.silent_after_request):
+                    self.silent_after_request = None
+                    download["whole_request"] = True  # the rest of this request (its body) still goes through
+                    self.silent.set()
+                if not answers and download.get("whole_request"):
+                    dst.sendall(data)
+                    continue
                 if answers and download["asked"] and self.silent_mid_download is not None:
                     room = self.silent_mid_download - download["sent"]
                     if room <= len(data):
@@ -183,4 +192,38 @@ def test_a_download_that_goes_silent_mid_body_is_fetched_again_and_the_video_ren
     stored = store.read_bytes(video.file.name)
     assert len(whole) > 20_000 and video.bytes == len(stored)
     assert_device_video(whole, stored)  # the device's whole render, its story written in (jobs.files.story)
+    assert tiiny.counters()["renders_submitted"] == 1  # rendered once
+
+
+def test_a_create_call_whose_answer_is_lost_waits_for_the_device_then_adopts_its_render_once(
+    engine, tiiny, link, member
+):
+    """The device gets the create call, and the link goes silent before its answer comes back: the job never
+    stays "Sending"; it waits for the device, saying so, and once the link is back the hub finds the render the
+    device started and collects it, never sending it a second time."""
+    tiiny.disable_quirks("xh2a_after_load", "bad_gateway_after_load")  # its first create is the one it keeps
+    device = make_device(Via(link.base_url, tiiny.api_key), name="Behind Wi-Fi")
+    link.silent_after_request = b"POST /v1/videos "
+    job = job_submit(
+        owner=member,
+        device=device,
+        kind="video",
+        model_id=VIDEO,
+        params={"prompt": "a red fox on the ice", "size": "832x480", "seconds": 2, "steps": 4},
+    )
+    wait_for(link.silent.is_set, timeout=60, what="the create call to go out")
+    wait_for(
+        lambda: job.events.filter(message__startswith="Waiting for the device").exists(),
+        timeout=120,
+        what="the job to wait for the silent device",
+    )
+    job.refresh_from_db()
+    assert job.state == "submitted" and not job.remote_id
+    assert job.phase.startswith("Waiting for the device")  # not "Sending"
+    assert tiiny.counters()["renders_submitted"] == 1  # the device got it
+    link.silent.clear()
+
+    wait_job(job, timeout=120, engine=engine)
+    assert job.artifacts.filter(name="video.mp4").exists()
+    assert job.events.filter(message__startswith="Found the render the device had already started").exists()
     assert tiiny.counters()["renders_submitted"] == 1  # rendered once
