@@ -7,6 +7,7 @@ from django.urls import include, path
 from hub import api as hub_api
 from hub import metrics as hub_metrics
 from hub import views
+from hub.accounts import oidc
 from jobs.doors import views as jobs_views
 from jobs.doors.v1 import v1
 from notify import views as notify_views
@@ -29,6 +30,9 @@ urlpatterns = [
     path("favicon.ico", views.favicon, name="favicon"),
     path("manifest.webmanifest", views.manifest, name="manifest"),
     path("accounts/", include("hub.accounts.urls")),
+    # OpenID Connect (hub.accounts.oidc): the redirect URI to register at the provider is <hub>/oidc/callback/.
+    path("oidc/authenticate/", oidc.SignInStart.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.SignInCallback.as_view(), name="oidc_authentication_callback"),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),
     path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)

@@ -11,7 +11,27 @@ from hub.accounts.views_invite import InvalidIs400, PasswordChangeView
 
 @method_decorator(login_not_required, name="dispatch")
 class LoginView(InvalidIs400, auth_views.LoginView):
-    pass
+    """The sign-in page: the password form unless HUB_LOCAL_SIGNIN is off, and "Sign in with …" when OpenID
+    Connect is configured (hub.accounts.sso)."""
+
+    def get_context_data(self, **kwargs):
+        from django.conf import settings
+
+        from hub.accounts import sso
+
+        context = super().get_context_data(**kwargs)
+        context["local_signin"] = sso.local_signin_enabled()
+        context["oidc_name"] = settings.HUB_OIDC_NAME if sso.oidc_enabled() else None
+        return context
+
+    def post(self, request, *args, **kwargs):
+        from hub.accounts import sso
+
+        if not sso.local_signin_enabled():
+            response = self.render_to_response(self.get_context_data(local_signin_refused=True))
+            response.status_code = 403
+            return response
+        return super().post(request, *args, **kwargs)
 
 
 urlpatterns = [
