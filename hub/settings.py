@@ -360,11 +360,8 @@ HUB_TRUSTED_HEADER = env_str("HUB_TRUSTED_HEADER", "")
 HUB_TRUSTED_HEADER_CREATE = env_str("HUB_TRUSTED_HEADER_CREATE", "")
 # off: the sign-in page has no password form and passwords are refused (recover: docs/admin.md, "Single sign-on").
 HUB_LOCAL_SIGNIN = env_bool("HUB_LOCAL_SIGNIN", True)
-# mozilla-django-oidc's own settings, from the above.
-OIDC_RP_CLIENT_ID = HUB_OIDC_CLIENT_ID
-OIDC_RP_CLIENT_SECRET = HUB_OIDC_CLIENT_SECRET
+# mozilla-django-oidc's own settings (its client id, secret, scopes and endpoints: hub.accounts.oidc.oidc_setting).
 OIDC_RP_SIGN_ALGO = env_str("HUB_OIDC_SIGN_ALGO", "RS256")
-OIDC_RP_SCOPES = HUB_OIDC_SCOPES
 OIDC_USE_PKCE = True
 OIDC_TIMEOUT = 10
 OIDC_CREATE_USER = True  # hub.accounts.oidc decides, by HUB_OIDC_CREATE_USERS

@@ -36,6 +36,12 @@ _DISCOVERED = {
     "OIDC_OP_USER_ENDPOINT": ("HUB_OIDC_USERINFO_ENDPOINT", "userinfo_endpoint"),
     "OIDC_OP_JWKS_ENDPOINT": ("HUB_OIDC_JWKS_ENDPOINT", "jwks_uri"),
 }
+#: The library's client settings, read from the hub's at each use.
+_OWN = {
+    "OIDC_RP_CLIENT_ID": "HUB_OIDC_CLIENT_ID",
+    "OIDC_RP_CLIENT_SECRET": "HUB_OIDC_CLIENT_SECRET",
+    "OIDC_RP_SCOPES": "HUB_OIDC_SCOPES",
+}
 _discovery: dict[str, dict] = {}
 _discovery_lock = threading.Lock()
 
@@ -70,7 +76,10 @@ def forget_discovery() -> None:
 
 
 def oidc_setting(attr: str, *args):
-    """The library's settings, with the provider's endpoints from HUB_OIDC_* or else from discovery."""
+    """The library's settings: the client's from HUB_OIDC_*, the provider's endpoints from HUB_OIDC_* or else
+    from discovery, the rest from Django's settings (OIDC_*)."""
+    if attr in _OWN:
+        return getattr(settings, _OWN[attr])
     if attr in _DISCOVERED:
         own, key = _DISCOVERED[attr]
         if value := getattr(settings, own, ""):
@@ -103,7 +112,13 @@ class HubOIDCBackend(OIDCAuthenticationBackend):
             return super().authenticate(request, **kwargs)
         except sso.SignInRefused as exc:
             request.hub_sso_refusal = str(exc)
-        except (requests.RequestException, SuspiciousOperation, ImproperlyConfigured, jwt.PyJWTError, ProviderUnavailable) as exc:
+        except (
+            requests.RequestException,
+            SuspiciousOperation,
+            ImproperlyConfigured,
+            jwt.PyJWTError,
+            ProviderUnavailable,
+        ) as exc:
             # The exception's text, never the request: the token call carried the client secret.
             log.warning("OpenID Connect sign-in failed: %s", type(exc).__name__)
             request.hub_sso_refusal = "The identity provider's answer could not be checked; try again."
@@ -152,7 +167,7 @@ class HubOIDCBackend(OIDCAuthenticationBackend):
 
 @method_decorator(login_not_required, name="dispatch")
 class SignInStart(OIDCAuthenticationRequestView):
-    """"Sign in with …": off to the provider, with state, nonce and PKCE kept in this session."""
+    """ "Sign in with …": off to the provider, with state, nonce and PKCE kept in this session."""
 
     def __init__(self, *args, **kwargs):
         try:
@@ -170,7 +185,9 @@ class SignInStart(OIDCAuthenticationRequestView):
             return redirect("login")
         if self.unavailable is not None:
             log.warning("OpenID Connect provider unavailable: %s", self.unavailable)
-            messages.error(request, f"{settings.HUB_OIDC_NAME} can't be reached right now; try again in a moment.")
+            messages.error(
+                request, f"{settings.HUB_OIDC_NAME} can't be reached right now; try again in a moment."
+            )
             return redirect("login")
         return super().get(request)
 
@@ -184,16 +201,27 @@ class SignInCallback(OIDCAuthenticationCallbackView):
         return oidc_setting(attr, *args)
 
     def get(self, request):
+        state = request.GET.get("state")
+        if "code" in request.GET and state not in request.session.get("oidc_states", {}):
+            # A state this session never sent, or one already used: a stale tab, a replayed or forged callback.
+            request.hub_sso_refusal = (
+                "That sign-in was not started from this browser, or was already used; try again."
+            )
+            return self.login_failure()
         try:
             return super().get(request)
         except SuspiciousOperation:
             # A state this session never sent: a stale tab, a replayed or forged callback.
-            request.hub_sso_refusal = "That sign-in was not started from this browser, or was already used; try again."
+            request.hub_sso_refusal = (
+                "That sign-in was not started from this browser, or was already used; try again."
+            )
             return self.login_failure()
 
     def login_failure(self):
         refusal = getattr(self.request, "hub_sso_refusal", None)
         if self.request.GET.get("error"):
             refusal = "The identity provider did not sign you in."
-        messages.error(self.request, refusal or f"Signing in with {settings.HUB_OIDC_NAME} didn't work; try again.")
+        messages.error(
+            self.request, refusal or f"Signing in with {settings.HUB_OIDC_NAME} didn't work; try again."
+        )
         return redirect("login")

@@ -108,7 +108,12 @@ def problems() -> list[tuple[str, str]]:
     for name in ("HUB_OIDC_DEFAULT_ROLE", "HUB_TRUSTED_HEADER_CREATE"):
         value = getattr(settings, name)
         if value and value not in User.Role.values:
-            found.append(("accounts.E102", f"{name}={value!r} must be admin, member, viewer or empty (no one created)."))
+            found.append(
+                (
+                    "accounts.E102",
+                    f"{name}={value!r} must be admin, member, viewer or empty (no one created).",
+                )
+            )
     if oidc_enabled():
         if not settings.HUB_OIDC_CLIENT_SECRET:
             found.append(("accounts.E103", "HUB_OIDC_CLIENT_ID is set but HUB_OIDC_CLIENT_SECRET is not."))
@@ -123,7 +128,12 @@ def problems() -> list[tuple[str, str]]:
             if value and not value.startswith(("https://", "http://")):
                 found.append(("accounts.E105", f"{name}={value!r} must be an http(s) URL."))
     elif settings.HUB_OIDC_ISSUER or settings.HUB_OIDC_CLIENT_SECRET:
-        found.append(("accounts.E106", "HUB_OIDC_ISSUER or HUB_OIDC_CLIENT_SECRET is set but HUB_OIDC_CLIENT_ID is not."))
+        found.append(
+            (
+                "accounts.E106",
+                "HUB_OIDC_ISSUER or HUB_OIDC_CLIENT_SECRET is set but HUB_OIDC_CLIENT_ID is not.",
+            )
+        )
     if settings.HUB_TRUSTED_HEADER and not settings.HUB_TRUSTED_PROXIES:
         found.append(("accounts.E107", f"HUB_TRUSTED_HEADER={settings.HUB_TRUSTED_HEADER} is set but HUB_TRUSTED_PROXIES "
                       "is not: name the proxy's address (e.g. 127.0.0.1); the header is honoured from it alone."))  # fmt: skip

@@ -76,7 +76,11 @@ class TrustedHeaderMiddleware:
         # towards the proxy's address lockout (django-axes counts every failed authenticate()).
         found = TrustedHeaderBackend().authenticate(request, trusted_username=username)
         if found is None:
-            log.info("trusted header named %r: no session (%s)", username[:150], getattr(request, "hub_sso_refusal", ""))
+            log.info(
+                "trusted header named %r: no session (%s)",
+                username[:150],
+                getattr(request, "hub_sso_refusal", ""),
+            )
             return
         auth.login(request, found, backend=BACKEND)
         request.user = found
