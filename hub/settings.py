@@ -370,7 +370,10 @@ OIDC_CALLBACK_CLASS = "hub.accounts.oidc.SignInCallback"
 # Passwords pass the gate (refused while HUB_LOCAL_SIGNIN is off), then Django's check. The two outside doors
 # are always listed (their sessions stay valid when one is turned off and on again) and act only when configured.
 AUTHENTICATION_BACKENDS.insert(1, "hub.accounts.backends.LocalSignInGate")
-AUTHENTICATION_BACKENDS += ["hub.accounts.oidc.HubOIDCBackend", "hub.accounts.trusted_header.TrustedHeaderBackend"]
+AUTHENTICATION_BACKENDS += [
+    "hub.accounts.oidc.HubOIDCBackend",
+    "hub.accounts.trusted_header.TrustedHeaderBackend",
+]
 
 # --- Content-Security-Policy (django-csp 4) and Permissions-Policy (hub.security) -------------------------
 # Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow

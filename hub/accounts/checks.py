@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from django.core import checks
 
+from hub.accounts.sso import problems
+
 
 def check_signin_config(app_configs=None, **kwargs) -> list[checks.CheckMessage]:
-    from hub.accounts.sso import problems
-
     return [checks.Error(message, id=check_id) for check_id, message in problems()]

@@ -114,6 +114,18 @@ def problems() -> list[tuple[str, str]]:
                     f"{name}={value!r} must be admin, member, viewer or empty (no one created).",
                 )
             )
+    found += _oidc_problems()
+    if settings.HUB_TRUSTED_HEADER and not settings.HUB_TRUSTED_PROXIES:
+        found.append(("accounts.E107", f"HUB_TRUSTED_HEADER={settings.HUB_TRUSTED_HEADER} is set but HUB_TRUSTED_PROXIES "
+                      "is not: name the proxy's address (e.g. 127.0.0.1); the header is honoured from it alone."))  # fmt: skip
+    if not local_signin_enabled() and not oidc_enabled() and not settings.HUB_TRUSTED_HEADER:
+        found.append(("accounts.E108", "HUB_LOCAL_SIGNIN=off but neither OpenID Connect (HUB_OIDC_CLIENT_ID) nor a "
+                      "trusted header (HUB_TRUSTED_HEADER) is set: nobody could sign in."))  # fmt: skip
+    return found
+
+
+def _oidc_problems() -> list[tuple[str, str]]:
+    found: list[tuple[str, str]] = []
     if oidc_enabled():
         if not settings.HUB_OIDC_CLIENT_SECRET:
             found.append(("accounts.E103", "HUB_OIDC_CLIENT_ID is set but HUB_OIDC_CLIENT_SECRET is not."))
@@ -134,10 +146,4 @@ def problems() -> list[tuple[str, str]]:
                 "HUB_OIDC_ISSUER or HUB_OIDC_CLIENT_SECRET is set but HUB_OIDC_CLIENT_ID is not.",
             )
         )
-    if settings.HUB_TRUSTED_HEADER and not settings.HUB_TRUSTED_PROXIES:
-        found.append(("accounts.E107", f"HUB_TRUSTED_HEADER={settings.HUB_TRUSTED_HEADER} is set but HUB_TRUSTED_PROXIES "
-                      "is not: name the proxy's address (e.g. 127.0.0.1); the header is honoured from it alone."))  # fmt: skip
-    if not local_signin_enabled() and not oidc_enabled() and not settings.HUB_TRUSTED_HEADER:
-        found.append(("accounts.E108", "HUB_LOCAL_SIGNIN=off but neither OpenID Connect (HUB_OIDC_CLIENT_ID) nor a "
-                      "trusted header (HUB_TRUSTED_HEADER) is set: nobody could sign in."))  # fmt: skip
     return found

@@ -16,6 +16,7 @@ from django.contrib import auth
 from django.http import HttpRequest, HttpResponse
 
 from hub.accounts import sso
+from hub.accounts.models import User
 from hub.peer import direct_peer
 
 log = logging.getLogger(__name__)
@@ -48,8 +49,6 @@ class TrustedHeaderBackend:
             return None
 
     def get_user(self, user_id):
-        from hub.accounts.models import User
-
         return User.objects.filter(pk=user_id).first()
 
 

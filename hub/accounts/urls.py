@@ -1,11 +1,12 @@
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib.auth import views as auth_views
 from django.contrib.auth.decorators import login_not_required
 from django.urls import path
 from django.utils.decorators import method_decorator
 
-from hub.accounts import views, views_invite
+from hub.accounts import sso, views, views_invite
 from hub.accounts.views_invite import InvalidIs400, PasswordChangeView
 
 
@@ -15,18 +16,12 @@ class LoginView(InvalidIs400, auth_views.LoginView):
     Connect is configured (hub.accounts.sso)."""
 
     def get_context_data(self, **kwargs):
-        from django.conf import settings
-
-        from hub.accounts import sso
-
         context = super().get_context_data(**kwargs)
         context["local_signin"] = sso.local_signin_enabled()
         context["oidc_name"] = settings.HUB_OIDC_NAME if sso.oidc_enabled() else None
         return context
 
     def post(self, request, *args, **kwargs):
-        from hub.accounts import sso
-
         if not sso.local_signin_enabled():
             response = self.render_to_response(self.get_context_data(local_signin_refused=True))
             response.status_code = 403
