@@ -69,6 +69,9 @@ INSTALLED_APPS = [
     "ninja",  # serves /api/docs from its own static files (no CDN on a LAN)
     "axes",  # sign-in throttling: failed attempts per account and per address (see "Sign-in throttling")
     "csp",  # the Content-Security-Policy header (see "Security")
+    "django_otp",  # two factors for local accounts (hub.accounts.two_factor)
+    "django_otp.plugins.otp_totp",  # authenticator apps
+    "django_otp.plugins.otp_static",  # recovery codes
     "hub",
     "hub.accounts",
     "devices",
@@ -89,7 +92,8 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "hub.accounts.trusted_header.TrustedHeaderMiddleware",  # HUB_TRUSTED_HEADER from a trusted proxy signs in
     "hub.accounts.middleware.TimeZoneMiddleware",  # the person's own time zone (personal settings)
-    "hub.accounts.middleware.MustChangePasswordMiddleware",  # a one-time password leads to the password page
+    "hub.accounts.middleware.MustChangePasswordMiddleware",
+    "hub.accounts.middleware.SecondFactorMiddleware",  # a password session without its code ends; HUB_ADMIN_2FA  # a one-time password leads to the password page
     "hub.security.SecurityHeadersMiddleware",  # Permissions-Policy; private, no-store for signed-in pages
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -358,6 +362,10 @@ HUB_OIDC_DEFAULT_ROLE = env_str("HUB_OIDC_DEFAULT_ROLE", "")
 # HUB_TRUSTED_HEADER_CREATE names the role to create it with.
 HUB_TRUSTED_HEADER = env_str("HUB_TRUSTED_HEADER", "")
 HUB_TRUSTED_HEADER_CREATE = env_str("HUB_TRUSTED_HEADER_CREATE", "")
+# Two factors (hub.accounts.two_factor): on, every admin who signs in with a password must use an authenticator
+# app (one without is sent to set it up before anything else). Members and viewers may turn it on for themselves.
+HUB_ADMIN_2FA = env_bool("HUB_ADMIN_2FA", False)
+OTP_TOTP_ISSUER = env_str("HUB_2FA_ISSUER", "Tiiny Hub")  # the name authenticator apps show
 # off: the sign-in page has no password form and passwords are refused (recover: docs/admin.md, "Single sign-on").
 HUB_LOCAL_SIGNIN = env_bool("HUB_LOCAL_SIGNIN", True)
 # mozilla-django-oidc's own settings (its client id, secret, scopes and endpoints: hub.accounts.oidc.oidc_setting).

@@ -3,6 +3,7 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from hub import api as hub_api
 from hub import metrics as hub_metrics
@@ -40,6 +41,8 @@ urlpatterns = [
     path("usage/", include("jobs.quota_urls")),  # quotas and usage (jobs.doors.quota_views)
     path("api/", _token_door(hub_api.urls())),
     path("v1/", _token_door(v1.urls)),
+    # The admin site signs in through the hub's own page (its password, throttling and second factor), never its own.
+    path("admin/login/", login_not_required(RedirectView.as_view(url="/accounts/login/", query_string=True))),
     path("admin/", admin.site.urls),
 ]
 

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from django.contrib.auth import logout
 from django.http import HttpRequest, HttpResponse, JsonResponse
 from django.shortcuts import redirect
 from django.urls import reverse
 from django.utils import timezone
 
+from hub.accounts import two_factor
 from hub.accounts.timezones import zone
 
 
@@ -67,3 +69,55 @@ class MustChangePasswordMiddleware:
             "/manifest.webmanifest",
         )
         return path.startswith(allowed)
+
+
+class SecondFactorMiddleware:
+    """Two factors for password sessions (hub.accounts.two_factor):
+
+    - a session signed in with a password (any door: the sign-in page, the admin site's) by someone who has an
+      authenticator, without its code, ends here: the person signs in again and is asked for the code (checked
+      at the first request of each sign-in; a session opened before the person turned two factors on stays
+      until it ends or their password changes);
+    - with ``HUB_ADMIN_2FA``, an admin signed in with a password and no authenticator is sent to set one up
+      before anything else.
+
+    Sessions of OpenID Connect and the trusted header are their provider's to check; API tokens pass.
+    """
+
+    def __init__(self, get_response) -> None:
+        self.get_response = get_response
+
+    def __call__(self, request: HttpRequest) -> HttpResponse:
+        user = getattr(request, "user", None)
+        if user is None or not user.is_authenticated or request.headers.get("Authorization"):
+            return self.get_response(request)
+        if not two_factor.signed_in_locally(request) or two_factor.session_verified(request):
+            return self.get_response(request)
+        # Asked once per sign-in (the session keeps the answer, tied to that sign-in), not a query per request.
+        mark = f"{user.pk}:{user.last_login.timestamp() if user.last_login else 0}"
+        if request.session.get(two_factor.NO_DEVICE_KEY) != mark:
+            if two_factor.has_second_factor(user):
+                logout(request)
+                return redirect_to(request, f"{reverse('login')}?next={request.path}")
+            request.session[two_factor.NO_DEVICE_KEY] = mark
+        if two_factor.required_for(user) and not self._passes(request.path_info):
+            return redirect_to(request, reverse("accounts-2fa-setup"), "Set up two-factor sign-in first")
+        return self.get_response(request)
+
+    @staticmethod
+    def _passes(path: str) -> bool:
+        from django.conf import settings
+
+        allowed = (reverse("accounts-2fa-setup"), reverse("logout"), settings.STATIC_URL, "/favicon.ico")
+        return path.startswith(allowed)
+
+
+def redirect_to(request: HttpRequest, target: str, why: str = "Sign in again") -> HttpResponse:
+    """A page to go to: a redirect, htmx's HX-Redirect, or a JSON 403 for the APIs."""
+    if request.path_info.startswith(("/api/", "/v1/")):
+        return JsonResponse({"detail": f"{why}, at {target}."}, status=403)
+    if request.headers.get("HX-Request"):
+        response = HttpResponse(status=204)
+        response["HX-Redirect"] = target
+        return response
+    return redirect(target)
