@@ -82,11 +82,28 @@ def start_provider(folder: Path, redirect_uris: list[str]) -> Proc:
     return proc
 
 
+def add_redirect_uri(provider: Proc, uri: str) -> None:
+    """Register one more redirect URI of the hub's client (a hub whose address is known only once it runs)."""
+    code = (
+        "import django, sys; django.setup(); from oauth2_provider.models import Application; "
+        "app = Application.objects.get(client_id=sys.argv[1]); "
+        "app.redirect_uris = app.redirect_uris + ' ' + sys.argv[2]; app.save()"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, CLIENT_ID, uri],
+        env=provider.env,
+        cwd=PROJECT,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
 def provider_sign_in(provider: Proc, username: str) -> httpx.Client:
     """A browser's session at the provider, signed in there as ``username`` (its own login form)."""
     client = httpx.Client(base_url=provider.extra["url"], timeout=30)
     page = client.get("/login/")
-    token = client.cookies["csrftoken"]
+    token = client.cookies["op_csrftoken"]
     response = client.post(
         "/login/",
         data={"username": username, "password": PASSWORD, "csrfmiddlewaretoken": token, "next": "/o/"},

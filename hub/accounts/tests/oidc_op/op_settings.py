@@ -31,6 +31,9 @@ DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": os.envi
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 USE_TZ = True
 LOGIN_URL = "/login/"
+# Cookies are per host, not per port: a browser holding the hub's (127.0.0.1, another port) keeps both apart.
+SESSION_COOKIE_NAME = "op_sessionid"
+CSRF_COOKIE_NAME = "op_csrftoken"
 PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
 OAUTH2_PROVIDER = {
     "OIDC_ENABLED": True,
