@@ -12,6 +12,7 @@ from django.test import Client
 
 from hub.accounts import oidc
 from hub.accounts.models import User
+from hub.accounts.sessions import session_user
 from hub.accounts.tests.oidc_provider import CLIENT_ID, CLIENT_SECRET, provider_sign_in, start_provider
 
 pytestmark = pytest.mark.integration
@@ -68,6 +69,8 @@ def test_a_person_signs_in_through_the_provider_and_is_created_with_the_mapped_r
     assert hub.get("/").status_code == 200
     assert int(hub.session["_auth_user_id"]) == alice.pk
     assert hub.session["_auth_user_backend"] == "hub.accounts.oidc.HubOIDCBackend"
+    # The code outside requests (sockets, the body ceiling) reads the session as the person's too.
+    assert session_user(hub.session.session_key) == alice
 
 
 def test_a_known_person_is_matched_by_username_and_their_role_follows_the_claim(db, provider, sso):

@@ -7,6 +7,7 @@ import pytest
 from django.test import Client
 
 from hub.accounts.models import User
+from hub.accounts.sessions import session_user
 
 PROXY = "10.0.0.5"
 
@@ -31,6 +32,7 @@ def test_the_proxy_signs_a_known_person_in(db, header_mode, member):
     assert answer.status_code == 200
     assert int(client.session["_auth_user_id"]) == member.pk
     assert client.session["_auth_user_backend"] == "hub.accounts.trusted_header.TrustedHeaderBackend"
+    assert session_user(client.session.session_key) == member  # sockets and the body ceiling read it alike
     _, again = _get(client=client, user=member.username)  # the session carries on (no new sign-in each time)
     assert again.status_code == 200
 
