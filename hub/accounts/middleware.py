@@ -72,16 +72,12 @@ class MustChangePasswordMiddleware:
 
 
 class SecondFactorMiddleware:
-    """Two factors for password sessions (hub.accounts.two_factor):
+    """``HUB_ADMIN_2FA``: an admin signed in with a password and no authenticator is sent to set one up before
+    anything else (a session of theirs from before they set it up ends). Nobody else's request costs a query.
 
-    - a session signed in with a password (any door: the sign-in page, the admin site's) by someone who has an
-      authenticator, without its code, ends here: the person signs in again and is asked for the code (checked
-      at the first request of each sign-in; a session opened before the person turned two factors on stays
-      until it ends or their password changes);
-    - with ``HUB_ADMIN_2FA``, an admin signed in with a password and no authenticator is sent to set one up
-      before anything else.
-
-    Sessions of OpenID Connect and the trusted header are their provider's to check; API tokens pass.
+    (A password sign-in of someone who has an authenticator, by any door but the code page, is ended as it is
+    made: hub.accounts.signals.) Sessions of OpenID Connect and the trusted header are their provider's to check;
+    API tokens pass.
     """
 
     def __init__(self, get_response) -> None:
@@ -89,20 +85,16 @@ class SecondFactorMiddleware:
 
     def __call__(self, request: HttpRequest) -> HttpResponse:
         user = getattr(request, "user", None)
-        if user is None or not user.is_authenticated or request.headers.get("Authorization"):
+        if user is None or not user.is_authenticated or not two_factor.required_for(user):
             return self.get_response(request)
-        if not two_factor.signed_in_locally(request) or two_factor.session_verified(request):
+        if request.headers.get("Authorization") or two_factor.session_verified(request):
             return self.get_response(request)
-        # Asked once per sign-in (the session keeps the answer, tied to that sign-in), not a query per request.
-        mark = f"{user.pk}:{user.last_login.timestamp() if user.last_login else 0}"
-        if request.session.get(two_factor.NO_DEVICE_KEY) != mark:
-            if two_factor.has_second_factor(user):
-                logout(request)
-                return redirect_to(request, f"{reverse('login')}?next={request.path}")
-            request.session[two_factor.NO_DEVICE_KEY] = mark
-        if two_factor.required_for(user) and not self._passes(request.path_info):
-            return redirect_to(request, reverse("accounts-2fa-setup"), "Set up two-factor sign-in first")
-        return self.get_response(request)
+        if not two_factor.signed_in_locally(request) or self._passes(request.path_info):
+            return self.get_response(request)
+        if two_factor.has_second_factor(user):
+            logout(request)  # opened before they set it up: sign in again, with the code
+            return redirect_to(request, f"{reverse('login')}?next={request.path}")
+        return redirect_to(request, reverse("accounts-2fa-setup"), "Set up two-factor sign-in first")
 
     @staticmethod
     def _passes(path: str) -> bool:

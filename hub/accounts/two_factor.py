@@ -27,8 +27,8 @@ from hub.accounts.models import User
 
 RECOVERY_CODES = 10
 PENDING_KEY = "hub_2fa_pending"
-#: This sign-in (person and time) was found without an authenticator (hub.accounts.middleware.SecondFactorMiddleware).
-NO_DEVICE_KEY = "hub_2fa_none"
+#: Set on the request by the code page just before it signs the person in (hub.accounts.signals lets it pass).
+CODE_CHECKED_ATTR = "hub_2fa_code_checked"
 #: A password checked this long ago still waits for its code; after that, sign in again.
 PENDING_S = 300
 #: Sessions from these backends were signed in elsewhere (the provider checks its own second factor).
@@ -45,6 +45,15 @@ def signed_in_locally(request: HttpRequest) -> bool:
 
 def session_verified(request: HttpRequest) -> bool:
     return bool(request.session.get(DEVICE_ID_SESSION_KEY))
+
+
+def login_lacks_code(request: HttpRequest | None, user: User) -> bool:
+    """A password sign-in (any door: the admin site, a test client, a door added later) of someone who has an
+    authenticator, that did not come through the code page."""
+    if request is None or getattr(request, CODE_CHECKED_ATTR, False):
+        return False
+    backend = getattr(user, "backend", None) or request.session.get(BACKEND_SESSION_KEY)
+    return backend not in OUTSIDE_BACKENDS and has_second_factor(user)
 
 
 def required_for(user: User) -> bool:

@@ -53,6 +53,7 @@ def signin_code(request: HttpRequest) -> HttpResponse:
         device = two_factor.code_device(user, request.POST.get("code", ""))
         if device is not None:
             two_factor.pending_clear(request)
+            setattr(request, two_factor.CODE_CHECKED_ATTR, True)
             login(request, user, backend=backend)
             otp_login(request, device)
             if device.persistent_id.startswith("otp_static"):

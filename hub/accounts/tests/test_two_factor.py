@@ -133,8 +133,8 @@ def test_the_admin_sites_sign_in_does_not_skip_the_code(admin_user):
         "/admin/login/?next=/admin/", {"username": admin_user.username, "password": PASSWORD}
     )
     assert answer["Location"] == "/accounts/login/?next=/admin/" and "_auth_user_id" not in client.session
-    # Any other password door (here the test client's own login): the session ends at its first request.
-    assert client.login(username=admin_user.username, password=PASSWORD)
+    # Any other password door (here the test client's own login): the sign-in is undone as it is made.
+    client.login(username=admin_user.username, password=PASSWORD)
     answer = client.get("/")
     assert answer.status_code == 302 and answer["Location"].startswith("/accounts/login/")
     assert "_auth_user_id" not in client.session
@@ -194,3 +194,21 @@ def test_manage_py_turns_it_off_for_someone_who_lost_their_phone(member, capsys)
     assert not two_factor.has_second_factor(member) and "is off" in capsys.readouterr().out
     with pytest.raises(Exception, match="no person"):
         call_command("two_factor_off", "nobody")
+
+
+def test_with_admin_2fa_an_admins_session_from_before_they_set_it_up_ends(admin_user, admin_client, settings):
+    settings.HUB_ADMIN_2FA = True
+    _enrol(admin_user)  # elsewhere, after this session was opened
+    answer = admin_client.get("/devices/")
+    assert answer.status_code == 302 and answer["Location"] == "/accounts/login/?next=/devices/"
+    assert "_auth_user_id" not in admin_client.session
+
+
+def test_members_pages_cost_no_query_for_two_factors(member_client, settings):
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    settings.HUB_ADMIN_2FA = True
+    with CaptureQueriesContext(connection) as captured:
+        assert member_client.get("/accounts/settings/").status_code == 200
+    assert captured.captured_queries and not [q for q in captured.captured_queries if "otp_" in q["sql"]]
