@@ -29,3 +29,10 @@ application = ProtocolTypeRouter(
         "websocket": AllowedHostsOriginValidator(AuthMiddlewareStack(URLRouter(websocket_urlpatterns))),
     }
 )
+
+# What hub.webserver serves: the connection's own address kept, forwarded headers believed from trusted proxies alone.
+from django.conf import settings as _settings  # noqa: E402
+
+from hub.peer import DirectPeer  # noqa: E402
+
+served_application = DirectPeer(application, list(_settings.HUB_TRUSTED_PROXIES))

@@ -69,6 +69,9 @@ INSTALLED_APPS = [
     "ninja",  # serves /api/docs from its own static files (no CDN on a LAN)
     "axes",  # sign-in throttling: failed attempts per account and per address (see "Sign-in throttling")
     "csp",  # the Content-Security-Policy header (see "Security")
+    "django_otp",  # two factors for local accounts (hub.accounts.two_factor)
+    "django_otp.plugins.otp_totp",  # authenticator apps
+    "django_otp.plugins.otp_static",  # recovery codes
     "hub",
     "hub.accounts",
     "devices",
@@ -88,8 +91,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.AuthenticationMiddleware",
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "hub.accounts.audit.AuditRequestMiddleware",  # the client address the audit log records for this request
+    "hub.accounts.trusted_header.TrustedHeaderMiddleware",  # HUB_TRUSTED_HEADER from a trusted proxy signs in
     "hub.accounts.middleware.TimeZoneMiddleware",  # the person's own time zone (personal settings)
     "hub.accounts.middleware.MustChangePasswordMiddleware",  # a one-time password leads to the password page
+    "hub.accounts.middleware.SecondFactorMiddleware",  # a password session without its code ends; HUB_ADMIN_2FA
     "hub.security.SecurityHeadersMiddleware",  # Permissions-Policy; private, no-store for signed-in pages
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
@@ -334,6 +339,52 @@ AXES_LOCKOUT_CALLABLE = "hub.accounts.views_signin.lockout_response"  # the logi
 AXES_HTTP_RESPONSE_CODE = 429
 AXES_CLIENT_IP_CALLABLE = "hub.accounts.backends.signin_address"  # REMOTE_ADDR, never X-Forwarded-For
 AXES_VERBOSE = False
+
+# --- Signing in from outside the hub: OpenID Connect, a trusted proxy's header (hub.accounts.sso) ---------------
+# OpenID Connect (mozilla-django-oidc): on when HUB_OIDC_CLIENT_ID is set. The provider is found from
+# HUB_OIDC_ISSUER (its /.well-known/openid-configuration), or named endpoint by endpoint. The hub's redirect URI at
+# the provider: <hub address>/oidc/callback/. Problems are reported by the system checks (accounts.E1xx).
+HUB_OIDC_ISSUER = env_str("HUB_OIDC_ISSUER", "").rstrip("/")
+HUB_OIDC_AUTHORIZATION_ENDPOINT = env_str("HUB_OIDC_AUTHORIZATION_ENDPOINT", "")
+HUB_OIDC_TOKEN_ENDPOINT = env_str("HUB_OIDC_TOKEN_ENDPOINT", "")
+HUB_OIDC_USERINFO_ENDPOINT = env_str("HUB_OIDC_USERINFO_ENDPOINT", "")
+HUB_OIDC_JWKS_ENDPOINT = env_str("HUB_OIDC_JWKS_ENDPOINT", "")
+HUB_OIDC_CLIENT_ID = env_str("HUB_OIDC_CLIENT_ID", "")
+HUB_OIDC_CLIENT_SECRET = env_str("HUB_OIDC_CLIENT_SECRET", "")  # never logged nor shown
+HUB_OIDC_NAME = env_str("HUB_OIDC_NAME", "single sign-on")  # the button: "Sign in with <name>"
+HUB_OIDC_SCOPES = env_str("HUB_OIDC_SCOPES", "openid profile email groups")
+HUB_OIDC_USERNAME_CLAIM = env_str("HUB_OIDC_USERNAME_CLAIM", "preferred_username")  # matched to hub usernames
+# The claim whose values give roles, and which: "hub-admins=admin,family=member,guests=viewer" (strongest wins).
+HUB_OIDC_ROLE_CLAIM = env_str("HUB_OIDC_ROLE_CLAIM", "groups")
+HUB_OIDC_ROLE_MAP = env_str("HUB_OIDC_ROLE_MAP", "")
+# Someone the hub doesn't know: created (with the mapped role, else HUB_OIDC_DEFAULT_ROLE; empty: only when mapped).
+HUB_OIDC_CREATE_USERS = env_bool("HUB_OIDC_CREATE_USERS", True)
+HUB_OIDC_DEFAULT_ROLE = env_str("HUB_OIDC_DEFAULT_ROLE", "")
+# A reverse proxy that signs people in (Authelia, Authentik, oauth2-proxy) names them in this header, honoured only
+# from HUB_TRUSTED_PROXIES (the connection's own address). A name the hub doesn't know gets no session unless
+# HUB_TRUSTED_HEADER_CREATE names the role to create it with.
+HUB_TRUSTED_HEADER = env_str("HUB_TRUSTED_HEADER", "")
+HUB_TRUSTED_HEADER_CREATE = env_str("HUB_TRUSTED_HEADER_CREATE", "")
+# Two factors (hub.accounts.two_factor): on, every admin who signs in with a password must use an authenticator
+# app (one without is sent to set it up before anything else). Members and viewers may turn it on for themselves.
+HUB_ADMIN_2FA = env_bool("HUB_ADMIN_2FA", False)
+OTP_TOTP_ISSUER = env_str("HUB_2FA_ISSUER", "Tiiny Hub")  # the name authenticator apps show
+# off: the sign-in page has no password form and passwords are refused (recover: docs/admin.md, "Single sign-on").
+HUB_LOCAL_SIGNIN = env_bool("HUB_LOCAL_SIGNIN", True)
+# mozilla-django-oidc's own settings (its client id, secret, scopes and endpoints: hub.accounts.oidc.oidc_setting).
+OIDC_RP_SIGN_ALGO = env_str("HUB_OIDC_SIGN_ALGO", "RS256")
+OIDC_USE_PKCE = True
+OIDC_TIMEOUT = 10
+OIDC_CREATE_USER = True  # hub.accounts.oidc decides, by HUB_OIDC_CREATE_USERS
+OIDC_AUTHENTICATE_CLASS = "hub.accounts.oidc.SignInStart"
+OIDC_CALLBACK_CLASS = "hub.accounts.oidc.SignInCallback"
+# Passwords pass the gate (refused while HUB_LOCAL_SIGNIN is off), then Django's check. The two outside doors
+# are always listed (their sessions stay valid when one is turned off and on again) and act only when configured.
+AUTHENTICATION_BACKENDS.insert(1, "hub.accounts.backends.LocalSignInGate")
+AUTHENTICATION_BACKENDS += [
+    "hub.accounts.oidc.HubOIDCBackend",
+    "hub.accounts.trusted_header.TrustedHeaderBackend",
+]
 
 # --- Content-Security-Policy (django-csp 4) and Permissions-Policy (hub.security) -------------------------
 # Scripts come only from our own static files: no inline <script>, no on*= handlers, no eval. Styles allow

@@ -3,10 +3,12 @@ from __future__ import annotations
 from django.contrib import admin
 from django.contrib.auth.decorators import login_not_required
 from django.urls import include, path
+from django.views.generic import RedirectView
 
 from hub import api as hub_api
 from hub import metrics as hub_metrics
 from hub import views
+from hub.accounts import oidc
 from jobs.doors import views as jobs_views
 from jobs.doors.v1 import v1
 from notify import views as notify_views
@@ -29,6 +31,9 @@ urlpatterns = [
     path("favicon.ico", views.favicon, name="favicon"),
     path("manifest.webmanifest", views.manifest, name="manifest"),
     path("accounts/", include("hub.accounts.urls")),
+    # OpenID Connect (hub.accounts.oidc): the redirect URI to register at the provider is <hub>/oidc/callback/.
+    path("oidc/authenticate/", oidc.SignInStart.as_view(), name="oidc_authentication_init"),
+    path("oidc/callback/", oidc.SignInCallback.as_view(), name="oidc_authentication_callback"),
     path("devices/", include("devices.urls")),
     path("jobs/", include("jobs.urls")),
     path("notify/", include("notify.urls")),  # notification channels and deliveries (notify/)
@@ -37,6 +42,8 @@ urlpatterns = [
     path("groups/", include("jobs.group_urls")),  # groups of people, for admins (jobs.doors.group_views)
     path("api/", _token_door(hub_api.urls())),
     path("v1/", _token_door(v1.urls)),
+    # The admin site signs in through the hub's own page (its password, throttling and second factor), never its own.
+    path("admin/login/", login_not_required(RedirectView.as_view(url="/accounts/login/", query_string=True))),
     path("admin/", admin.site.urls),
 ]
 

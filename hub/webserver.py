@@ -22,9 +22,9 @@ import socket
 import sys
 
 from hub.disk import data_folder_problem
-from hub.env import SettingError, env_int, env_list
+from hub.env import SettingError, env_int
 
-ASGI_APP = "hub.asgi:application"
+ASGI_APP = "hub.asgi:served_application"  # the app behind hub.peer (the proxies' headers)
 MIN_DEFAULT_WORKERS = 2
 MAX_DEFAULT_WORKERS = 4
 KEEP_ALIVE_S = 65  # an idle keep-alive connection's life (see config)
@@ -92,10 +92,12 @@ def config(host: str, port: int, n_workers: int):
     - ``ws="websockets-sansio"``: the websocket protocol on the pinned ``websockets`` package (uvicorn's own
       choice when it is installed; named so a missing package fails at start instead of serving no websockets);
     - ``lifespan="off"``: Channels' router has no lifespan protocol (``auto`` would only log that it failed);
-    - ``proxy_headers``: only with ``HUB_TRUSTED_PROXIES`` (the reverse proxies in front, docs/deploy), and then
-      ``X-Forwarded-For``/``-Proto`` are believed from those addresses alone: the client address is the person's,
-      so sign-in throttling counts each one apart. Without it the address is the peer's, never the header (anyone
-      can write it; uvicorn would otherwise trust it from 127.0.0.1);
+    - ``proxy_headers=False``: the app does it itself (:mod:`hub.peer`): with ``HUB_TRUSTED_PROXIES`` (the reverse
+      proxies in front, docs/deploy) ``X-Forwarded-For``/``-Proto`` are believed from those addresses alone, so the
+      client address is the person's and sign-in throttling counts each one apart, and the connection's own
+      address is kept beside it for the trusted sign-in header (hub.accounts.trusted_header). Without it the
+      address is the peer's, never the header (anyone can write it; uvicorn would otherwise trust it from
+      127.0.0.1);
     - ``timeout_graceful_shutdown=4``: Ctrl-C waits that long for requests in flight, within the 5 s honcho
       allows before it kills; ``server_header=False``: nothing says which server answers;
     - ``log_config``: uvicorn's own, every handler masking tokens (:func:`log_config`);
@@ -107,7 +109,6 @@ def config(host: str, port: int, n_workers: int):
     """
     import uvicorn
 
-    trusted = env_list("HUB_TRUSTED_PROXIES", [])
     return uvicorn.Config(
         ASGI_APP,
         host=host,
@@ -115,8 +116,7 @@ def config(host: str, port: int, n_workers: int):
         workers=n_workers,
         ws="websockets-sansio",
         lifespan="off",
-        proxy_headers=bool(trusted),
-        forwarded_allow_ips=trusted or None,
+        proxy_headers=False,
         timeout_graceful_shutdown=4,
         timeout_keep_alive=KEEP_ALIVE_S,
         server_header=False,

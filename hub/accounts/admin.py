@@ -2,6 +2,8 @@ from __future__ import annotations
 
 from django.contrib import admin
 from django.contrib.auth.admin import UserAdmin
+from django_otp.plugins.otp_static.models import StaticDevice
+from django_otp.plugins.otp_totp.models import TOTPDevice
 
 from hub.accounts.invitations import invitation_revoke
 from hub.accounts.models import ApiToken, AuditEntry, Invitation, User
@@ -123,3 +125,10 @@ class AuditEntryAdmin(admin.ModelAdmin):
 
     def has_delete_permission(self, request, obj=None) -> bool:
         return False
+
+
+# django-otp's devices are not edited in the admin site (a secret and a QR code page per device): people set up
+# their own on Two-factor sign-in, and `manage.py two_factor_off NAME` turns one off.
+for _model in (TOTPDevice, StaticDevice):
+    if admin.site.is_registered(_model):
+        admin.site.unregister(_model)

@@ -1,4 +1,5 @@
-"""Signing out closes that session's sockets; failed sign-ins and lockouts go to the audit log.
+"""Signing out closes that session's sockets; failed sign-ins and lockouts go to the audit log; a password sign-in
+that skipped its second factor is undone.
 
 Receivers rather than explicit calls: the sign-out view is Django's own ``LogoutView`` (and the admin
 site's), and ``user_logged_out`` is the one hook every sign-out passes through. It fires before the session
@@ -13,11 +14,12 @@ from typing import Any
 
 from axes.signals import user_locked_out
 from django.conf import settings
-from django.contrib.auth.signals import user_logged_out, user_login_failed
+from django.contrib.auth import logout
+from django.contrib.auth.signals import user_logged_in, user_logged_out, user_login_failed
 from django.dispatch import receiver
 from django.utils import timezone
 
-from hub.accounts import audit
+from hub.accounts import audit, two_factor
 from hub.accounts.models import AuditEntry, User
 from hub.accounts.services import session_ended
 
@@ -62,3 +64,11 @@ def audit_lockout(
         request=request,
         data={"minutes": settings.HUB_SIGNIN_COOLOFF_MIN},
     )
+
+
+@receiver(user_logged_in, dispatch_uid="hub.accounts.password_needs_its_code")
+def password_needs_its_code(sender: Any, request: Any, user: Any, **kwargs: Any) -> None:
+    """Someone with an authenticator signed in by password anywhere but the code page (the admin site's form, a
+    door added later): the sign-in is undone before its answer leaves (hub.accounts.two_factor)."""
+    if two_factor.login_lacks_code(request, user):
+        logout(request)

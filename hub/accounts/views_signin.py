@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+from django.conf import settings
 from django.contrib.auth.forms import AuthenticationForm
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.utils import timezone
 from django.utils.cache import add_never_cache_headers
 
+from hub.accounts import sso
 from hub.accounts.backends import signin_address
 from hub.accounts.lockout import locked_until
 
@@ -26,6 +28,8 @@ def lockout_response(request: HttpRequest, original_response=None, credentials=N
         "next": request.POST.get("next") or request.GET.get("next", ""),
         "locked_until": timezone.localtime(until),
         "locked_minutes": max(1, math.ceil(seconds / 60)),
+        "local_signin": sso.local_signin_enabled(),
+        "oidc_name": settings.HUB_OIDC_NAME if sso.oidc_enabled() else None,
     }
     response = render(request, "registration/login.html", context, status=429)
     response["Retry-After"] = str(seconds)

@@ -89,6 +89,16 @@ DECLARATIONS: dict[str, dict] = {
     "password_reset_confirm": {"GET": PUBLIC, "POST": PUBLIC},
     "password_reset_complete": {"GET": PUBLIC, "POST": PUBLIC_NO},
     "accounts-settings": {"GET": EVERYONE, "POST": "login ok ok ok ok"},  # {}: every field may be empty
+    # two factors: the code after the password is signed-out (without a password just checked: back to sign-in);
+    # one's own authenticator and recovery codes ({} : a wrong code, 400 on the setup page, a message elsewhere)
+    "accounts-2fa-code": {"GET": "login login login login login", "POST": "login login login login login"},
+    "accounts-2fa": {"GET": EVERYONE, "POST": NO},
+    "accounts-2fa-setup": {"GET": EVERYONE, "POST": "login 400 400 400 400"},
+    "accounts-2fa-codes": {"GET": NO, "POST": "login ok ok ok ok"},
+    "accounts-2fa-off": {"GET": NO, "POST": "login ok ok ok ok"},
+    # OpenID Connect, not configured in the test run: both lead back to the sign-in page
+    "oidc_authentication_init": {"GET": "login login login login login", "POST": "405 405 405 405 405"},
+    "oidc_authentication_callback": {"GET": "login login login login login", "POST": "405 405 405 405 405"},
     "accounts-tokens": {"GET": EVERYONE, "POST": NO},
     "accounts-audit": {"GET": ADMINS, "POST": "login 403 403 403 405"},
     "accounts-tokens-add": {"GET": NO, "POST": "login 400 400 400 400"},
@@ -356,7 +366,9 @@ PREFIXES: dict[str, dict] = {
 # The admin's views that are outside the sign-in middleware (login_not_required) or answer differently.
 DECLARATIONS.update({
     "admin:index": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},
-    "admin:login": {"GET": PUBLIC, "POST": PUBLIC},
+    # the admin site signs in through the hub's page (its throttling and second factor): a redirect there
+    "admin:login": {"GET": "login login login login login", "POST": "login login login login login"},
+    "route:admin/login/": {"GET": "login login login login login", "POST": "login login login login login"},
     "admin:logout": {"GET": "admin-login ok ok ok 405", "POST": "admin-login ok ok ok login"},
     "admin:app_list": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},
     "admin:password_change": {"GET": "admin-login admin-login admin-login admin-login ok", "POST": "admin-login admin-login admin-login admin-login ok"},

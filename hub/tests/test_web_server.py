@@ -72,10 +72,26 @@ def test_the_client_address_is_the_peer_never_a_forwarded_header():
     assert webserver.config("127.0.0.1", 8000, 2).proxy_headers is False
 
 
-def test_forwarded_headers_are_believed_from_the_trusted_proxies_alone(monkeypatch):
-    monkeypatch.setenv("HUB_TRUSTED_PROXIES", "127.0.0.1,10.0.0.0/24")
-    config = webserver.config("127.0.0.1", 8000, 2)
-    assert config.proxy_headers is True and config.forwarded_allow_ips == ["127.0.0.1", "10.0.0.0/24"]
+async def test_forwarded_headers_are_believed_from_the_trusted_proxies_alone():
+    """hub.peer does uvicorn's proxy headers itself, keeping the connection's own address beside the person's."""
+    from hub.peer import DirectPeer
+
+    seen = []
+
+    async def app(scope, receive, send):
+        seen.append((scope["client"][0], scope["hub.peer"]))
+
+    served = DirectPeer(app, ["127.0.0.1", "10.0.0.0/24"])
+    headers = [(b"x-forwarded-for", b"192.168.1.7")]
+    for peer in ("127.0.0.1", "10.0.0.9", "192.168.1.50"):
+        await served({"type": "http", "client": (peer, 5000), "headers": headers}, None, None)
+    await DirectPeer(app, [])({"type": "http", "client": ("127.0.0.1", 1), "headers": headers}, None, None)
+    assert seen == [
+        ("192.168.1.7", "127.0.0.1"),
+        ("192.168.1.7", "10.0.0.9"),
+        ("192.168.1.50", "192.168.1.50"),
+        ("127.0.0.1", "127.0.0.1"),
+    ]
 
 
 def test_connections_to_the_shared_socket_get_nagle_turned_off():

@@ -1,0 +1,15 @@
+from oauth2_provider.oauth2_validators import OAuth2Validator
+
+
+class Validator(OAuth2Validator):
+    """The claims the hub reads: preferred_username (profile), email, and the person's Django groups (groups)."""
+
+    oidc_claim_scope = {**OAuth2Validator.oidc_claim_scope, "groups": "groups"}
+
+    def get_additional_claims(self, request):
+        user = request.user
+        return {
+            "preferred_username": user.username,
+            "email": user.email,
+            "groups": sorted(user.groups.values_list("name", flat=True)),
+        }
