@@ -32,6 +32,7 @@ urlpatterns = [
     path("albums/add/", album_views.album_add, name="jobs-album-add"),
     path("albums/<int:album_id>/", album_views.album_detail, name="jobs-album"),
     path("albums/<int:album_id>/rename/", album_views.album_rename, name="jobs-album-rename"),
+    path("albums/<int:album_id>/download/", zip_views.album_download, name="jobs-album-download"),
     path("albums/<int:album_id>/delete/", album_views.album_delete, name="jobs-album-delete"),
     path("albums/<int:album_id>/people/", album_views.album_invite, name="jobs-album-invite"),
     path(

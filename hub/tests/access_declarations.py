@@ -177,6 +177,7 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-album-add": {"GET": "login 404 404 404 404", "POST": "login 404 404 404 404"},  # no ?job=: no job
     "jobs-album": {"GET": "login 404 ok 404 404", "POST": NO},
     "jobs-album-rename": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "jobs-album-download": {"GET": "login 404 ok 404 404", "POST": NO},  # the zip of what the album lets one see
     "jobs-album-delete": {"GET": "login 404 ok 404 404", "POST": "login 404 ok 404 404"},
     "jobs-album-invite": {"GET": NO, "POST": "login 404 ok 404 404"},
     "jobs-album-member-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
@@ -328,6 +329,7 @@ DECLARATIONS: dict[str, dict] = {
         for name in ("api:album_get", "api:album_update", "api:album_delete")
     },  # one route, three names; PATCH {}: no name
     "api:album_add": {"GET": API_NO, "POST": "401 403 400 404 404"},  # {}: no jobs
+    "api:album_download": {"GET": API_OWN_CHANNEL, "POST": API_NO},  # the zip of what the album lets one see
     # the private job is in the album; the shared one is not (a 422 saying so)
     "api:album_remove": {
         "GET": API_NO,

@@ -114,6 +114,11 @@ def album_jobs(
     return qs.order_by(*order)
 
 
+def in_albums(job_ids: set[int]) -> set[int]:
+    """Those of ``job_ids`` that are in some album (retention keeps them: ``jobs.queue.retention``)."""
+    return set(AlbumItem.objects.filter(job_id__in=job_ids).values_list("job_id", flat=True))
+
+
 def last_visit(user: Any, album: Album) -> Any:
     """When ``user`` last opened ``album`` (None: never), read before this visit is recorded."""
     if album.owner_id == getattr(user, "pk", None):

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
+from ninja.errors import HttpError
 from ninja.responses import Status
 from pydantic import Field
 from pydantic import ValidationError as PydanticValidationError
@@ -23,6 +24,7 @@ from hub.parsing import parse_id
 from jobs.core import albums as access
 from jobs.doors.album_views import tell_album
 from jobs.doors.api import pydantic_errors, read_body
+from jobs.files.zips import NothingToDownload, TooManyJobs, stream_jobs_zip
 from jobs.kinds.schemas import Strict
 from jobs.models import Album, AlbumMember, Job
 from jobs.queue import albums as svc
@@ -182,6 +184,25 @@ def album_get(
     """The album, its people and its results you may see, newest addition first."""
     require_scope(request, READ)
     return _detail(request, _album(request, album_id), limit=limit, offset=offset)
+
+
+@router.get(
+    "/{album_id}/download",
+    url_name="album_download",
+    response={200: None, **ERRORS},
+    openapi_extra={"responses": {"200": {"description": "A zip", "content": {"application/zip": {}}}}},
+    summary="Download an album as one zip",
+)
+def album_download(request: HttpRequest, album_id: str):
+    """The album's results you may see as one zip, streamed as it is built: a folder per job
+    (`0042-a-red-fox/video.mp4`) with its `settings.json`, as `GET /api/jobs/download`. 400 when none of them has a
+    result or there are more than `HUB_ZIP_MAX_JOBS`."""
+    require_scope(request, READ)
+    album = _album(request, album_id)
+    try:
+        return stream_jobs_zip(request, access.album_jobs(request.user, album), label=f"album-{album.pk}")
+    except (NothingToDownload, TooManyJobs) as exc:
+        raise HttpError(400, str(exc)) from exc
 
 
 @router.patch(

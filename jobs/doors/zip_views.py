@@ -2,7 +2,8 @@
 ticked cards (``/jobs/download/``), and the button's count (``/jobs/download/summary/``).
 
 Both read the gallery's own parameters (``jobs.doors.filters.jobs_to_download``: only what the person may see);
-the zip itself is ``jobs.files.zips.stream_jobs_zip``. A download that can't be made (nothing selected, no results,
+the zip itself is ``jobs.files.zips.stream_jobs_zip``. An album comes down the same way (``/jobs/albums/<id>/download/``:
+what ``jobs.core.albums.album_jobs`` lets the person see). A download that can't be made (nothing selected, no results,
 too many jobs, a filter the form refuses) goes back to the gallery with the reason as a note: the person clicked a
 link, so they get a page, not a bare 400.
 """
@@ -15,6 +16,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_safe
 
+from jobs.core import albums
 from jobs.doors.filters import SelectionInvalid, jobs_to_download
 from jobs.files.zips import NothingToDownload, TooManyJobs, jobs_zip_summary, stream_jobs_zip
 
@@ -41,6 +43,17 @@ def download(request: HttpRequest) -> HttpResponse:
     except (SelectionInvalid, NothingToDownload, TooManyJobs) as exc:
         messages.error(request, str(exc))
         return redirect(_gallery_with(request.GET))
+
+
+@require_safe
+def album_download(request: HttpRequest, album_id: int) -> HttpResponse:
+    """An album's results that the person may see, as one zip (a stranger: 404, as the album page)."""
+    album = albums.album_for(request.user, album_id)
+    try:
+        return stream_jobs_zip(request, albums.album_jobs(request.user, album), label=f"album-{album.pk}")
+    except (NothingToDownload, TooManyJobs) as exc:
+        messages.error(request, str(exc))
+        return redirect("jobs-album", album.pk)
 
 
 @require_GET

@@ -11,7 +11,7 @@ result the rule no longer takes by then (bookmarked, the rule changed, newer res
 its notice goes.
 
 Never taken: results bookmarked by anyone (``Bookmark``), and those something else keeps: each function registered
-with :func:`register_kept` is asked (albums' items are meant to plug in there), jobs not finished, jobs already
+with :func:`register_kept` is asked, and album items (``jobs.core.albums.in_albums``); jobs not finished, jobs already
 hidden or in the trash.
 """
 
@@ -29,6 +29,7 @@ from django.db import transaction
 from django.db.models import Q, Sum
 from django.utils import timezone
 
+from jobs.core import albums
 from jobs.models import FINAL_STATES, Bookmark, Job, RetentionNotice, RetentionRule
 from jobs.queue import trash
 from jobs.quotas.services import day_start
@@ -41,7 +42,7 @@ MAX_DAYS = 36500
 MAX_GB = 1_000_000.0
 
 # -- hooks -------------------------------------------------------------------------------------------------------
-#: (job ids) -> the ids among them something else keeps (e.g. album items). Registered at start-up.
+#: (job ids) -> the ids among them something else keeps. Registered at start-up.
 KeptBy = Callable[[set[int]], Iterable[int]]
 #: (owner id, job ids newly announced, when they go) -> None: tell the owner. Registered at start-up (notify).
 Announced = Callable[[int, list[int], dt.datetime], None]
@@ -50,7 +51,7 @@ _announced: list[Announced] = []
 
 
 def register_kept(fn: KeptBy) -> None:
-    """Another part of the hub keeps some results from retention (albums: their items)."""
+    """Another part of the hub keeps some results from retention (a layer above jobs)."""
     if fn not in _kept_by:
         _kept_by.append(fn)
 
@@ -61,10 +62,11 @@ def register_announced(fn: Announced) -> None:
 
 
 def kept_by_others(job_ids: set[int]) -> set[int]:
-    """The results retention must leave alone: bookmarked by anyone, or kept by a registered hook (albums)."""
+    """The results retention must leave alone: bookmarked by anyone, in an album, or kept by a registered hook."""
     if not job_ids:
         return set()
     kept = set(Bookmark.objects.filter(job_id__in=job_ids).values_list("job_id", flat=True))
+    kept |= albums.in_albums(job_ids)
     for fn in _kept_by:
         kept |= set(fn(job_ids)) & job_ids
     return kept

@@ -143,3 +143,14 @@ def test_the_hook_is_told_once_after_commit(
     finally:
         retention._announced.pop()
     assert told == [(member.pk, [job.pk], out.due_at)]
+
+
+def test_a_result_in_an_album_is_kept(admin_user, member, device, media):
+    """An album's items are the household's keepsakes: no rule takes them, whoever's album holds them."""
+    from jobs.queue.albums import album_add_jobs, album_create
+
+    kept = aged(member, device, media, days=40)
+    taken = aged(member, device, media, days=41)
+    album_add_jobs(album=album_create(by=member, name="Summer"), by=member, job_ids=[kept.pk])
+    rule = retention.Rule(keep_days=30, keep_gb=None, own=False)
+    assert retention.taken(member, rule, at=timezone.now()) == {taken.pk: "older than 30 days"}
