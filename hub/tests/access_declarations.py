@@ -177,7 +177,8 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-album-add": {"GET": "login 404 404 404 404", "POST": "login 404 404 404 404"},  # no ?job=: no job
     "jobs-album": {"GET": "login 404 ok 404 404", "POST": NO},
     "jobs-album-rename": {"GET": NO, "POST": "login 404 ok 404 404"},
-    "jobs-album-download": {"GET": "login 404 ok 404 404", "POST": NO},  # the zip of what the album lets one see
+    # the zip of what the album lets one see
+    "jobs-album-download": {"GET": "login 404 ok 404 404", "POST": NO},
     "jobs-album-delete": {"GET": "login 404 ok 404 404", "POST": "login 404 ok 404 404"},
     "jobs-album-invite": {"GET": NO, "POST": "login 404 ok 404 404"},
     "jobs-album-member-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
