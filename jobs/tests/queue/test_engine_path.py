@@ -129,6 +129,18 @@ def test_a_blocking_jobs_end_starts_the_next_job_before_any_replan_or_push(membe
     assert seen == [f"run:{b.pk}", "plan", "queue"]
 
 
+def test_the_dispatch_task_sends_the_run_before_any_replan_or_push(member, device, seen):
+    """A free device's dispatch (the ``dispatch`` task, not a job's end): its claim used to replan the device, and
+    through the pool every other one, before the run was sent (``bench/bench_plan_scale.py`` measured it)."""
+    from jobs.models import Job
+    from jobs.queue.dispatch import dispatch_device
+
+    job = make_job(member, device)
+    assert dispatch_device(device.pk) == job.pk
+    assert Job.objects.get(pk=job.pk).state == "preparing"
+    assert seen[0] == f"run:{job.pk}" and "plan" in seen[1:]
+
+
 def test_the_submitted_jobs_replan_and_pushes_wait_for_the_create_call(member, device, seen, monkeypatch):
     from jobs.models import Job
     from jobs.queue import engine
