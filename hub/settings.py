@@ -357,6 +357,9 @@ HUB_OIDC_USERNAME_CLAIM = env_str("HUB_OIDC_USERNAME_CLAIM", "preferred_username
 # The claim whose values give roles, and which: "hub-admins=admin,family=member,guests=viewer" (strongest wins).
 HUB_OIDC_ROLE_CLAIM = env_str("HUB_OIDC_ROLE_CLAIM", "groups")
 HUB_OIDC_ROLE_MAP = env_str("HUB_OIDC_ROLE_MAP", "")
+# The claim whose values name hub groups (issue 38): when set, a person signed in through the provider is in exactly
+# the hub groups named there (matched by name, any case) after each sign-in. Empty (the default): groups stay the hub's.
+HUB_OIDC_GROUPS_CLAIM = env_str("HUB_OIDC_GROUPS_CLAIM", "")
 # Someone the hub doesn't know: created (with the mapped role, else HUB_OIDC_DEFAULT_ROLE; empty: only when mapped).
 HUB_OIDC_CREATE_USERS = env_bool("HUB_OIDC_CREATE_USERS", True)
 HUB_OIDC_DEFAULT_ROLE = env_str("HUB_OIDC_DEFAULT_ROLE", "")

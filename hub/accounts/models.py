@@ -162,6 +162,11 @@ class AuditEntry(models.Model):
         BACKUP_MADE = "backup-made", "Backup made"
         BACKUP_RESTORED = "backup-restored", "Backup restored"
         SHARE_CREATED = "share-created", "Share link made"
+        GROUP_SAVED = "group-saved", "Group made or changed"
+        GROUP_DELETED = "group-deleted", "Group deleted"
+        GROUP_MEMBER_ADDED = "group-member-added", "Put in a group"
+        GROUP_MEMBER_REMOVED = "group-member-removed", "Taken out of a group"
+        SIGNIN_SSO = "signin-sso", "Signed in through the identity provider"
 
     at = models.DateTimeField(default=timezone.now, db_index=True)
     action = models.CharField(max_length=32, choices=Action.choices, db_index=True)

@@ -25,7 +25,7 @@ from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.utils import import_from_settings
 from mozilla_django_oidc.views import OIDCAuthenticationCallbackView, OIDCAuthenticationRequestView
 
-from hub.accounts import sso
+from hub.accounts import audit, sso
 
 log = logging.getLogger(__name__)
 
@@ -162,6 +162,9 @@ class HubOIDCBackend(OIDCAuthenticationBackend):
             default_role=settings.HUB_OIDC_DEFAULT_ROLE or None,
         )
         sso.claim_groups_hook(user, claims)
+        audit.record(
+            audit.Action.SIGNIN_SSO, actor=user, target=user, detail="OpenID Connect", request=self.request
+        )
         return user
 
 

@@ -9,7 +9,9 @@ import ipaddress
 
 from django.conf import settings
 
-from hub.accounts.models import User
+from hub.accounts import audit
+from hub.accounts.groups import forget_allowance
+from hub.accounts.models import User, UserGroup
 from hub.accounts.services import user_create_or_update
 
 #: Strongest first: a person whose claim names several mapped values gets the strongest role.
@@ -55,10 +57,27 @@ def role_from_claims(claims: dict) -> str | None:
 
 
 def claim_groups_hook(user: User, claims: dict) -> None:
-    """Where hub groups will follow the identity provider's claim (issue 38, item 1, built apart): nothing yet.
-
-    Called after every OpenID Connect sign-in with the person and their claims.
-    """
+    """After an OpenID Connect sign-in: with ``HUB_OIDC_GROUPS_CLAIM`` set, the person is in exactly the hub groups
+    its values name (by name, any case; a value naming no hub group is left alone, an empty claim takes them out of
+    every group). Unset, the hub's groups are the admins' to manage."""
+    claim = settings.HUB_OIDC_GROUPS_CLAIM
+    if not claim:
+        return
+    raw = claims.get(claim)
+    values = [raw] if isinstance(raw, str) else [v for v in raw or [] if isinstance(v, str)]
+    wanted = {v.strip().casefold() for v in values}
+    now = {group.pk for group in user.usage_groups.all()}
+    named = {group.pk for group in UserGroup.objects.all() if group.name.casefold() in wanted}
+    if now == named:
+        return
+    user.usage_groups.set(named)
+    forget_allowance(user)
+    audit.record(
+        audit.Action.GROUP_MEMBER_ADDED if named - now else audit.Action.GROUP_MEMBER_REMOVED,
+        target=user,
+        detail="groups from the identity provider",
+        data={"groups": sorted(UserGroup.objects.filter(pk__in=named).values_list("name", flat=True))},
+    )
 
 
 def sign_in_outside(*, username: str, role: str | None, create: bool, default_role: str | None) -> User:

@@ -15,7 +15,7 @@ from django.conf import settings
 from django.contrib import auth
 from django.http import HttpRequest, HttpResponse
 
-from hub.accounts import sso
+from hub.accounts import audit, sso
 from hub.accounts.models import User
 from hub.peer import direct_peer
 
@@ -83,3 +83,6 @@ class TrustedHeaderMiddleware:
             return
         auth.login(request, found, backend=BACKEND)
         request.user = found
+        audit.record(
+            audit.Action.SIGNIN_SSO, actor=found, target=found, detail="trusted proxy header", request=request
+        )

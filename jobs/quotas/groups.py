@@ -27,6 +27,7 @@ from django.db import IntegrityError, transaction
 from devices.capabilities import Capabilities
 from devices.models import Device
 from devices.selectors import model_label
+from hub.accounts import audit
 from hub.accounts.groups import forget_allowance, same_model, short_name
 from hub.accounts.models import UserGroup
 from jobs.models import JobKind
@@ -172,6 +173,14 @@ def group_save(
     except IntegrityError:  # (the same name saved at once by someone else)
         raise ValidationError({"name": f"There is already a group called “{name}”."}) from None
     logger.info("group %s saved by %s", row.name, getattr(by, "username", "the command line"))
+    audit.record(
+        audit.Action.GROUP_SAVED,
+        actor=by,
+        target=row,
+        target_name=row.name,
+        detail="made" if group is None else "changed",
+        data={"models": row.model_ids, "kinds": row.kinds, "devices": row.devices, **limits},
+    )
     return row
 
 
@@ -182,6 +191,7 @@ def member_add(*, by: Any | None, group: UserGroup, user: Any) -> bool:
         return False
     group.members.add(user)
     forget_allowance(user)  # (what this user object knew of their groups is stale now)
+    audit.record(audit.Action.GROUP_MEMBER_ADDED, actor=by, target=user, data={"group": group.name})
     return True
 
 
@@ -191,12 +201,14 @@ def member_remove(*, by: Any | None, group: UserGroup, user: Any) -> bool:
         return False
     group.members.remove(user)
     forget_allowance(user)
+    audit.record(audit.Action.GROUP_MEMBER_REMOVED, actor=by, target=user, data={"group": group.name})
     return True
 
 
 def group_delete(*, by: Any | None, group: UserGroup) -> None:
     """Delete the group: its members use what their other groups (or the household) allow; their jobs stay."""
     _require_admin(by)
+    audit.record(audit.Action.GROUP_DELETED, actor=by, target=group, target_name=group.name)
     group.delete()
 
 

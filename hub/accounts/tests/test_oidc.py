@@ -176,3 +176,18 @@ def test_next_survives_the_round_trip(db, provider, sso):
     at_provider = provider_sign_in(provider, "bob")
     callback = urlsplit(at_provider.get(start["Location"]).headers["Location"])
     assert hub.get(f"{callback.path}?{callback.query}")["Location"] == "/jobs/"
+
+
+def test_hub_groups_follow_the_providers_claim_when_asked_and_the_audit_keeps_the_sign_in(db, provider, sso):
+    """With HUB_OIDC_GROUPS_CLAIM, bob (in the provider's "family") lands in the hub's "Family" group and out of
+    "kids", which the claim does not name; the sign-in and the change are in the audit log."""
+    from hub.accounts.models import AuditEntry, UserGroup
+
+    sso.HUB_OIDC_GROUPS_CLAIM = "groups"
+    family, kids = UserGroup.objects.create(name="Family"), UserGroup.objects.create(name="kids")
+    bob = User.objects.create_user("bob", password="local-pass-123", role=User.Role.MEMBER)
+    kids.members.add(bob)
+    _round_trip(provider, "bob")
+    assert set(bob.usage_groups.values_list("name", flat=True)) == {family.name}
+    actions = set(AuditEntry.objects.filter(target=bob).values_list("action", flat=True))
+    assert {"signin-sso", "group-member-added"} <= actions
