@@ -455,7 +455,7 @@ def job_list(
 @router.get(
     "/download",
     url_name="job_download",
-    response={200: None, **ERRORS},
+    response={**ERRORS},
     openapi_extra={"responses": {"200": {"description": "A zip", "content": {"application/zip": {}}}}},
     summary="Download jobs as one zip",
 )

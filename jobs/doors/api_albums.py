@@ -189,7 +189,7 @@ def album_get(
 @router.get(
     "/{album_id}/download",
     url_name="album_download",
-    response={200: None, **ERRORS},
+    response={**ERRORS},
     openapi_extra={"responses": {"200": {"description": "A zip", "content": {"application/zip": {}}}}},
     summary="Download an album as one zip",
 )
