@@ -451,7 +451,7 @@ def report(cells: dict, profile: str, probe: str, took: float) -> None:
     )
     measures = [
         ("full", "Full replan: the pool's assignment, then every device's plan stored (every row rewritten)"),
-        ("pool", "The pool's assignment over all devices (`jobs.queue.pool.assign`; a steady `rebalance`)"),
+        ("pool", "The pool's assignment over all devices (`jobs.queue.pool.assign`)"),
         (
             "plans",
             "Every device's plan computed and stored (`jobs.queue.eta.store_plan`, summed over devices)",
@@ -495,9 +495,21 @@ def report(cells: dict, profile: str, probe: str, took: float) -> None:
             f"Where the time goes (cProfile of one full replan at {TARGET_AT[0]:,} × {TARGET_AT[1]}): {profile}.\n"
         )
     if probe:
+        waits = "before that: no planner call" not in probe
         print(
             f"Dispatch and the plan: one real `dispatch_device` (the Celery `dispatch` task's path) on a free "
-            f"device at {PROBE_AT[0]:,} × {PROBE_AT[1]}, the broker stubbed, the planner's calls recorded: {probe}."
+            f"device at {PROBE_AT[0]:,} × {PROBE_AT[1]}, the broker stubbed, the planner's calls recorded: {probe}. "
+            + (
+                "So on this path a free device does wait for plans before its run is sent: the claim "
+                "(`job_transition` to preparing) commits outside any `held()` block, and its outbox's plan stage "
+                "(`replan_changed` → `plan_device`, and through chained children the other devices' plans) runs "
+                "inside that commit. Read from `jobs/queue/dispatch.py`: the engine's own path after a job ends "
+                "(`end_job`, inside `held()`) defers those plans until after the run is sent; on both paths "
+                "`dispatch_device` runs `pool.rebalance_and_wake` (a whole `assign`) and a replan after sending the "
+                "run, and `_claim_next` runs it before the claim when the device's own lane is empty."
+                if waits
+                else "No planner call came before the run was sent."
+            )
         )
 
 
