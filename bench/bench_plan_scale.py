@@ -327,10 +327,14 @@ def profile_full(devices: list) -> str:
     stats = pstats.Stats(prof, stream=io.StringIO()).stats
     total = sum(tt for _cc, _calls, tt, _ct, _callers in stats.values())
 
-    def rows(key: int, skip: set[str]) -> list[str]:
+    def rows(key: int, skip: set[str], *, ours: bool = False) -> list[str]:
         out = []
         for (file, line, name), row in sorted(stats.items(), key=lambda item: -item[1][key]):
-            if name in skip or file == "~":
+            if (
+                name in skip
+                or file == "~"
+                or (ours and (not file.startswith(str(BASE)) or "/.venv/" in file))
+            ):
                 continue
             out.append(f"`{_short(file)}:{line} {name}` {row[key] * 1000:.0f} ms ({row[1]:,} calls)")
             if len(out) == 5:
@@ -339,10 +343,12 @@ def profile_full(devices: list) -> str:
 
     # assign and store_plan are what the measure itself calls: their sum is the whole.
     cum = rows(3, {"assign", "store_plan"})
+    hub = rows(3, {"assign", "store_plan", "profile_full"}, ours=True)
     own = rows(2, set())
     return (
         f"{total * 1000:.0f} ms under the profiler; assign + the store_plans are the whole; below them, top 5 "
-        f"cumulative: {'; '.join(cum)}. Top 5 own time: {'; '.join(own)}"
+        f"cumulative: {'; '.join(cum)}. The hub's own functions, top 5 cumulative: {'; '.join(hub)}. Top 5 own "
+        f"time: {'; '.join(own)}"
     )
 
 
