@@ -115,7 +115,7 @@ def test_a_household_result_someone_else_added_leaves_the_link_when_made_private
     assert Client().get(f"{path}jobs/{shared.pk}/files/{sunset_file.pk}/").status_code == 404
 
 
-def test_an_expired_link_is_410_and_never_brings_it_back(shared_album, album, member):
+def test_an_expired_link_is_410_until_set_to_never_expire(shared_album, album, member):
     beach, _, path = shared_album
     owner = client_of(member)
     _options(owner, album, expires="1")
@@ -212,3 +212,12 @@ def test_a_job_link_token_opens_no_album(settings, member_client, member, device
 
     job = job_share_link(job=finished(member, device, media), by=member, enable=True)
     assert Client().get(f"/jobs/albums/shared/{job.share_token}/").status_code == 404
+
+
+def test_the_token_is_masked_in_log_lines(shared_album, album):
+    from hub.logfilters import mask_tokens
+
+    _, _, path = shared_album
+    album.refresh_from_db()
+    line = mask_tokens(f'"GET {path}jobs/1/files/2/ HTTP/1.1" 200')
+    assert album.share_token not in line and "/jobs/albums/shared/***/jobs/1/files/2/" in line
