@@ -221,3 +221,34 @@ def test_the_token_is_masked_in_log_lines(shared_album, album):
     album.refresh_from_db()
     line = mask_tokens(f'"GET {path}jobs/1/files/2/ HTTP/1.1" 200')
     assert album.share_token not in line and "/jobs/albums/shared/***/jobs/1/files/2/" in line
+
+
+def test_rest_patch_shares_and_revokes_for_the_owner_only(
+    shared_album, album, member, other_member, stranger
+):
+    import json
+
+    from hub.accounts.tokens import token_create
+
+    def patch(user, body):
+        _, raw = token_create(user=user, name="script", scopes=["read", "submit"])
+        client = Client(headers={"Authorization": f"Bearer {raw}"})
+        return client.patch(f"/api/albums/{album.pk}", json.dumps(body), content_type="application/json")
+
+    _, _, old_path = shared_album
+    assert patch(member, {"share": False}).json()["share_url"] is None
+    assert Client().get(old_path).status_code == 404
+    made = patch(member, {"share": True})
+    assert made.status_code == 200
+    url = made.json()["share_url"]
+    album.refresh_from_db()
+    assert url == f"http://testserver/jobs/albums/shared/{album.share_token}/"
+    assert "our private beach" in Client().get(url.removeprefix("http://testserver")).content.decode()
+    assert patch(member, {"share": True}).json()["share_url"] == url  # kept, not remade
+    assert patch(other_member, {"share": False}).status_code == 403
+    assert patch(stranger, {"share": False}).status_code == 404
+    assert patch(member, {"share": "yes"}).status_code == 422
+    member_view = patch(other_member, {"name": "x"})
+    assert member_view.status_code == 403
+    album.refresh_from_db()
+    assert album.share_token and album.name == "Summer"
