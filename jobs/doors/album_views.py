@@ -313,17 +313,27 @@ def album_public(request: HttpRequest, token: str) -> HttpResponse:
         return refusal
     if request.method == "GET" and "page" not in request.GET:
         share_links.count_open(album)
-    results = Artifact.objects.exclude(kind=Artifact.Kind.THUMB).order_by("id")
+    every = Artifact.objects.order_by("id")
     qs = access.album_link_jobs(album).prefetch_related(
-        Prefetch("artifacts", queryset=results, to_attr="files")
+        Prefetch("artifacts", queryset=every, to_attr="every")
     )
     page = Paginator(qs, PAGE_SIZE).get_page(parse_int(request.GET.get("page"), 1, minimum=1))
     entries = []
     for job in page.object_list:
-        for a in job.files:
+        for a in job.every:
             a.url = reverse("jobs-album-public-file", args=[token, job.pk, a.pk])
+        files = [a for a in job.every if a.kind != Artifact.Kind.THUMB]
+        poster = next(
+            (a.url for a in job.every if a.kind == Artifact.Kind.THUMB), ""
+        )  # the video's thumbnail
         entries.append(
-            {"job": job, "title": job_title(job), "artifacts": job.files, "result": result_of(job.files)}
+            {
+                "job": job,
+                "title": job_title(job),
+                "artifacts": files,
+                "result": result_of(files),
+                "poster": poster,
+            }
         )
     has_mesh = any(e["job"].kind == JobKind.MESH for e in entries)
     ctx = {"album": album, "page": page, "entries": entries, "has_mesh": has_mesh, "public": True}

@@ -71,6 +71,7 @@ def test_anyone_with_the_link_sees_the_album_and_downloads_byte_for_byte(
     got = visitor.get(f"{file_url}?download=1")
     assert got.status_code == 200 and b"".join(got.streaming_content) == data
     thumb = beach.artifacts.get(kind="thumb")
+    assert f'poster="{path}jobs/{beach.pk}/files/{thumb.pk}/"' in html  # the thumbnail, through the token too
     assert visitor.get(f"{path}jobs/{beach.pk}/files/{thumb.pk}/").status_code == 200
     # The page shows no people and no controls of the album.
     assert "otto" not in html and "Invite" not in html and "share-revoke" not in html
