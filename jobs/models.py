@@ -434,9 +434,16 @@ class Album(models.Model):
     updated = models.DateTimeField(auto_now=True)
     # The owner's last visit ("new since your last visit"; a member's is on their ``AlbumMember``).
     owner_visit_at = models.DateTimeField(null=True, blank=True)
+    # The read-only link to the album (its owner's choice; "" = none or revoked) and its options, as a job's
+    # (``jobs.core.share_links``): when it stops working (410), its password hash ("" = none), its opens.
+    share_token = models.CharField(max_length=64, blank=True, default="")
+    share_expires_at = models.DateTimeField(null=True, blank=True)
+    share_password = models.CharField(max_length=128, blank=True, default="")
+    share_opens = models.PositiveIntegerField(default=0)
 
     class Meta:
         ordering = ["-updated", "-id"]
+        indexes = [models.Index(fields=["share_token"], name="jobs_album_share_idx")]
 
     def __str__(self) -> str:
         return self.name

@@ -40,6 +40,18 @@ urlpatterns = [
         album_views.album_member_remove,
         name="jobs-album-member-remove",
     ),
+    path("albums/<int:album_id>/share-link/", album_views.album_share_link, name="jobs-album-share-link"),
+    path(
+        "albums/<int:album_id>/share-link/options/",
+        album_views.album_share_link_options,
+        name="jobs-album-share-link-options",
+    ),
+    path("albums/shared/<str:token>/", album_views.album_public, name="jobs-album-public"),
+    path(
+        "albums/shared/<str:token>/jobs/<int:job_id>/files/<int:artifact_id>/",
+        album_views.album_public_file,
+        name="jobs-album-public-file",
+    ),
     path("albums/<int:album_id>/items/remove/", album_views.album_item_remove, name="jobs-album-item-remove"),
     path("devices/<int:device_id>/sparkline/", views.device_sparkline, name="jobs-sparkline"),
     path("queue/<int:device_id>/pause/", views.queue_pause, name="jobs-queue-pause"),

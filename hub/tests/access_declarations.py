@@ -183,6 +183,16 @@ DECLARATIONS: dict[str, dict] = {
     "jobs-album-invite": {"GET": NO, "POST": "login 404 ok 404 404"},
     "jobs-album-member-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
     "jobs-album-item-remove": {"GET": NO, "POST": "login 404 ok 404 404"},
+    # the album's read-only link: its owner's (the world's album has no link, so its owner makes one)
+    "jobs-album-share-link": {"GET": NO, "POST": "login 404 ok 404 404"},
+    "jobs-album-share-link-options": {
+        "GET": NO,
+        "POST": "login 404 ok 404 404",
+    },  # {}: "create the link first"
+    # the album's link page and files, signed out: the world's token is a job's link, which opens no album
+    # (jobs/tests/albums/test_album_share_link.py holds the 200s, 410s and 403s)
+    "jobs-album-public": {"GET": "404 404 404 404 404", "POST": "404 404 404 404 404"},
+    "jobs-album-public-file": {"GET": "404 404 404 404 404", "POST": PUBLIC_NO},
     # -- quotas and usage (jobs.doors.quota_views): everyone's own usage page; results deleted by their owner or an
     # admin (a confirmation page, then the POST); the limit forms of the People page are admins' only
     "usage": {"GET": EVERYONE, "POST": NO},

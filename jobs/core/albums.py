@@ -12,6 +12,12 @@
   person's open sockets to re-check what they watch, after commit.
 
 The album's jobs for a person (:func:`album_jobs`) are what its page, the REST album and its download list.
+
+- An album's read-only link (``Album.share_token``; its expiry, password and opens are ``jobs.core.share_links``'s,
+  as a job's link) shows :func:`album_link_jobs`: what the album's owner sees in it as a member would, never
+  more (an admin owner's "sees everything" does not pass to the link): the owner's own results, the
+  household-shared ones, and those their owners put there. Its files open only for those jobs; a job leaving
+  the album (or the trash, or becoming private when someone else added it) leaves the link at once.
 """
 
 from __future__ import annotations
@@ -92,13 +98,14 @@ def album_viewer_ids(job: Any) -> set[int]:
 
 
 def album_jobs(
-    user: Any, album: Album, *, kind: str | None = None, oldest_first: bool = False
+    user: Any, album: Album, *, kind: str | None = None, oldest_first: bool = False, as_member: bool = False
 ) -> QuerySet[Job]:
     """The jobs of ``album`` that ``user`` (one of its people: :func:`album_for`) may see, each with
     ``added_at`` (when it joined the album), newest addition first (``oldest_first``: the other way).
 
     Its jobs whose owner put them there, those shared with the household, and ``user``'s own; a job deleted
-    through /v1 (``hidden_at``) is left out as everywhere. ``kind`` narrows to one kind of result."""
+    through /v1 (``hidden_at``) is left out as everywhere. ``kind`` narrows to one kind of result; ``as_member``:
+    the rule for members even when ``user`` is an admin (the album's link: :func:`album_link_jobs`)."""
     # One join to the album's items (filter, then annotate from it): a second filter() on ``album_items`` would
     # join again and match the job's items in other albums.
     qs = (
@@ -106,7 +113,7 @@ def album_jobs(
         .filter(album_items__album=album, hidden_at__isnull=True)
         .annotate(added_at=F("album_items__added_at"), added_by_id=F("album_items__added_by_id"))
     )
-    if not getattr(user, "is_admin", False):
+    if as_member or not getattr(user, "is_admin", False):
         qs = qs.filter(Q(owner=user) | Q(shared=True) | Q(added_by_id=F("owner_id")))
     if kind in JobKind.values:
         qs = qs.filter(kind=kind)
@@ -124,3 +131,16 @@ def last_visit(user: Any, album: Album) -> Any:
     if album.owner_id == getattr(user, "pk", None):
         return album.owner_visit_at
     return AlbumMember.objects.filter(album=album, user=user).values_list("last_visit_at", flat=True).first()
+
+
+def album_by_share_token(token: str) -> Album:
+    """The album whose read-only link is ``token``; Http404 for none (never made, or revoked)."""
+    album = Album.objects.select_related("owner").filter(share_token=token).first() if token else None
+    if album is None:
+        raise Http404("No such album.")
+    return album
+
+
+def album_link_jobs(album: Album, *, oldest_first: bool = False) -> QuerySet[Job]:
+    """What the album's read-only link shows: the jobs its owner sees in it as a member would (module doc)."""
+    return album_jobs(album.owner, album, oldest_first=oldest_first, as_member=True)

@@ -3,6 +3,10 @@ first, one kind, a page at a time, "new since your last visit"), create, rename,
 its people (invite by username as viewer or contributor, remove, leave), and "Add to album" from a job page or a
 gallery card.
 
+The album's read-only link: its owner makes, revokes and sets its expiry and password on the album page; its
+public page (``album_public``, signed out) shows what ``jobs.core.albums.album_link_jobs`` lets the link show, with
+players and downloads through the token's own file URL (``album_public_file``: only jobs of that album).
+
 Who sees what is ``jobs.core.albums``'s; every change is ``jobs.queue.albums``'s (REST calls the same). An album
 you are not in is a 404, like one that doesn't exist.
 """
@@ -13,23 +17,28 @@ from dataclasses import replace
 from typing import Any
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
+from django.contrib.auth.decorators import login_not_required
+from django.core.exceptions import PermissionDenied, ValidationError
 from django.core.paginator import Paginator
 from django.db import transaction
 from django.db.models import Prefetch
 from django.http import HttpRequest, HttpResponse
-from django.shortcuts import redirect, render
+from django.shortcuts import get_object_or_404, redirect, render
 from django.urls import reverse
 from django.utils.dateparse import parse_datetime
 from django.utils.http import url_has_allowed_host_and_scheme
-from django.views.decorators.http import require_GET, require_http_methods, require_POST
+from django.views.decorators.http import require_GET, require_http_methods, require_POST, require_safe
 
 from hub.parsing import parse_id, parse_int
 from jobs.core import albums as access
+from jobs.core import share_links
 from jobs.core.bookmarks import bookmarked_ids
 from jobs.core.selectors import job_for
 from jobs.doors.filters import GalleryCard
+from jobs.doors.share_pages import link_refusal, password_given
+from jobs.files.downloads import artifact_response
 from jobs.live.broadcast import broadcast_album_news
+from jobs.live.fragments import job_title, result_of
 from jobs.models import Album, AlbumMember, Artifact, JobKind, JobState
 from jobs.queue import albums as svc
 from jobs.queue.admission import RequestInvalid
@@ -113,6 +122,10 @@ def album_detail(request: HttpRequest, album_id: int) -> HttpResponse:
         "roles": AlbumMember.Role.choices,
         "name_max": svc.NAME_MAX,
     }
+    if ctx["is_owner"]:  # the read-only link and its options (jobs.core.share_links), for its owner only
+        ctx["share_url"] = svc.album_share_url(request=request, album=album)
+        ctx["share_choices"] = [(value, label) for value, label, _ in share_links.EXPIRY_CHOICES]
+        ctx["share_expired"] = share_links.is_expired(album)
     if request.htmx:
         return render(request, "jobs/album.html#album-results", ctx)
     return render(request, "jobs/album.html", ctx)
@@ -252,3 +265,88 @@ def with_album_action(user: Any, cards: list[GalleryCard]) -> list[GalleryCard]:
         else c
         for c in cards
     ]
+
+
+# -- the album's read-only link: the token is the permission, for the jobs the link shows only ----------------------
+@require_POST
+def album_share_link(request: HttpRequest, album_id: int) -> HttpResponse:
+    """Make or revoke the album's read-only link (its owner; a member gets 403, anyone else 404)."""
+    album = _album(request, album_id)
+    try:
+        svc.album_share_link(album=album, by=request.user, enable=request.POST.get("enable") == "1")
+    except PermissionDenied as exc:
+        raise PermissionDenied("Only the album's owner may share it by a link.") from exc
+    messages.success(request, "Made a read-only link." if album.share_token else "Revoked the link.")
+    return redirect(reverse("jobs-album", args=[album.pk]) + "#album-link")
+
+
+@require_POST
+def album_share_link_options(request: HttpRequest, album_id: int) -> HttpResponse:
+    album = _album(request, album_id)
+    try:
+        svc.album_share_link_options(
+            album=album,
+            by=request.user,
+            expires=request.POST.get("expires", "keep"),
+            password=request.POST.get("password", ""),
+            remove_password=request.POST.get("remove_password") == "1",
+        )
+    except PermissionDenied as exc:
+        raise PermissionDenied("Only the album's owner may change its link.") from exc
+    except ValidationError as exc:
+        messages.error(request, " ".join(exc.messages))
+    else:
+        messages.success(request, "Saved the link's expiry and password.")
+    return redirect(reverse("jobs-album", args=[album.pk]) + "#album-link")
+
+
+@login_not_required
+@require_http_methods(["GET", "HEAD", "POST"])
+def album_public(request: HttpRequest, token: str) -> HttpResponse:
+    """The album as its link shows it (signed out): each result with its player and downloads, a page at a time."""
+    album = access.album_by_share_token(token)
+    if request.method == "POST":
+        if not (share_links.has_password(album) and not share_links.is_expired(album)):
+            return redirect("jobs-album-public", token=token)  # nothing to unlock: the page says what it is
+        return password_given(request, album, what="album") or redirect("jobs-album-public", token=token)
+    if (refusal := link_refusal(request, album, page=True, what="album")) is not None:
+        return refusal
+    if request.method == "GET" and "page" not in request.GET:
+        share_links.count_open(album)
+    every = Artifact.objects.order_by("id")
+    qs = access.album_link_jobs(album).prefetch_related(
+        Prefetch("artifacts", queryset=every, to_attr="every")
+    )
+    page = Paginator(qs, PAGE_SIZE).get_page(parse_int(request.GET.get("page"), 1, minimum=1))
+    entries = []
+    for job in page.object_list:
+        for a in job.every:
+            a.url = reverse("jobs-album-public-file", args=[token, job.pk, a.pk])
+        files = [a for a in job.every if a.kind != Artifact.Kind.THUMB]
+        poster = next(
+            (a.url for a in job.every if a.kind == Artifact.Kind.THUMB), ""
+        )  # the video's thumbnail
+        entries.append(
+            {
+                "job": job,
+                "title": job_title(job),
+                "artifacts": files,
+                "result": result_of(files),
+                "poster": poster,
+            }
+        )
+    has_mesh = any(e["job"].kind == JobKind.MESH for e in entries)
+    ctx = {"album": album, "page": page, "entries": entries, "has_mesh": has_mesh, "public": True}
+    return render(request, "jobs/album_public.html", ctx)
+
+
+@login_not_required
+@require_safe  # HEAD too: players probe a file before fetching ranges
+def album_public_file(request: HttpRequest, token: str, job_id: int, artifact_id: int) -> HttpResponse:
+    """A file (result or thumbnail) of a job the album's link shows; any other job's is a 404."""
+    album = access.album_by_share_token(token)
+    if (refusal := link_refusal(request, album, page=False)) is not None:
+        return refusal
+    job = get_object_or_404(access.album_link_jobs(album), pk=job_id)
+    artifact = get_object_or_404(job.artifacts, pk=artifact_id)
+    return artifact_response(request, artifact, access_checked=True, inline=not request.GET.get("download"))

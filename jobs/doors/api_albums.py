@@ -11,11 +11,12 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
+from django.db import transaction
 from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
-from pydantic import Field
+from pydantic import Field, StrictBool
 from pydantic import ValidationError as PydanticValidationError
 
 from hub.api_auth import require_scope
@@ -38,6 +39,14 @@ PAGE_MAX = 500
 
 class AlbumIn(Strict):
     name: str = Field(description="The album's name (at most 80 characters).", max_length=200)
+
+
+class AlbumPatchIn(Strict):
+    name: str | None = Field(None, description="A new name (at most 80 characters).", max_length=200)
+    share: StrictBool | None = Field(
+        None,
+        description="`true` makes the album's read-only link (kept if it has one), `false` revokes it. The owner only.",
+    )
 
 
 class ItemsIn(Strict):
@@ -81,6 +90,11 @@ class AlbumDetailOut(AlbumOut):
     members: list[MemberOut]
     count: int = Field(description="How many of its results you may see.")
     items: list[ItemOut] = Field(description="Newest addition first, `limit` from `offset`.")
+    share_url: str | None = Field(
+        None,
+        description="The owner's only: the album's read-only link (anyone with it sees the album's results), "
+        "or null while it has none. Always null for members.",
+    )
 
 
 class AlbumListOut(Schema):
@@ -144,6 +158,9 @@ def _detail(request: HttpRequest, album: Album, *, limit: int = 100, offset: int
         "members": [{"user": m.user.username, "role": m.role} for m in members],
         "count": qs.count(),
         "items": [_item_out(j, names) for j in jobs],
+        "share_url": (svc.album_share_url(request=request, album=album) or None)
+        if album.role == access.OWNER
+        else None,
     }
 
 
@@ -209,14 +226,22 @@ def album_download(request: HttpRequest, album_id: str):
     "/{album_id}",
     url_name="album_update",
     response={200: AlbumDetailOut, **ERRORS},
-    openapi_extra=_json_body(AlbumIn),
-    summary="Rename an album",
+    openapi_extra=_json_body(AlbumPatchIn),
+    summary="Rename an album, or share it by a link",
 )
 def album_update(request: HttpRequest, album_id: str):
-    """The owner only."""
+    """The owner only. `{"name"}` renames it; `{"share": true}` makes its read-only link (returned as `share_url`;
+    its expiry and password are set on the album's page), `{"share": false}` revokes it."""
     require_scope(request, SUBMIT)
     album = _album(request, album_id)
-    svc.album_rename(album=album, by=request.user, name=_body(request, AlbumIn).name)
+    body = _body(request, AlbumPatchIn)
+    if body.name is None and body.share is None:
+        raise RequestInvalid({"name": ["Give a new name, or share: true or false."]})
+    with transaction.atomic():
+        if body.name is not None:
+            svc.album_rename(album=album, by=request.user, name=body.name)
+        if body.share is not None:
+            svc.album_share_link(album=album, by=request.user, enable=body.share)
     return _detail(request, album)
 
 

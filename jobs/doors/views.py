@@ -81,6 +81,7 @@ from jobs.doors.result_actions import (
     wants_chain,
     with_actions,
 )
+from jobs.doors.share_pages import link_refusal, password_given
 from jobs.files.downloads import artifact_response
 from jobs.files.inputs import input_response, preview_response
 from jobs.files.previews import preview_box
@@ -453,27 +454,6 @@ def job_file(request: HttpRequest, job_id: int, artifact_id: int) -> HttpRespons
 
 # -- the read-only link: the token is the permission, and it shows that one result only ----------------------
 # Its expiry, password and count of opens: jobs.core.share_links (410 past the expiry; the password once per session).
-def _link_refusal(request: HttpRequest, job, *, page: bool) -> HttpResponse | None:
-    """Why the link's page or file can't be shown now (expired: 410; locked: the password form or 403), or None."""
-    if share_links.is_expired(job):
-        if page:
-            return render(request, "jobs/share_expired.html", {"job": job}, status=410)
-        return HttpResponse("This link has expired.\n", status=410, content_type="text/plain; charset=utf-8")
-    if not share_links.is_unlocked(request.session, job):
-        if page:
-            return _password_page(request, job)
-        return HttpResponse(
-            "This link needs its password: open the link's page and give it first.\n",
-            status=403,
-            content_type="text/plain; charset=utf-8",
-        )
-    return None
-
-
-def _password_page(request: HttpRequest, job, *, error: str = "", status: int = 200) -> HttpResponse:
-    return render(request, "jobs/share_password.html", {"job": job, "error": error}, status=status)
-
-
 @login_not_required
 @require_http_methods(["GET", "HEAD", "POST"])
 def job_public(request: HttpRequest, token: str) -> HttpResponse:
@@ -481,18 +461,8 @@ def job_public(request: HttpRequest, token: str) -> HttpResponse:
     if request.method == "POST" and not (share_links.has_password(job) and not share_links.is_expired(job)):
         return redirect("jobs-public", token=token)  # nothing to unlock: the page says what it is
     if request.method == "POST":
-        try:
-            if not share_links.try_password(job, request.POST.get("password", "")):
-                return _password_page(
-                    request, job, error="That is not the password of this link.", status=403
-                )
-        except share_links.TooManyTries as exc:
-            response = _password_page(request, job, error=str(exc), status=429)
-            response["Retry-After"] = str(exc.retry_after)
-            return response
-        share_links.unlock(request.session, job)
-        return redirect("jobs-public", token=token)
-    refusal = _link_refusal(request, job, page=True)
+        return password_given(request, job) or redirect("jobs-public", token=token)
+    refusal = link_refusal(request, job, page=True)
     if refusal is not None:
         return refusal
     if request.method == "GET":
@@ -505,7 +475,7 @@ def job_public(request: HttpRequest, token: str) -> HttpResponse:
 @require_safe  # HEAD too: players probe a file before fetching ranges
 def job_public_file(request: HttpRequest, token: str, artifact_id: int) -> HttpResponse:
     job = job_by_share_token(token)
-    if (refusal := _link_refusal(request, job, page=False)) is not None:
+    if (refusal := link_refusal(request, job, page=False)) is not None:
         return refusal
     artifact = get_object_or_404(job.artifacts, pk=artifact_id)
     return artifact_response(request, artifact, share_token=token, inline=not request.GET.get("download"))
@@ -642,7 +612,7 @@ def job_input(request: HttpRequest, job_id: int, name: str) -> HttpResponse:
 @require_safe
 def job_public_input(request: HttpRequest, token: str, name: str) -> HttpResponse:
     job = job_by_share_token(token)
-    if (refusal := _link_refusal(request, job, page=False)) is not None:
+    if (refusal := link_refusal(request, job, page=False)) is not None:
         return refusal
     return input_response(request, job, name, share_token=token)
 

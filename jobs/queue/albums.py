@@ -11,6 +11,9 @@ Who sees an album and its jobs is ``jobs.core.albums``'s (the job access check a
   (``album_remove_item``);
 - a member who goes (removed, or leaving) takes their additions with them: their own private results never stay
   visible to people they no longer share with;
+- only the owner makes, revokes and sets the options of the album's read-only link (``album_share_link``,
+  ``album_share_link_options``: the rules of its expiry and password are ``jobs.core.share_links``'s, as a job's);
+  a new link starts clean (no expiry, no password, 0 opens) and revoking clears them;
 - every change that takes access away tells the people concerned's open sockets, after commit, to re-check what
   they watch (``hub.live.reauthorize``): a job page they saw only through the album stops at once.
 """
@@ -20,16 +23,20 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.db.models import Q
+from django.urls import reverse
 from django.utils import timezone
 
 from hub import live
+from hub.accounts import audit
+from jobs.core import share_links
 from jobs.core.albums import OWNER, may_add, role_in
 from jobs.core.selectors import can_view
-from jobs.models import Album, AlbumItem, AlbumMember, Artifact, Job, JobState
+from jobs.models import Album, AlbumItem, AlbumMember, Artifact, Job, JobState, new_share_token
 from jobs.queue.admission import RequestInvalid
 
 NAME_MAX = 80
@@ -216,3 +223,47 @@ def albums_to_add_to(user: Any) -> list[Album]:
         return []
     contributes = Q(members__user=user, members__role=AlbumMember.Role.CONTRIBUTOR)
     return list(Album.objects.filter(Q(owner=user) | contributes).distinct().order_by("name", "pk"))
+
+
+# -- the read-only link -------------------------------------------------------------------------------------------
+_FRESH = {
+    "share_expires_at": None,
+    "share_password": "",
+    "share_opens": 0,
+}  # a new (or revoked) link starts clean
+
+
+def album_share_link(*, album: Album, by: Any, enable: bool) -> Album:
+    """Make the album's read-only link (a new token each time) or revoke it (it stops working at once)."""
+    _require_owner(by, album)
+    if enable and not album.share_token:
+        Album.objects.filter(pk=album.pk).update(share_token=new_share_token(), **_FRESH)
+        audit.record(audit.Action.SHARE_CREATED, actor=by, target=album, target_name=f"album {album.pk}",
+                     data={"album": album.name})  # fmt: skip
+    elif not enable and album.share_token:
+        Album.objects.filter(pk=album.pk).update(share_token="", **_FRESH)
+    album.refresh_from_db()
+    return album
+
+
+def album_share_link_options(
+    *, album: Album, by: Any, expires: str = "keep", password: str = "", remove_password: bool = False
+) -> Album:
+    """The link's expiry and password (``jobs.core.share_links.option_changes``; ``ValidationError`` with a
+    sentence for the page)."""
+    _require_owner(by, album)
+    fields, _ = share_links.option_changes(
+        album, expires=expires, password=password, remove_password=remove_password
+    )
+    if fields:
+        Album.objects.filter(pk=album.pk).update(**fields)
+    album.refresh_from_db()
+    return album
+
+
+def album_share_url(*, request: Any, album: Album) -> str:
+    """The link's full address (on ``HUB_PUBLIC_URL`` when set, as a job's), or "" while there is none."""
+    if not album.share_token:
+        return ""
+    path = reverse("jobs-album-public", args=[album.share_token])
+    return f"{settings.HUB_PUBLIC_URL}{path}" if settings.HUB_PUBLIC_URL else request.build_absolute_uri(path)

@@ -462,29 +462,9 @@ def job_share_link_options(
     """Set the read-only link's expiry (``share_links.EXPIRY_CHOICES``) and password (stored hashed; blank keeps
     the one it has, ``remove_password`` takes it off). Raises ``ValidationError`` with a sentence for the page."""
     _require_manage(job, by)
-    if not job.share_token:
-        raise ValidationError("Create the link first.")
-    if expires not in {value for value, _, _ in share_links.EXPIRY_CHOICES}:
-        raise ValidationError("Choose when the link expires from the list.")
-    if password and not share_links.PASSWORD_MIN <= len(password) <= share_links.PASSWORD_MAX:
-        raise ValidationError(
-            f"A link's password has {share_links.PASSWORD_MIN} to {share_links.PASSWORD_MAX} characters."
-        )
-    fields: dict[str, Any] = {}
-    notes = []
-    if expires != "keep":
-        fields["share_expires_at"] = share_links.expires_at_for(expires)
-        notes.append(
-            "The read-only link no longer expires."
-            if expires == "never"
-            else f"The read-only link expires in {expires} day{'s' if expires != '1' else ''}."
-        )
-    if password:
-        fields["share_password"] = share_links.hashed(password)
-        notes.append("The read-only link needs a password.")
-    elif remove_password and job.share_password:
-        fields["share_password"] = ""
-        notes.append("The read-only link no longer needs a password.")
+    fields, notes = share_links.option_changes(
+        job, expires=expires, password=password, remove_password=remove_password
+    )
     if fields:
         job_note(job.pk, " ".join(notes), **fields)
     job.refresh_from_db()
