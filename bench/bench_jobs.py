@@ -193,9 +193,13 @@ def measure() -> None:
     client.force_login(people[0])
     deleter = Client()  # p1, who has the most in the trash
     deleter.force_login(people[1])
-    from jobs.models import Album
+    from jobs.models import Album, AlbumMember
 
     big = Album.objects.filter(owner=people[0]).order_by("pk").first()
+    member = (
+        Client()
+    )  # its contributor, who sees it through the membership (another access path than its owner)
+    member.force_login(AlbumMember.objects.filter(album=big).select_related("user").first().user)
     trashed_p1 = Job.objects.filter(owner=people[1], trashed_at__isnull=False).count()
     later = max(1, trashed_p1 // 24 // 2)
 
@@ -228,6 +232,8 @@ def measure() -> None:
             "the album, one kind (?kind=video)",
             *timed(lambda: client.get(f"/jobs/albums/{big.pk}/?kind=video")),
         ),
+        ("the album, as its contributor", *timed(lambda: member.get(f"/jobs/albums/{big.pk}/"))),
+        ("Albums page, as that contributor", *timed(lambda: member.get("/jobs/albums/"))),
         (f"Trash page (GET /jobs/trash/), {trashed_p1:,} in it", *timed(lambda: deleter.get("/jobs/trash/"))),
         (f"Trash, a later page (?page={later})", *timed(lambda: deleter.get(f"/jobs/trash/?page={later}"))),
         ("API album list (GET /api/albums)", *timed(lambda: client.get("/api/albums"))),
