@@ -184,6 +184,9 @@ class Job(models.Model):
             models.Index(fields=["state", "kind"], name="jobs_state_kind_idx"),
             # Fair share over the pool: device-seconds per owner on every device over the last 7 days.
             models.Index(fields=["finished_at"], name="jobs_finished_idx"),
+            # A person's trash (``jobs.queue.trash``): the Trash page, its count and its size. Without it each read
+            # walked every job of theirs (the owner's index) to find the few trashed: 15-20 ms each at 100k jobs.
+            models.Index(fields=["owner", "trashed_at"], name="jobs_owner_trash_idx"),
         ]
 
     def __str__(self) -> str:

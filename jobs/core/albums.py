@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from django.db.models import Exists, F, OuterRef, Q, QuerySet
+from django.db.models import Exists, F, OuterRef, Q, QuerySet, Subquery
 from django.http import Http404
 
 from jobs.models import Album, AlbumItem, AlbumMember, Job, JobKind
@@ -42,15 +42,21 @@ def _in_album(user: Any, prefix: str = "album__") -> Q:
 
 
 def albums_for(user: Any) -> QuerySet[Album]:
-    """The albums ``user`` sees: their own and those they are a member of (most recently changed first)."""
+    """The albums ``user`` sees: their own and those they are a member of (most recently changed first), each
+    with ``member_role`` (their role as a member, None for their own): a list needs no query per album."""
     if not _signed_in(user):
         return Album.objects.none()
     member_of = AlbumMember.objects.filter(album=OuterRef("pk"), user=user)
     return (
         Album.objects.select_related("owner")
-        .annotate(is_member=Exists(member_of))
+        .annotate(is_member=Exists(member_of), member_role=Subquery(member_of.values("role")[:1]))
         .filter(Q(owner=user) | Q(is_member=True))
     )
+
+
+def role_of(user: Any, album: Album) -> str | None:
+    """``user``'s part in an album from :func:`albums_for` (read from its annotation, no query)."""
+    return OWNER if album.owner_id == user.pk else album.member_role
 
 
 def album_for(user: Any, album_id: Any) -> Album:
@@ -59,7 +65,7 @@ def album_for(user: Any, album_id: Any) -> Album:
     album = albums_for(user).filter(pk=album_id).first() if isinstance(album_id, int) else None
     if album is None:
         raise Http404("No such album.")
-    album.role = role_in(user, album)
+    album.role = role_of(user, album)
     return album
 
 

@@ -169,10 +169,7 @@ def album_list(request: HttpRequest):
     """Yours and those you are a member of, the most recently changed first."""
     require_scope(request, READ)
     return {
-        "items": [
-            _album_out(a, access.OWNER if a.owner_id == request.user.pk else access.role_in(request.user, a))
-            for a in access.albums_for(request.user)
-        ]
+        "items": [_album_out(a, access.role_of(request.user, a)) for a in access.albums_for(request.user)]
     }
 
 

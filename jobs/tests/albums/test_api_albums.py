@@ -129,3 +129,45 @@ def test_a_member_may_leave_through_the_api(album, other_member):
     otto = token_client(other_member)
     assert send(otto, "delete", f"/api/albums/{album.pk}/members/otto").status_code == 204
     assert otto.get(f"/api/albums/{album.pk}").status_code == 404
+
+
+def test_the_list_gives_each_album_its_role_in_a_fixed_number_of_queries(
+    member, other_member, viewer, stranger
+):
+    """The list reads each person's role in the same query as the albums, however many albums they are in (a
+    query per album shared with them made GET /api/albums over a hundred queries at 1,000 albums: bench_jobs.py)."""
+    from django.db import connection
+    from django.test.utils import CaptureQueriesContext
+
+    def listed():
+        with CaptureQueriesContext(connection) as ctx:
+            items = otto.get("/api/albums").json()["items"]
+        return {a["name"]: a["role"] for a in items}, len(ctx.captured_queries)
+
+    otto = token_client(other_member)
+    assert otto.get("/api/albums").status_code == 200  # the token's first use is recorded once: not counted
+    svc.album_create(by=other_member, name="Otto's own")
+    first = svc.album_create(by=member, name="Mia 0")
+    svc.album_invite(album=first, by=member, username=other_member.username, role="contributor")
+    roles, few = listed()
+    assert roles == {"Otto's own": "owner", "Mia 0": "contributor"}
+    for n in range(1, 6):
+        album = svc.album_create(by=member if n % 2 else viewer, name=f"Shared {n}")
+        svc.album_invite(
+            album=album,
+            by=album.owner,
+            username=other_member.username,
+            role="viewer" if n % 3 else "contributor",
+        )
+    svc.album_create(by=stranger, name="Not for otto")
+    roles, many = listed()
+    assert roles == {
+        "Otto's own": "owner",
+        "Mia 0": "contributor",
+        "Shared 1": "viewer",
+        "Shared 2": "viewer",
+        "Shared 3": "contributor",
+        "Shared 4": "viewer",
+        "Shared 5": "viewer",
+    }
+    assert many == few
