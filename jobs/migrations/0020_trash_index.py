@@ -7,7 +7,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
     dependencies = [
         ("devices", "0005_link_round_trip"),
-        ("jobs", "0018_albums"),
+        ("jobs", "0019_album_share_link"),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
