@@ -169,6 +169,9 @@ def _fill_to_56_free(tiiny):
 
 def test_it_fakes_a_fit_when_the_npu_is_nearly_full_and_the_launch_vanishes(tiiny):
     _fill_to_56_free(tiiny)
+    # The doomed launch shows as loading for DOOMED_LOAD_S device-seconds: 5 s here, so a loaded machine still
+    # sees it pending (at the fixture's speed it vanished in milliseconds, before a busy box asked).
+    tiiny.set_speed(2)
     with tiiny.client() as c:
         cand = c.get(f"/api/v1/models/{CHAT}/unload_candidate").json()
         assert cand["unload_required"] is False and cand["npu_available"] == 56
