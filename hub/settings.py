@@ -554,6 +554,10 @@ except ValueError:
     raise SettingError("NOTIFY_RETRY_DELAYS_S: seconds, comma-separated (e.g. 10,60,300)") from None
 # A job's news that the hand-over after its commit did not prepare within this (its process died) is the sweep's.
 NOTIFY_NOTICE_GRACE_S = env_float("NOTIFY_NOTICE_GRACE_S", 30.0, minimum=0.0)
+# A delivery left "sending" this long (its worker died mid-send) is sent again, under the same delivery id; one left
+# pending this long past its last retry's delay has lost its task and is queued again (beat's sweep).
+NOTIFY_CLAIM_STALE_S = env_float("NOTIFY_CLAIM_STALE_S", 300.0, minimum=1.0)
+NOTIFY_SWEEP_AFTER_S = env_float("NOTIFY_SWEEP_AFTER_S", 120.0, minimum=0.0)
 NOTIFY_TIMEOUT_S = env_float("NOTIFY_TIMEOUT_S", 10.0, minimum=0.1)  # one webhook/Apprise/push call at most
 # Private hosts every channel may reach (host or host:port, comma-separated: the household's Home Assistant, a LAN
 # ntfy). Any other target on this machine or the private network is refused (notify.targets); admins add more on

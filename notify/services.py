@@ -46,10 +46,15 @@ from notify.selectors import (
 
 logger = logging.getLogger("notify")
 
-#: a row left "sending" this long (its worker died mid-send) may be claimed again
-CLAIM_STALE = dt.timedelta(minutes=5)
-#: a pending row this much past its due time (its countdown included) has lost its task: the sweep enqueues it
-SWEEP_AFTER = dt.timedelta(minutes=2)
+#: a row left "sending" this long (its worker died mid-send) may be claimed again: ``NOTIFY_CLAIM_STALE_S``
+#: a pending row this much past its due time (its countdown included) has lost its task, and the sweep enqueues it:
+#: ``NOTIFY_SWEEP_AFTER_S``
+
+
+def _claim_stale() -> dt.timedelta:
+    return dt.timedelta(seconds=settings.NOTIFY_CLAIM_STALE_S)
+
+
 SWEEP_BATCH = 200
 #: job state -> event (job.started: the hub began working on it — the model load counts)
 #: "Send a test" checks that a channel arrives; it is not a way to make the hub hammer a URL or an inbox: one test
@@ -421,7 +426,7 @@ def delivery_attempt(*, delivery_id: int) -> str:
         Delivery.objects.filter(pk=delivery_id)
         .filter(
             Q(status=Delivery.Status.PENDING)
-            | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - CLAIM_STALE)
+            | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - _claim_stale())
         )
         .update(status=Delivery.Status.SENDING, claimed_at=now)
     )
@@ -459,8 +464,8 @@ def delivery_sweep(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     longest = max(settings.NOTIFY_RETRY_DELAYS_S or [0.0])
     overdue = Delivery.objects.filter(
-        Q(status=Delivery.Status.PENDING, created__lt=now - SWEEP_AFTER - dt.timedelta(seconds=longest))
-        | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - CLAIM_STALE)
+        Q(status=Delivery.Status.PENDING, created__lt=now - dt.timedelta(seconds=settings.NOTIFY_SWEEP_AFTER_S + longest))
+        | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - _claim_stale())
     )
     ids = list(overdue.order_by("id").values_list("pk", flat=True)[:SWEEP_BATCH])
     for delivery_id in ids:

@@ -25,6 +25,10 @@ ENGINE_ENV = {
     "JOBS_DISK_RETRY_S": "0.5",  # a result that found the disk full is tried again soon
     "NOTIFY_SWEEP_S": "1",  # a job's news lost with a killed worker is prepared soon (notify.job_news)
     "NOTIFY_NOTICE_GRACE_S": "1",
+    # A delivery whose worker was killed mid-send, or whose task died with it, is sent again within seconds.
+    "NOTIFY_CLAIM_STALE_S": "5",
+    "NOTIFY_SWEEP_AFTER_S": "2",
+    "NOTIFY_RETRY_DELAYS_S": "1",
 }
 
 

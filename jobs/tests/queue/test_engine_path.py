@@ -179,25 +179,23 @@ def test_a_job_moving_on_while_it_holds_the_device_replans_only_when_its_finish_
 
 
 def test_a_replan_that_moved_nothing_keeps_the_stored_plan(member, device, seen, monkeypatch):
-    from django.db.models.query import QuerySet
-
-    from jobs.queue.eta import plan_device
+    from jobs.queue import eta
 
     make_job(member, device, state="running")
     make_job(member, device)
     make_job(member, device, prompt="the last one")
-    plan_device(device.pk)
+    eta.plan_device(device.pk)
     writes = []
-    bulk_update = QuerySet.bulk_update
-    monkeypatch.setattr(QuerySet, "bulk_update", lambda self, objs, fields, **kw: writes.append(len(objs)))
-    plan_device(device.pk)  # a few milliseconds later: every time moved by them
+    write = eta._write_plan
+    monkeypatch.setattr(eta, "_write_plan", lambda rows: writes.append(len(rows)))
+    eta.plan_device(device.pk)  # a few milliseconds later: every time moved by them
     assert writes == []
-    monkeypatch.setattr(QuerySet, "bulk_update", bulk_update)
+    monkeypatch.setattr(eta, "_write_plan", write)
     from jobs.models import Job
 
     Job.objects.filter(device=device, state="running").update(progress=90.0)  # minutes sooner
-    monkeypatch.setattr(QuerySet, "bulk_update", lambda self, objs, fields, **kw: writes.append(len(objs)))
-    plan_device(device.pk)
+    monkeypatch.setattr(eta, "_write_plan", lambda rows: writes.append(len(rows)))
+    eta.plan_device(device.pk)
     assert writes == [3]  # the whole plan, so a start is still the finish before it
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections import Counter
+from collections import defaultdict
 
 import pytest
 
@@ -74,11 +74,13 @@ def test_every_job_notifies_once_while_the_worker_is_killed_four_times(engine, t
         notices = list(Notice.objects.values_list("job_id", "seq", "kind", "state"))
         deliveries = list(Delivery.objects.values_list("job_id", "event", "status", "reason"))
         raise AssertionError(f"notices left {notices}; deliveries {deliveries}\n{engine.logs()}") from None
-    done = Counter(
-        body["job"]["id"]
-        for body in (json.loads(r.body) for r in hook.requests)
-        if body["event"] == "job.done"
-    )
-    assert done == Counter({job.pk: 1 for job in jobs})
+    # Each job's "done" arrives under one delivery id. A worker killed mid-send leaves its delivery "sending", sent
+    # again under the same id (a receiver keeps one per id); never a second delivery of the same news.
+    ids: dict[int, set[str]] = defaultdict(set)
+    for request in hook.requests:
+        body = json.loads(request.body)
+        if body["event"] == "job.done":
+            ids[body["job"]["id"]].add(request.headers["x-hub-delivery"])
+    assert {pk: len(seen) for pk, seen in ids.items()} == {job.pk: 1 for job in jobs}
     assert Delivery.objects.filter(event="job.done").count() == JOBS  # one delivery id per job
     assert all(Job.objects.get(pk=job.pk).artifacts.exists() for job in jobs)
