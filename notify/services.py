@@ -464,7 +464,10 @@ def delivery_sweep(*, now: dt.datetime | None = None) -> int:
     now = now or timezone.now()
     longest = max(settings.NOTIFY_RETRY_DELAYS_S or [0.0])
     overdue = Delivery.objects.filter(
-        Q(status=Delivery.Status.PENDING, created__lt=now - dt.timedelta(seconds=settings.NOTIFY_SWEEP_AFTER_S + longest))
+        Q(
+            status=Delivery.Status.PENDING,
+            created__lt=now - dt.timedelta(seconds=settings.NOTIFY_SWEEP_AFTER_S + longest),
+        )
         | Q(status=Delivery.Status.SENDING, claimed_at__lt=now - _claim_stale())
     )
     ids = list(overdue.order_by("id").values_list("pk", flat=True)[:SWEEP_BATCH])
