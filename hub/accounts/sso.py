@@ -44,14 +44,19 @@ def parse_role_map(text: str) -> dict[str, str]:
     return mapping
 
 
+def claim_values(claims: dict, name: str) -> list[str]:
+    """A claim's values: a string, or a list of strings (Authelia, Keycloak and Authentik send ``groups`` as one)."""
+    raw = claims.get(name)
+    return [raw] if isinstance(raw, str) else [v for v in raw or [] if isinstance(v, str)]
+
+
 def role_from_claims(claims: dict) -> str | None:
     """The strongest role HUB_OIDC_ROLE_MAP gives one of the values of the HUB_OIDC_ROLE_CLAIM claim, or None.
 
     The claim may be a string or a list of strings (Authelia, Keycloak and Authentik send ``groups`` as a list).
     """
     mapping = parse_role_map(settings.HUB_OIDC_ROLE_MAP)
-    raw = claims.get(settings.HUB_OIDC_ROLE_CLAIM)
-    values = [raw] if isinstance(raw, str) else [v for v in raw or [] if isinstance(v, str)]
+    values = claim_values(claims, settings.HUB_OIDC_ROLE_CLAIM)
     roles = {mapping[v] for v in values if v in mapping}
     return next((role for role in _ROLE_ORDER if role in roles), None)
 
@@ -63,8 +68,7 @@ def claim_groups_hook(user: User, claims: dict) -> None:
     claim = settings.HUB_OIDC_GROUPS_CLAIM
     if not claim:
         return
-    raw = claims.get(claim)
-    values = [raw] if isinstance(raw, str) else [v for v in raw or [] if isinstance(v, str)]
+    values = claim_values(claims, claim)
     wanted = {v.strip().casefold() for v in values}
     now = {group.pk for group in user.usage_groups.all()}
     named = {group.pk for group in UserGroup.objects.all() if group.name.casefold() in wanted}

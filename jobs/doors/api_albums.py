@@ -17,14 +17,13 @@ from ninja import Query, Router, Schema
 from ninja.errors import HttpError
 from ninja.responses import Status
 from pydantic import Field, StrictBool
-from pydantic import ValidationError as PydanticValidationError
 
 from hub.api_auth import require_scope
 from hub.api_errors import ERRORS
 from hub.parsing import parse_id
 from jobs.core import albums as access
 from jobs.doors.album_views import tell_album
-from jobs.doors.api import pydantic_errors, read_body
+from jobs.doors.api import json_body, json_request_body
 from jobs.files.zips import NothingToDownload, TooManyJobs, stream_jobs_zip
 from jobs.kinds.schemas import Strict
 from jobs.models import Album, AlbumMember, Job
@@ -116,24 +115,6 @@ def _album(request: HttpRequest, album_id: str) -> Album:
     return access.album_for(request.user, parse_id(album_id))
 
 
-def _body(request: HttpRequest, schema: type[Schema]) -> Any:
-    """The JSON body checked by ``schema``, read after the scope check: a read-only token learns nothing more."""
-    data, _files = read_body(request, files_allowed=False)
-    try:
-        return schema.model_validate(data)
-    except PydanticValidationError as exc:
-        raise RequestInvalid(pydantic_errors(exc.errors())) from None
-
-
-def _json_body(schema: type[Schema]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": schema.model_json_schema()}},
-        }
-    }
-
-
 def _item_out(job: Job, names: dict[int, str]) -> dict[str, Any]:
     return {
         "job": job.pk,
@@ -177,12 +158,12 @@ def album_list(request: HttpRequest):
     "",
     url_name="album_create",
     response={201: AlbumDetailOut, **ERRORS},
-    openapi_extra=_json_body(AlbumIn),
+    openapi_extra=json_request_body(AlbumIn),
     summary="Create an album",
 )
 def album_create(request: HttpRequest):
     require_scope(request, SUBMIT)
-    album = svc.album_create(by=request.user, name=_body(request, AlbumIn).name)
+    album = svc.album_create(by=request.user, name=json_body(request, AlbumIn).name)
     return Status(201, _detail(request, access.album_for(request.user, album.pk)))
 
 
@@ -223,7 +204,7 @@ def album_download(request: HttpRequest, album_id: str):
     "/{album_id}",
     url_name="album_update",
     response={200: AlbumDetailOut, **ERRORS},
-    openapi_extra=_json_body(AlbumPatchIn),
+    openapi_extra=json_request_body(AlbumPatchIn),
     summary="Rename an album, or share it by a link",
 )
 def album_update(request: HttpRequest, album_id: str):
@@ -231,7 +212,7 @@ def album_update(request: HttpRequest, album_id: str):
     its expiry and password are set on the album's page), `{"share": false}` revokes it."""
     require_scope(request, SUBMIT)
     album = _album(request, album_id)
-    body = _body(request, AlbumPatchIn)
+    body = json_body(request, AlbumPatchIn)
     if body.name is None and body.share is None:
         raise RequestInvalid({"name": ["Give a new name, or share: true or false."]})
     with transaction.atomic():
@@ -256,7 +237,7 @@ def album_delete(request: HttpRequest, album_id: str):
     "/{album_id}/items",
     url_name="album_add",
     response={201: AlbumDetailOut, **ERRORS},
-    openapi_extra=_json_body(ItemsIn),
+    openapi_extra=json_request_body(ItemsIn),
     summary="Add results to an album",
 )
 def album_add(request: HttpRequest, album_id: str):
@@ -264,7 +245,7 @@ def album_add(request: HttpRequest, album_id: str):
     refused job is a 422 naming it (`jobs[i]`): not found or not yours to see, not finished, already there."""
     require_scope(request, SUBMIT)
     album = _album(request, album_id)
-    svc.album_add_jobs(album=album, by=request.user, job_ids=_body(request, ItemsIn).jobs)
+    svc.album_add_jobs(album=album, by=request.user, job_ids=json_body(request, ItemsIn).jobs)
     tell_album(album.pk, request.user.pk)
     return Status(201, _detail(request, album))
 
@@ -286,14 +267,14 @@ def album_remove(request: HttpRequest, album_id: str, job_id: str):
     "/{album_id}/members",
     url_name="album_invite",
     response={201: MemberOut, **ERRORS},
-    openapi_extra=_json_body(MemberIn),
+    openapi_extra=json_request_body(MemberIn),
     summary="Invite someone to an album",
 )
 def album_invite(request: HttpRequest, album_id: str):
     """The owner only. Inviting a member again changes their role."""
     require_scope(request, SUBMIT)
     album = _album(request, album_id)  # a stranger's 404 before anything about the body
-    body = _body(request, MemberIn)
+    body = json_body(request, MemberIn)
     member = svc.album_invite(album=album, by=request.user, username=body.user, role=body.role)
     return Status(201, {"user": member.user.username, "role": member.role})
 

@@ -15,12 +15,11 @@ from django.http import HttpRequest
 from ninja import Query, Router, Schema
 from ninja.responses import Status
 from pydantic import Field
-from pydantic import ValidationError as PydanticValidationError
 
 from hub.api_auth import require_scope
 from hub.api_errors import ERRORS
 from hub.parsing import parse_id
-from jobs.doors.api import pydantic_errors, read_body
+from jobs.doors.api import json_body, json_request_body
 from jobs.kinds.schemas import Strict
 from jobs.models import JobKind, Preset
 from jobs.queue import presets as svc
@@ -113,36 +112,18 @@ def preset_list(
     return {"items": [preset_out(request, p) for p in svc.presets_visible_to(request.user, _kind(kind))]}
 
 
-def _body(request: HttpRequest, schema: type[Schema]) -> Any:
-    """The JSON body checked by ``schema``, read after the scope check: a read-only token learns nothing more."""
-    data, _files = read_body(request, files_allowed=False)
-    try:
-        return schema.model_validate(data)
-    except PydanticValidationError as exc:
-        raise RequestInvalid(pydantic_errors(exc.errors())) from None
-
-
-def _json_body(schema: type[Schema]) -> dict[str, Any]:
-    return {
-        "requestBody": {
-            "required": True,
-            "content": {"application/json": {"schema": schema.model_json_schema()}},
-        }
-    }
-
-
 @router.post(
     "",
     url_name="preset_create",
     response={201: PresetOut, **ERRORS},
-    openapi_extra=_json_body(PresetIn),
+    openapi_extra=json_request_body(PresetIn),
     summary="Create a preset",
 )
 def preset_create(request: HttpRequest):
     """A preset of yours (or, `household` true, the household's: admins only). A name you already use for the
     kind is a 422 naming `name`."""
     require_scope(request, SUBMIT)
-    payload = _body(request, PresetIn)
+    payload = json_body(request, PresetIn)
     preset = svc.preset_create(
         by=request.user,
         kind=payload.kind,
@@ -171,7 +152,7 @@ def preset_export(
     "/import",
     url_name="preset_import",
     response={201: PresetListOut, **ERRORS},
-    openapi_extra=_json_body(PresetImportIn),
+    openapi_extra=json_request_body(PresetImportIn),
     summary="Import presets",
 )
 def preset_import(
@@ -181,7 +162,7 @@ def preset_import(
     """What export wrote: every preset is checked first, and one bad preset (a 422 naming it, e.g.
     `presets[2].values.steps`) imports nothing. A preset of the same name and kind takes the imported values."""
     require_scope(request, SUBMIT)
-    body = _body(request, PresetImportIn).model_dump(exclude_none=True)
+    body = json_body(request, PresetImportIn).model_dump(exclude_none=True)
     created = svc.presets_import(by=request.user, payload=body, household=household)
     return Status(201, {"items": [preset_out(request, p) for p in created]})
 
