@@ -126,6 +126,11 @@ def _paths(evening, pocket) -> list[str]:
         "/accounts/tokens/",
         "/jobs/presets/",
         "/jobs/albums/",
+        "/jobs/trash/",
+        "/jobs/retention/",
+        "/groups/",
+        "/accounts/audit/",
+        "/accounts/2fa/",
     ]
 
 
